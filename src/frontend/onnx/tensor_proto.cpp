@@ -1,0 +1,167 @@
+#include "frontend/onnx/tensor_proto.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "frontend/onnx/external_data.h"
+#include "support/checked_math.h"
+
+namespace ferrite {
+
+namespace {
+
+template <class T, class Src>
+void copy_field(Tensor& t, const Src& field) {
+  T* out = t.data<T>();
+  for (int64_t i = 0; i < t.numel(); ++i) out[i] = static_cast<T>(field.Get(static_cast<int>(i)));
+}
+
+// 16-bit floats stored in int32_data hold the raw bits.
+template <class T>
+void copy_bits16(Tensor& t, const google::protobuf::RepeatedField<int32_t>& field) {
+  T* out = t.data<T>();
+  for (int64_t i = 0; i < t.numel(); ++i) out[i].bits = static_cast<uint16_t>(field.Get(static_cast<int>(i)));
+}
+
+Status fill_from_typed_fields(const onnx::TensorProto& p, Tensor& t) {
+  const std::string& name = p.name();
+  auto expect = [&](int64_t got, const char* field) -> Status {
+    if (got != t.numel())
+      return err("tensor '", name, "': ", field, " has ", got, " values, but dims ",
+                 dims_to_string(t.dims()), " need ", t.numel());
+    return Status::ok();
+  };
+  switch (t.dtype()) {
+    case DType::kF32:
+      FERRITE_RETURN_IF_ERROR(expect(p.float_data_size(), "float_data"));
+      copy_field<float>(t, p.float_data());
+      break;
+    case DType::kF64:
+      FERRITE_RETURN_IF_ERROR(expect(p.double_data_size(), "double_data"));
+      copy_field<double>(t, p.double_data());
+      break;
+    case DType::kI64:
+      FERRITE_RETURN_IF_ERROR(expect(p.int64_data_size(), "int64_data"));
+      copy_field<int64_t>(t, p.int64_data());
+      break;
+    case DType::kU32:
+      FERRITE_RETURN_IF_ERROR(expect(p.uint64_data_size(), "uint64_data"));
+      copy_field<uint32_t>(t, p.uint64_data());
+      break;
+    case DType::kU64:
+      FERRITE_RETURN_IF_ERROR(expect(p.uint64_data_size(), "uint64_data"));
+      copy_field<uint64_t>(t, p.uint64_data());
+      break;
+    case DType::kF16:
+      FERRITE_RETURN_IF_ERROR(expect(p.int32_data_size(), "int32_data"));
+      copy_bits16<Half>(t, p.int32_data());
+      break;
+    case DType::kBF16:
+      FERRITE_RETURN_IF_ERROR(expect(p.int32_data_size(), "int32_data"));
+      copy_bits16<BFloat16>(t, p.int32_data());
+      break;
+    default: {
+      FERRITE_RETURN_IF_ERROR(expect(p.int32_data_size(), "int32_data"));
+      bool ok = visit_dtype(t.dtype(), [&]<class T>() {
+        if constexpr (std::is_integral_v<T>) copy_field<T>(t, p.int32_data());
+      });
+      FERRITE_CHECK(ok);
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const TensorProtoOptions& opts) {
+  const std::string& name = p.name();
+  auto dtype = dtype_from_onnx(p.data_type());
+  if (!dtype) {
+    if (p.data_type() > 0 && p.data_type() <= 23)
+      return unsupported("tensor '", name, "': data_type ", p.data_type(), " is not supported");
+    return err("tensor '", name, "': invalid data_type ", p.data_type());
+  }
+  std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
+  for (int64_t d : dims)
+    if (d < 0) return err("tensor '", name, "': negative dimension in ", dims_to_string(dims));
+  auto n = checked_numel(dims);
+  if (!n) return err("tensor '", name, "': element count of ", dims_to_string(dims), " overflows");
+  auto nbytes = checked_mul(*n, static_cast<int64_t>(dtype_size(*dtype)));
+  if (!nbytes) return err("tensor '", name, "': byte size of ", dims_to_string(dims), " overflows");
+  if (p.has_segment()) return err("tensor '", name, "': segmented tensors are not supported");
+
+  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
+    if (opts.external_data_dir.empty())
+      return err("tensor '", name, "': external data is not allowed here");
+    FERRITE_ASSIGN_OR_RETURN(std::string bytes,
+                             read_external_data(p, opts.external_data_dir, *nbytes));
+    FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(*dtype, dims));
+    if (*nbytes) std::memcpy(t.raw(), bytes.data(), static_cast<size_t>(*nbytes));
+    return t;
+  }
+  // Refuse absurd sizes before allocating: data must actually be present in the file.
+  if (p.has_raw_data()) {
+    if (static_cast<int64_t>(p.raw_data().size()) != *nbytes)
+      return err("tensor '", name, "': raw_data has ", p.raw_data().size(), " bytes, but ",
+                 dtype_name(*dtype), dims_to_string(dims), " needs ", *nbytes);
+    FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(*dtype, dims));
+    if (*nbytes) std::memcpy(t.raw(), p.raw_data().data(), static_cast<size_t>(*nbytes));
+    return t;
+  }
+  int64_t typed_count = p.float_data_size() + p.int32_data_size() + p.int64_data_size() +
+                        p.double_data_size() + p.uint64_data_size();
+  if (typed_count != *n)
+    return err("tensor '", name, "': has ", typed_count, " values, but dims ",
+               dims_to_string(dims), " need ", *n, (p.doc_string() == "materialize"
+                   ? " (weights were stripped: materialize the model first)" : ""));
+  FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(*dtype, dims));
+  FERRITE_RETURN_IF_ERROR(fill_from_typed_fields(p, t));
+  return t;
+}
+
+void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p) {
+  p->Clear();
+  p->set_name(name);
+  p->set_data_type(dtype_to_onnx(t.dtype()));
+  for (int64_t d : t.dims()) p->add_dims(d);
+  p->set_raw_data(t.raw(), t.nbytes());
+}
+
+Expected<std::string> read_file_bytes(const std::filesystem::path& path, size_t max_bytes) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    return err("'", path.string(), "' is not a readable file");
+  auto size = std::filesystem::file_size(path, ec);
+  if (ec) return err("cannot stat '", path.string(), "': ", ec.message());
+  if (size > max_bytes)
+    return err("'", path.string(), "' is ", size, " bytes, larger than the limit of ", max_bytes);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return err("cannot open '", path.string(), "'");
+  std::string bytes(size, '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(size));
+  if (static_cast<size_t>(in.gcount()) != size) return err("short read from '", path.string(), "'");
+  return bytes;
+}
+
+Expected<NamedTensor> read_tensor_file(const std::filesystem::path& path) {
+  FERRITE_ASSIGN_OR_RETURN(std::string bytes, read_file_bytes(path, size_t{1} << 31));
+  onnx::TensorProto proto;
+  if (bytes.empty() || !proto.ParseFromString(bytes))
+    return err("'", path.string(), "' is not a valid TensorProto file");
+  auto t = tensor_from_proto(proto, {});
+  if (!t) return t.status().with_context(path.string());
+  return NamedTensor{proto.name(), std::move(t).value()};
+}
+
+Status write_tensor_file(const std::filesystem::path& path, const std::string& name,
+                         const Tensor& t) {
+  onnx::TensorProto proto;
+  tensor_to_proto(t, name, &proto);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out || !proto.SerializeToOstream(&out)) return err("cannot write '", path.string(), "'");
+  return Status::ok();
+}
+
+}  // namespace ferrite

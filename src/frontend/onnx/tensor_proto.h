@@ -1,0 +1,37 @@
+// Conversion between ONNX TensorProto and ferrite Tensors, with every size checked: a model file
+// or input file is untrusted.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "ir/tensor.h"
+#include "support/status.h"
+
+namespace onnx {
+class TensorProto;
+}
+
+namespace ferrite {
+
+struct TensorProtoOptions {
+  // Directory that external data must live in; empty forbids external data.
+  std::filesystem::path external_data_dir;
+};
+
+Expected<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const TensorProtoOptions& opts);
+void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* proto);
+
+// Reads / writes a serialized TensorProto file (the layout of ONNX test data sets).
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+Expected<NamedTensor> read_tensor_file(const std::filesystem::path& path);
+Status write_tensor_file(const std::filesystem::path& path, const std::string& name,
+                         const Tensor& t);
+
+// Reads a whole file, refusing files larger than `max_bytes`.
+Expected<std::string> read_file_bytes(const std::filesystem::path& path, size_t max_bytes);
+
+}  // namespace ferrite

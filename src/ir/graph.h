@@ -1,0 +1,98 @@
+// The graph IR: Values (SSA tensors), Nodes (op applications) and the Graph that owns them.
+// Nodes are kept in a topological order; the verifier checks it.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/attribute.h"
+#include "ir/shape.h"
+#include "ir/tensor.h"
+
+namespace ferrite {
+
+struct OpSchema;
+struct Node;
+
+struct Value {
+  std::string name;
+  TensorType type;
+  Node* producer = nullptr;  // null for graph inputs and initializers
+  int producer_output = -1;
+  std::optional<Tensor> constant;  // initializer (or folded constant) data
+  bool is_graph_input = false;
+  // Symbolic contents of small 1-d/0-d integer tensors (e.g. the result of Shape), so that shape
+  // arithmetic chains keep symbols: Shape -> Gather -> Concat -> Reshape.
+  std::optional<std::vector<Dim>> sym_value;
+};
+
+struct Node {
+  std::string name;
+  std::string op_type;
+  std::string domain;  // "" is the default ONNX domain
+  int opset = 0;       // opset version of the node's domain in the model
+  std::vector<Value*> inputs;   // nullptr for an omitted optional input
+  std::vector<Value*> outputs;  // nullptr for an omitted optional output
+  AttributeMap attrs;
+  const OpSchema* schema = nullptr;
+
+  bool has_attr(const std::string& n) const { return attrs.count(n) != 0; }
+  // Typed accessors; defaults from the schema are filled at import, so these are for attributes
+  // the schema declares (the default argument covers optional ones without a default).
+  int64_t attr_int(const std::string& n, int64_t def = 0) const;
+  float attr_float(const std::string& n, float def = 0) const;
+  std::string attr_string(const std::string& n, const std::string& def = "") const;
+  std::vector<int64_t> attr_ints(const std::string& n, std::vector<int64_t> def = {}) const;
+  std::vector<float> attr_floats(const std::string& n, std::vector<float> def = {}) const;
+  Value* input(size_t i) const { return i < inputs.size() ? inputs[i] : nullptr; }
+  Value* output(size_t i) const { return i < outputs.size() ? outputs[i] : nullptr; }
+  // "node 'name' (OpType)" for messages.
+  std::string describe() const;
+};
+
+class Graph {
+ public:
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  Value* add_value(std::string name, TensorType type = {});
+  Node* add_node(std::string op_type, std::string name = "");
+  Value* find_value(const std::string& name) const;
+
+  std::vector<Value*>& inputs() { return inputs_; }
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  std::vector<Value*>& outputs() { return outputs_; }
+  const std::vector<Value*>& outputs() const { return outputs_; }
+  std::vector<Value*>& initializers() { return initializers_; }
+  const std::vector<Value*>& initializers() const { return initializers_; }
+  const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
+  std::vector<std::unique_ptr<Node>>& nodes() { return nodes_; }
+  size_t num_values() const { return values_.size(); }
+
+  std::map<std::string, int>& opsets() { return opsets_; }
+  const std::map<std::string, int>& opsets() const { return opsets_; }
+  std::string name;
+
+ private:
+  std::vector<std::unique_ptr<Value>> values_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<Value*> inputs_, outputs_, initializers_;
+  std::map<std::string, Value*> by_name_;
+  std::map<std::string, int> opsets_;
+};
+
+// SSA, acyclicity (topological order), defined uses, consistent types.
+Status verify_graph(const Graph& g);
+
+// Readable text form for `ferrite info --ir` and golden tests.
+struct PrintOptions {
+  bool show_node_names = true;
+  bool elide_constants = true;  // print initializers as "<f32[..]>" instead of their data
+};
+std::string print_graph(const Graph& g, const PrintOptions& opts = {});
+
+}  // namespace ferrite

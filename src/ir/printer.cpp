@@ -1,0 +1,59 @@
+#include <sstream>
+
+#include "ir/graph.h"
+
+namespace ferrite {
+
+namespace {
+std::string ref(const Value* v) { return v ? "%" + v->name : "_"; }
+}  // namespace
+
+std::string print_graph(const Graph& g, const PrintOptions& opts) {
+  std::ostringstream os;
+  os << "graph " << (g.name.empty() ? "main" : g.name) << " {";
+  bool first = true;
+  for (const auto& [domain, version] : g.opsets()) {
+    os << (first ? " opset " : ", ") << (domain.empty() ? "ai.onnx" : domain) << ":" << version;
+    first = false;
+  }
+  os << "\n";
+  for (const Value* v : g.inputs()) os << "  input " << ref(v) << ": " << v->type.to_string() << "\n";
+  for (const Value* v : g.initializers()) {
+    if (v->is_graph_input) continue;
+    os << "  const " << ref(v) << ": " << v->type.to_string();
+    if (!opts.elide_constants && v->constant && v->constant->numel() <= 16) {
+      os << " = [";
+      for (int64_t i = 0; i < v->constant->numel(); ++i)
+        os << (i ? "," : "") << v->constant->double_at(i);
+      os << "]";
+    }
+    os << "\n";
+  }
+  for (const auto& n : g.nodes()) {
+    os << "  ";
+    for (size_t i = 0; i < n->outputs.size(); ++i) os << (i ? ", " : "") << ref(n->outputs[i]);
+    os << " = " << (n->domain.empty() ? "" : n->domain + ".") << n->op_type << "(";
+    for (size_t i = 0; i < n->inputs.size(); ++i) os << (i ? ", " : "") << ref(n->inputs[i]);
+    os << ")";
+    if (!n->attrs.empty()) {
+      os << " {";
+      bool f = true;
+      for (const auto& [k, a] : n->attrs) {
+        os << (f ? "" : ", ") << k << "=" << a.to_string();
+        f = false;
+      }
+      os << "}";
+    }
+    os << " :";
+    for (size_t i = 0; i < n->outputs.size(); ++i)
+      os << (i ? ", " : " ") << (n->outputs[i] ? n->outputs[i]->type.to_string() : "_");
+    if (opts.show_node_names && !n->name.empty()) os << "  # " << n->name;
+    os << "\n";
+  }
+  os << "  return";
+  for (size_t i = 0; i < g.outputs().size(); ++i) os << (i ? ", " : " ") << ref(g.outputs()[i]);
+  os << "\n}\n";
+  return os.str();
+}
+
+}  // namespace ferrite

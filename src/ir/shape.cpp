@@ -1,0 +1,76 @@
+#include "ir/shape.h"
+
+#include "support/status.h"
+
+namespace ferrite {
+
+Shape Shape::of(const std::vector<int64_t>& dims) {
+  std::vector<Dim> d;
+  d.reserve(dims.size());
+  for (int64_t v : dims) d.emplace_back(v);
+  return Shape(std::move(d));
+}
+
+bool Shape::is_static() const {
+  if (!rank_known_) return false;
+  for (const auto& d : dims_)
+    if (!d.is_static()) return false;
+  return true;
+}
+
+std::optional<std::vector<int64_t>> Shape::static_dims() const {
+  if (!is_static()) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const auto& d : dims_) out.push_back(*d.value());
+  return out;
+}
+
+Dim Shape::numel() const {
+  if (!rank_known_) return Dim();
+  Dim n(int64_t{1});
+  for (const auto& d : dims_) n = n * d;
+  return n;
+}
+
+std::string Shape::to_string() const {
+  if (!rank_known_) return "[*]";
+  std::string s = "[";
+  for (size_t i = 0; i < dims_.size(); ++i) {
+    if (i) s += ",";
+    s += dims_[i].to_string();
+  }
+  return s + "]";
+}
+
+std::string TensorType::to_string() const {
+  return std::string(dtype_name(dtype)) + shape.to_string();
+}
+
+std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b, std::string* error) {
+  if (!a.rank_known() || !b.rank_known()) return Shape::unknown_rank();
+  size_t rank = std::max(a.rank(), b.rank());
+  std::vector<Dim> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const Dim* da = i < rank - a.rank() ? nullptr : &a[i - (rank - a.rank())];
+    const Dim* db = i < rank - b.rank() ? nullptr : &b[i - (rank - b.rank())];
+    if (!da) { out[i] = *db; continue; }
+    if (!db) { out[i] = *da; continue; }
+    if (da->value() == 1) { out[i] = *db; continue; }
+    if (db->value() == 1) { out[i] = *da; continue; }
+    if (*da == *db) { out[i] = *da; continue; }
+    if (da->is_static() && db->is_static()) {
+      if (error)
+        *error = str_cat("cannot broadcast ", a.to_string(), " with ", b.to_string(), " (dim ",
+                         i, ": ", *da->value(), " vs ", *db->value(), ")");
+      return std::nullopt;
+    }
+    // One side symbolic: the result equals the non-1 side, which we cannot tell statically
+    // unless one side is a static non-1 value.
+    if (da->is_static()) out[i] = *da;
+    else if (db->is_static()) out[i] = *db;
+    else out[i] = Dim::unknown();
+  }
+  return Shape(std::move(out));
+}
+
+}  // namespace ferrite

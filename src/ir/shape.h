@@ -1,0 +1,85 @@
+// Tensor types: dtype plus a shape whose dims are integers, symbolic expressions or unknown.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/sym_expr.h"
+
+namespace ferrite {
+
+// One dimension: a (possibly symbolic) expression, or unknown ("?") when inference cannot say.
+class Dim {
+ public:
+  Dim() = default;  // unknown
+  Dim(int64_t v) : known_(true), expr_(v) {}  // NOLINT
+  Dim(SymExpr e) : known_(true), expr_(std::move(e)) {}  // NOLINT
+  static Dim unknown() { return Dim(); }
+  static Dim symbol(const std::string& name) { return Dim(SymExpr::symbol(name)); }
+
+  bool is_known() const { return known_; }
+  bool is_static() const { return known_ && expr_.is_constant(); }
+  std::optional<int64_t> value() const { return known_ ? expr_.constant() : std::nullopt; }
+  const SymExpr& expr() const { return expr_; }
+  bool operator==(const Dim& o) const { return known_ == o.known_ && (!known_ || expr_ == o.expr_); }
+  bool operator!=(const Dim& o) const { return !(*this == o); }
+  std::string to_string() const { return known_ ? expr_.to_string() : "?"; }
+
+  // Arithmetic that propagates unknown.
+  Dim operator+(const Dim& o) const { return known_ && o.known_ ? Dim(expr_ + o.expr_) : Dim(); }
+  Dim operator-(const Dim& o) const { return known_ && o.known_ ? Dim(expr_ - o.expr_) : Dim(); }
+  Dim operator*(const Dim& o) const { return known_ && o.known_ ? Dim(expr_ * o.expr_) : Dim(); }
+  Dim floordiv(const Dim& o) const {
+    if (!known_ || !o.known_ || o.value() == 0) return Dim();
+    return Dim(expr_.floordiv(o.expr_));
+  }
+  Dim ceildiv(const Dim& o) const {
+    if (!known_ || !o.known_ || o.value() == 0) return Dim();
+    return Dim(expr_.ceildiv(o.expr_));
+  }
+
+ private:
+  bool known_ = false;
+  SymExpr expr_;
+};
+
+// A shape with known rank (dims may be unknown), or an unknown rank.
+class Shape {
+ public:
+  Shape() = default;  // unknown rank
+  explicit Shape(std::vector<Dim> dims) : rank_known_(true), dims_(std::move(dims)) {}
+  static Shape of(const std::vector<int64_t>& dims);
+  static Shape unknown_rank() { return Shape(); }
+  static Shape scalar() { return Shape(std::vector<Dim>{}); }
+
+  bool rank_known() const { return rank_known_; }
+  size_t rank() const { return dims_.size(); }
+  const std::vector<Dim>& dims() const { return dims_; }
+  std::vector<Dim>& dims() { return dims_; }
+  const Dim& operator[](size_t i) const { return dims_[i]; }
+  bool is_static() const;
+  std::optional<std::vector<int64_t>> static_dims() const;
+  Dim numel() const;
+  bool operator==(const Shape& o) const {
+    return rank_known_ == o.rank_known_ && dims_ == o.dims_;
+  }
+  std::string to_string() const;  // "[batch,512]", "[?]", "[*]" for unknown rank
+
+ private:
+  bool rank_known_ = false;
+  std::vector<Dim> dims_;
+};
+
+struct TensorType {
+  DType dtype = DType::kUndefined;
+  Shape shape;
+  std::string to_string() const;  // "f32[batch,512]"
+  bool operator==(const TensorType& o) const { return dtype == o.dtype && shape == o.shape; }
+};
+
+// NumPy multidirectional broadcasting of symbolic shapes; error text on a definite mismatch.
+std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b, std::string* error);
+
+}  // namespace ferrite

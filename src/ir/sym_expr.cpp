@@ -1,0 +1,251 @@
+#include "ir/sym_expr.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "support/status.h"
+
+namespace ferrite {
+
+namespace {
+int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
+  return q;
+}
+int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, b) * b; }
+}  // namespace
+
+SymExpr::SymExpr(int64_t constant) {
+  if (constant != 0) terms_[{}] = constant;
+}
+
+SymExpr SymExpr::symbol(const std::string& name) {
+  auto atom = std::make_shared<SymAtom>();
+  atom->kind = SymAtom::Kind::kSymbol;
+  atom->name = name;
+  return from_atom(atom);
+}
+
+SymExpr SymExpr::from_atom(std::shared_ptr<const SymAtom> atom) {
+  SymExpr e;
+  std::string k = atom->key();
+  e.atoms_[k] = atom;
+  e.terms_[{k}] = 1;
+  return e;
+}
+
+void SymExpr::add_term(const Monomial& m, int64_t c) {
+  if (c == 0) return;
+  auto [it, inserted] = terms_.emplace(m, c);
+  if (!inserted) {
+    it->second += c;
+    if (it->second == 0) terms_.erase(it);
+  }
+}
+
+bool SymExpr::is_constant() const {
+  return terms_.empty() || (terms_.size() == 1 && terms_.begin()->first.empty());
+}
+std::optional<int64_t> SymExpr::constant() const {
+  if (!is_constant()) return std::nullopt;
+  return terms_.empty() ? 0 : terms_.begin()->second;
+}
+bool SymExpr::is_symbol() const {
+  if (terms_.size() != 1) return false;
+  const auto& [m, c] = *terms_.begin();
+  return c == 1 && m.size() == 1 && atoms_.at(m[0])->kind == SymAtom::Kind::kSymbol;
+}
+
+SymExpr SymExpr::operator+(const SymExpr& o) const {
+  SymExpr r = *this;
+  for (const auto& [k, a] : o.atoms_) r.atoms_[k] = a;
+  for (const auto& [m, c] : o.terms_) r.add_term(m, c);
+  return r;
+}
+SymExpr SymExpr::operator-() const {
+  SymExpr r = *this;
+  for (auto& [m, c] : r.terms_) c = -c;
+  return r;
+}
+SymExpr SymExpr::operator-(const SymExpr& o) const { return *this + (-o); }
+SymExpr SymExpr::operator*(const SymExpr& o) const {
+  SymExpr r;
+  r.atoms_ = atoms_;
+  for (const auto& [k, a] : o.atoms_) r.atoms_[k] = a;
+  for (const auto& [m1, c1] : terms_) {
+    for (const auto& [m2, c2] : o.terms_) {
+      Monomial m = m1;
+      m.insert(m.end(), m2.begin(), m2.end());
+      std::sort(m.begin(), m.end());
+      r.add_term(m, c1 * c2);
+    }
+  }
+  return r;
+}
+
+SymExpr SymExpr::floordiv(const SymExpr& o) const {
+  auto a = constant(), b = o.constant();
+  if (b && *b == 1) return *this;
+  if (a && b && *b != 0) return SymExpr(floor_div(*a, *b));
+  if (b && *b != 0) {
+    // Exact when every coefficient is divisible by b.
+    bool exact = true;
+    for (const auto& [m, c] : terms_) exact = exact && (c % *b == 0);
+    if (exact) {
+      SymExpr r = *this;
+      for (auto& [m, c] : r.terms_) c /= *b;
+      return r;
+    }
+  }
+  if (*this == o && !terms_.empty()) return SymExpr(1);
+  auto atom = std::make_shared<SymAtom>();
+  atom->kind = SymAtom::Kind::kFloorDiv;
+  atom->a = *this;
+  atom->b = o;
+  return from_atom(atom);
+}
+SymExpr SymExpr::ceildiv(const SymExpr& o) const { return -((-*this).floordiv(o)); }
+SymExpr SymExpr::mod(const SymExpr& o) const {
+  auto a = constant(), b = o.constant();
+  if (a && b && *b != 0) return SymExpr(floor_mod(*a, *b));
+  if (b && *b != 0) {
+    bool exact = true;
+    for (const auto& [m, c] : terms_) exact = exact && (c % *b == 0);
+    if (exact) return SymExpr(0);
+  }
+  auto atom = std::make_shared<SymAtom>();
+  atom->kind = SymAtom::Kind::kMod;
+  atom->a = *this;
+  atom->b = o;
+  return from_atom(atom);
+}
+SymExpr SymExpr::max(const SymExpr& a, const SymExpr& b) {
+  if (a == b) return a;
+  auto ca = a.constant(), cb = b.constant();
+  if (ca && cb) return SymExpr(std::max(*ca, *cb));
+  auto atom = std::make_shared<SymAtom>();
+  atom->kind = SymAtom::Kind::kMax;
+  bool swap = a.to_string() > b.to_string();  // canonical operand order
+  atom->a = swap ? b : a;
+  atom->b = swap ? a : b;
+  return from_atom(atom);
+}
+SymExpr SymExpr::min(const SymExpr& a, const SymExpr& b) {
+  if (a == b) return a;
+  auto ca = a.constant(), cb = b.constant();
+  if (ca && cb) return SymExpr(std::min(*ca, *cb));
+  auto atom = std::make_shared<SymAtom>();
+  atom->kind = SymAtom::Kind::kMin;
+  bool swap = a.to_string() > b.to_string();
+  atom->a = swap ? b : a;
+  atom->b = swap ? a : b;
+  return from_atom(atom);
+}
+
+std::optional<int64_t> SymExpr::evaluate(const SymBindings& bindings) const {
+  int64_t total = 0;
+  for (const auto& [m, c] : terms_) {
+    int64_t v = c;
+    for (const auto& k : m) {
+      const SymAtom& atom = *atoms_.at(k);
+      std::optional<int64_t> x;
+      if (atom.kind == SymAtom::Kind::kSymbol) {
+        auto it = bindings.find(atom.name);
+        if (it == bindings.end()) return std::nullopt;
+        x = it->second;
+      } else {
+        auto a = atom.a.evaluate(bindings), b = atom.b.evaluate(bindings);
+        if (!a || !b) return std::nullopt;
+        switch (atom.kind) {
+          case SymAtom::Kind::kFloorDiv:
+            if (*b == 0) return std::nullopt;
+            x = floor_div(*a, *b);
+            break;
+          case SymAtom::Kind::kMod:
+            if (*b == 0) return std::nullopt;
+            x = floor_mod(*a, *b);
+            break;
+          case SymAtom::Kind::kMax: x = std::max(*a, *b); break;
+          case SymAtom::Kind::kMin: x = std::min(*a, *b); break;
+          default: return std::nullopt;
+        }
+      }
+      if (__builtin_mul_overflow(v, *x, &v)) return std::nullopt;
+    }
+    if (__builtin_add_overflow(total, v, &total)) return std::nullopt;
+  }
+  return total;
+}
+
+void SymExpr::collect_symbols(std::vector<std::string>& out) const {
+  for (const auto& [k, atom] : atoms_) {
+    if (atom->kind == SymAtom::Kind::kSymbol) {
+      if (std::find(out.begin(), out.end(), atom->name) == out.end()) out.push_back(atom->name);
+    } else {
+      atom->a.collect_symbols(out);
+      atom->b.collect_symbols(out);
+    }
+  }
+}
+
+std::string SymAtom::key() const {
+  switch (kind) {
+    case Kind::kSymbol: return name;
+    case Kind::kFloorDiv: return "(" + a.to_string() + ")//(" + b.to_string() + ")";
+    case Kind::kMod: return "(" + a.to_string() + ")%(" + b.to_string() + ")";
+    case Kind::kMax: return "max(" + a.to_string() + "," + b.to_string() + ")";
+    case Kind::kMin: return "min(" + a.to_string() + "," + b.to_string() + ")";
+  }
+  return "?";
+}
+
+namespace {
+// Drops redundant parentheses around simple operands: "(x)//(2)" -> "x//2".
+std::string atom_text(const SymAtom& atom) {
+  auto wrap = [](const SymExpr& e) {
+    std::string s = e.to_string();
+    bool simple = e.is_constant() || e.is_symbol();
+    return simple ? s : "(" + s + ")";
+  };
+  switch (atom.kind) {
+    case SymAtom::Kind::kFloorDiv: return wrap(atom.a) + "//" + wrap(atom.b);
+    case SymAtom::Kind::kMod: return wrap(atom.a) + "%" + wrap(atom.b);
+    default: return atom.key();
+  }
+}
+}  // namespace
+
+std::string SymExpr::to_string() const {
+  if (terms_.empty()) return "0";
+  // Highest-degree monomials first, constant last: "batch*12", "seq-1".
+  std::vector<std::pair<Monomial, int64_t>> ordered(terms_.begin(), terms_.end());
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const auto& x, const auto& y) { return x.first.size() > y.first.size(); });
+  std::string s;
+  bool first = true;
+  for (const auto& [m, c] : ordered) {
+    int64_t mag = c < 0 ? -c : c;
+    if (first) {
+      if (c < 0) s += "-";
+    } else {
+      s += c < 0 ? "-" : "+";
+    }
+    first = false;
+    std::string body;
+    for (size_t i = 0; i < m.size(); ++i) {
+      if (i) body += "*";
+      body += atom_text(*atoms_.at(m[i]));
+    }
+    if (m.empty()) {
+      s += std::to_string(mag);
+    } else if (mag == 1) {
+      s += body;
+    } else {
+      s += body + "*" + std::to_string(mag);
+    }
+  }
+  return s;
+}
+
+}  // namespace ferrite

@@ -1,0 +1,105 @@
+#include "ir/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "support/checked_math.h"
+
+namespace ferrite {
+
+namespace {
+std::shared_ptr<uint8_t[]> allocate_zeroed(size_t bytes) {
+  // 64-byte alignment so vectorised kernels may assume it; at least 1 byte so raw() is non-null.
+  size_t rounded = ((bytes + 63) / 64) * 64;
+  if (rounded == 0) rounded = 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) return nullptr;
+  std::memset(p, 0, rounded);
+  return std::shared_ptr<uint8_t[]>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+}
+}  // namespace
+
+Expected<Tensor> Tensor::create(DType dtype, std::vector<int64_t> dims) {
+  if (dtype == DType::kUndefined) return err("tensor of undefined dtype");
+  auto n = checked_numel(dims);
+  if (!n) return err("invalid tensor dims ", dims_to_string(dims), " (negative or overflowing)");
+  auto bytes = checked_mul(*n, static_cast<int64_t>(dtype_size(dtype)));
+  if (!bytes || *bytes > (int64_t{1} << 46))
+    return err("tensor ", dims_to_string(dims), " is too large to allocate");
+  Tensor t;
+  t.storage_ = allocate_zeroed(static_cast<size_t>(*bytes));
+  if (!t.storage_)
+    return err("out of memory allocating ", *bytes, " bytes for tensor ", dims_to_string(dims));
+  t.dtype_ = dtype;
+  t.dims_ = std::move(dims);
+  t.numel_ = *n;
+  return t;
+}
+
+Tensor Tensor::zeros(DType dtype, std::vector<int64_t> dims) {
+  auto t = create(dtype, std::move(dims));
+  FERRITE_CHECK(t.has_value());
+  return std::move(t).value();
+}
+
+Tensor Tensor::reshaped(std::vector<int64_t> dims) const {
+  Tensor t = *this;
+  auto n = checked_numel(dims);
+  FERRITE_CHECK(n && *n == numel_);
+  t.dims_ = std::move(dims);
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t = zeros(dtype_, dims_);
+  if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
+  return t;
+}
+
+int64_t Tensor::int_at(int64_t i) const {
+  int64_t out = 0;
+  bool ok = visit_dtype(dtype_, [&]<class T>() {
+    if constexpr (is_float_v<T>) {
+      out = static_cast<int64_t>(static_cast<double>(convert<double>(data<T>()[i])));
+    } else {
+      out = static_cast<int64_t>(data<T>()[i]);
+    }
+  });
+  FERRITE_CHECK(ok);
+  return out;
+}
+
+double Tensor::double_at(int64_t i) const {
+  double out = 0;
+  bool ok = visit_dtype(dtype_, [&]<class T>() { out = convert<double>(data<T>()[i]); });
+  FERRITE_CHECK(ok);
+  return out;
+}
+
+std::vector<int64_t> Tensor::to_int_vector() const {
+  std::vector<int64_t> v(static_cast<size_t>(numel_));
+  for (int64_t i = 0; i < numel_; ++i) v[i] = int_at(i);
+  return v;
+}
+
+std::string Tensor::type_string() const {
+  return std::string(dtype_name(dtype_)) + dims_to_string(dims_);
+}
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> s(dims.size(), 1);
+  for (int64_t i = static_cast<int64_t>(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
+  return s;
+}
+
+std::string dims_to_string(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+
+}  // namespace ferrite

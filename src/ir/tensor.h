@@ -1,0 +1,84 @@
+// A dense, row-major host tensor with shared storage. Used for initializers, constants and the
+// reference executor's values.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "support/status.h"
+
+namespace ferrite {
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Allocates zero-initialised storage; fails cleanly on overflow or allocation failure.
+  static Expected<Tensor> create(DType dtype, std::vector<int64_t> dims);
+  // For internal use where dims are known to be valid.
+  static Tensor zeros(DType dtype, std::vector<int64_t> dims);
+  template <class T>
+  static Tensor from_vector(const std::vector<T>& values, std::vector<int64_t> dims) {
+    Tensor t = zeros(dtype_of<T>::value, std::move(dims));
+    FERRITE_CHECK(static_cast<size_t>(t.numel()) == values.size());
+    for (size_t i = 0; i < values.size(); ++i) t.data<T>()[i] = values[i];
+    return t;
+  }
+  template <class T>
+  static Tensor scalar(T v) {
+    return from_vector<T>({v}, {});
+  }
+
+  bool defined() const { return dtype_ != DType::kUndefined; }
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& dims() const { return dims_; }
+  size_t rank() const { return dims_.size(); }
+  int64_t dim(size_t i) const { return dims_[i]; }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
+
+  void* raw() { return storage_ ? storage_.get() : nullptr; }
+  const void* raw() const { return storage_ ? storage_.get() : nullptr; }
+  template <class T>
+  T* data() {
+    FERRITE_CHECK(dtype_of<T>::value == dtype_);
+    return static_cast<T*>(raw());
+  }
+  template <class T>
+  const T* data() const {
+    FERRITE_CHECK(dtype_of<T>::value == dtype_);
+    return static_cast<const T*>(raw());
+  }
+  template <class T>
+  std::span<const T> span() const {
+    return {data<T>(), static_cast<size_t>(numel_)};
+  }
+
+  // Same storage, new dims with equal element count.
+  Tensor reshaped(std::vector<int64_t> dims) const;
+  // Deep copy.
+  Tensor clone() const;
+  // Reads element i of an integer or bool tensor as int64 (for shape-like inputs).
+  int64_t int_at(int64_t i) const;
+  // Reads element i of any numeric tensor as double.
+  double double_at(int64_t i) const;
+  // The values of a 0-d or 1-d integer tensor.
+  std::vector<int64_t> to_int_vector() const;
+  // Short human-readable rendering for diagnostics: "f32[2,3]".
+  std::string type_string() const;
+
+ private:
+  DType dtype_ = DType::kUndefined;
+  std::vector<int64_t> dims_;
+  int64_t numel_ = 0;
+  std::shared_ptr<uint8_t[]> storage_;
+};
+
+// Row-major strides of dims.
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims);
+std::string dims_to_string(const std::vector<int64_t>& dims);
+
+}  // namespace ferrite

@@ -1,0 +1,129 @@
+// The op table: each op's schema (name, domain, opset range, attributes, type constraints),
+// shape/type inference and reference kernel are registered together in one OpSchema.
+//
+// Adding an op is one edit: a `registry.add(OpSchemaBuilder(...)...)` call in the family file
+// under src/ops/ that fits it.
+#pragma once
+
+#include <climits>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "support/status.h"
+
+namespace ferrite {
+
+struct AttrSpec {
+  std::string name;
+  AttrType type;
+  bool required = false;
+  std::optional<Attribute> default_value;  // filled in at import when absent
+};
+
+// The listed inputs (and outputs, for documentation) must have a dtype in `allowed`; when
+// `same` is set they must all share one dtype.
+struct TypeConstraint {
+  std::string name;
+  std::vector<int> inputs;
+  DTypeSet allowed;
+  bool same = true;
+};
+
+class InferContext;
+class KernelContext;
+using InferFn = std::function<Status(InferContext&)>;
+using KernelFn = std::function<Status(KernelContext&)>;
+
+struct OpSchema {
+  std::string name;
+  std::string domain;  // "" = ai.onnx
+  int since_version = 1;
+  int last_version = INT_MAX;  // inclusive
+  int min_inputs = 0, max_inputs = 0;
+  int min_outputs = 1, max_outputs = 1;
+  std::vector<AttrSpec> attrs;
+  std::vector<TypeConstraint> type_constraints;
+  InferFn infer;
+  KernelFn kernel;
+  std::string doc;
+
+  const AttrSpec* find_attr(const std::string& n) const {
+    for (const auto& a : attrs)
+      if (a.name == n) return &a;
+    return nullptr;
+  }
+};
+
+class OpSchemaBuilder {
+ public:
+  explicit OpSchemaBuilder(std::string name, std::string domain = "") {
+    s_.name = std::move(name);
+    s_.domain = std::move(domain);
+  }
+  OpSchemaBuilder& versions(int since, int last = INT_MAX) {
+    s_.since_version = since;
+    s_.last_version = last;
+    return *this;
+  }
+  OpSchemaBuilder& inputs(int min, int max) { s_.min_inputs = min; s_.max_inputs = max; return *this; }
+  OpSchemaBuilder& inputs(int n) { return inputs(n, n); }
+  OpSchemaBuilder& outputs(int min, int max) { s_.min_outputs = min; s_.max_outputs = max; return *this; }
+  OpSchemaBuilder& outputs(int n) { return outputs(n, n); }
+  OpSchemaBuilder& attr(std::string name, AttrType t, Attribute def) {
+    s_.attrs.push_back({std::move(name), t, false, std::move(def)});
+    return *this;
+  }
+  OpSchemaBuilder& optional_attr(std::string name, AttrType t) {
+    s_.attrs.push_back({std::move(name), t, false, std::nullopt});
+    return *this;
+  }
+  OpSchemaBuilder& required_attr(std::string name, AttrType t) {
+    s_.attrs.push_back({std::move(name), t, true, std::nullopt});
+    return *this;
+  }
+  OpSchemaBuilder& types(std::string name, std::vector<int> inputs, DTypeSet allowed,
+                         bool same = true) {
+    s_.type_constraints.push_back({std::move(name), std::move(inputs), allowed, same});
+    return *this;
+  }
+  OpSchemaBuilder& infer(InferFn f) { s_.infer = std::move(f); return *this; }
+  OpSchemaBuilder& kernel(KernelFn f) { s_.kernel = std::move(f); return *this; }
+  OpSchemaBuilder& doc(std::string d) { s_.doc = std::move(d); return *this; }
+  OpSchema build() { return std::move(s_); }
+
+ private:
+  OpSchema s_;
+};
+
+class OpRegistry {
+ public:
+  // The process-wide table with every built-in op registered.
+  static const OpRegistry& global();
+
+  void add(OpSchema schema);
+  void add(OpSchemaBuilder& b) { add(b.build()); }
+  void add(OpSchemaBuilder&& b) { add(b.build()); }
+  // The schema for (domain, op) valid at `opset`, or null.
+  const OpSchema* find(const std::string& domain, const std::string& op, int opset) const;
+  // True if the op is known under any opset (to tell "unknown op" from "unsupported opset").
+  bool knows(const std::string& domain, const std::string& op) const;
+  const std::vector<OpSchema>& all() const { return schemas_; }
+
+ private:
+  std::vector<OpSchema> schemas_;
+};
+
+// One function per op family (src/ops/<family>.cpp); all_ops.cpp calls them.
+void register_elementwise_ops(OpRegistry& r);
+void register_math_ops(OpRegistry& r);
+void register_nn_ops(OpRegistry& r);
+void register_normalization_ops(OpRegistry& r);
+void register_reduction_ops(OpRegistry& r);
+void register_shape_ops(OpRegistry& r);
+void register_indexing_ops(OpRegistry& r);
+void register_misc_ops(OpRegistry& r);
+
+}  // namespace ferrite

@@ -1,0 +1,69 @@
+#include "runtime/compare.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace ferrite {
+
+Tolerance default_tolerance(DType t) {
+  switch (t) {
+    case DType::kF64: return {1e-7, 1e-5};
+    case DType::kF32: return {1e-4, 1e-3};
+    case DType::kF16: return {1e-3, 1e-2};
+    case DType::kBF16: return {1e-2, 2e-2};
+    default: return {0, 0};
+  }
+}
+
+CompareResult compare_tensors(const Tensor& actual, const Tensor& expected, const Tolerance& tol) {
+  CompareResult r;
+  if (actual.dtype() != expected.dtype()) {
+    r.ok = false;
+    r.message = str_cat("dtype ", dtype_name(actual.dtype()), " != expected ",
+                        dtype_name(expected.dtype()));
+    return r;
+  }
+  if (actual.dims() != expected.dims()) {
+    r.ok = false;
+    r.message = str_cat("shape ", dims_to_string(actual.dims()), " != expected ",
+                        dims_to_string(expected.dims()));
+    return r;
+  }
+  int64_t bad = 0, first_bad = -1;
+  for (int64_t i = 0; i < actual.numel(); ++i) {
+    double a = actual.double_at(i), e = expected.double_at(i);
+    bool match;
+    if (std::isnan(e) || std::isnan(a)) {
+      match = std::isnan(e) && std::isnan(a);
+    } else if (std::isinf(e) || std::isinf(a)) {
+      match = a == e;
+    } else if (!is_float(actual.dtype())) {
+      // Compare integers exactly (double holds i64 up to 2^53; beyond that use the int path).
+      match = actual.dtype() == DType::kI64 || actual.dtype() == DType::kU64
+                  ? actual.int_at(i) == expected.int_at(i)
+                  : a == e;
+    } else {
+      double diff = std::fabs(a - e);
+      r.max_abs_error = std::max(r.max_abs_error, diff);
+      match = diff <= tol.atol + tol.rtol * std::fabs(e);
+    }
+    if (!match) {
+      if (first_bad < 0) first_bad = i;
+      ++bad;
+    }
+  }
+  if (bad) {
+    r.ok = false;
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "%lld of %lld elements differ; first at %lld: got %.9g, expected %.9g; "
+                  "max abs error %.3g (atol %.1g, rtol %.1g)",
+                  static_cast<long long>(bad), static_cast<long long>(actual.numel()),
+                  static_cast<long long>(first_bad), actual.double_at(first_bad),
+                  expected.double_at(first_bad), r.max_abs_error, tol.atol, tol.rtol);
+    r.message = buf;
+  }
+  return r;
+}
+
+}  // namespace ferrite

@@ -1,0 +1,54 @@
+// The device contract as the foundation needs it: a device prepares a graph once and then runs
+// it any number of times with concrete inputs. The compiler stages (issue: compiler core) add the
+// finer-grained backend interfaces; this is the boundary every device, including `reference`,
+// keeps.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "support/status.h"
+
+namespace ferrite {
+
+struct RunOptions {
+  int threads = 0;  // 0 = device default
+};
+
+// A graph prepared for one device. Inputs are in graph-input order, already validated.
+class PreparedModel {
+ public:
+  virtual ~PreparedModel() = default;
+  virtual Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual std::string name() const = 0;
+  virtual std::string description() const = 0;
+  // Prepares (compiles) `graph`; the graph outlives the prepared model.
+  virtual Expected<std::unique_ptr<PreparedModel>> prepare(const Graph& graph,
+                                                           const RunOptions& opts) = 0;
+};
+
+class DeviceRegistry {
+ public:
+  using Factory = std::function<std::unique_ptr<Device>()>;
+  static DeviceRegistry& global();
+  void add(const std::string& name, Factory f) { factories_[name] = std::move(f); }
+  Expected<std::unique_ptr<Device>> create(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::map<std::string, Factory> factories_;
+};
+
+// Registers the devices built into this binary (called once by the registry).
+void register_builtin_devices(DeviceRegistry& r);
+
+}  // namespace ferrite

@@ -1,0 +1,162 @@
+#include "tools/ferrite/cli.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <regex>
+
+#include "frontend/onnx/tensor_proto.h"
+
+namespace ferrite::cli {
+
+namespace fs = std::filesystem;
+
+Expected<Args> Args::parse(int argc, char** argv, const std::vector<std::string>& flags,
+                           const std::vector<std::string>& options) {
+  Args a;
+  for (int i = 0; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s.rfind("--", 0) == 0 && s.size() > 2) {
+      std::string key = s.substr(2), value;
+      bool has_inline = false;
+      if (auto eq = key.find('='); eq != std::string::npos) {
+        value = key.substr(eq + 1);
+        key = key.substr(0, eq);
+        has_inline = true;
+      }
+      if (std::find(flags.begin(), flags.end(), key) != flags.end()) {
+        a.flags_[key] = true;
+        continue;
+      }
+      if (std::find(options.begin(), options.end(), key) == options.end())
+        return err("unknown option '--", key, "' (see --help)");
+      if (!has_inline) {
+        if (i + 1 >= argc) return err("option '--", key, "' needs a value");
+        value = argv[++i];
+      }
+      a.values_[key].push_back(value);
+    } else {
+      a.positional_.push_back(s);
+    }
+  }
+  return a;
+}
+
+std::vector<std::string> Args::all(const std::string& name) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
+}
+std::string Args::get(const std::string& name, const std::string& def) const {
+  auto it = values_.find(name);
+  return it == values_.end() || it->second.empty() ? def : it->second.back();
+}
+
+namespace {
+Expected<std::vector<Session::NamedInput>> read_numbered(const fs::path& dir,
+                                                         const std::string& prefix) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return err("'", dir.string(), "' is not a directory");
+  std::regex pattern(prefix + "_([0-9]+)\\.pb");
+  std::vector<std::pair<long, fs::path>> files;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    std::string name = e.path().filename().string();
+    if (std::regex_match(name, m, pattern)) files.emplace_back(std::stol(m[1]), e.path());
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<Session::NamedInput> out;
+  for (const auto& [k, path] : files) {
+    FERRITE_ASSIGN_OR_RETURN(NamedTensor t, read_tensor_file(path));
+    out.push_back({t.name, std::move(t.tensor)});
+  }
+  return out;
+}
+}  // namespace
+
+Expected<std::vector<Session::NamedInput>> read_input_dir(const fs::path& dir) {
+  FERRITE_ASSIGN_OR_RETURN(auto v, read_numbered(dir, "input"));
+  if (v.empty()) return err("no input_*.pb files in '", dir.string(), "'");
+  return v;
+}
+Expected<std::vector<Session::NamedInput>> read_output_dir(const fs::path& dir) {
+  return read_numbered(dir, "output");
+}
+
+Expected<Session::NamedInput> random_input(const Graph& g, const std::string& spec) {
+  auto eq = spec.find('=');
+  if (eq == std::string::npos || spec.compare(eq + 1, 7, "random:") != 0)
+    return err("--input expects name=random:DIMS (e.g. input=random:1x3x224x224), got '", spec, "'");
+  std::string name = spec.substr(0, eq);
+  const Value* decl = nullptr;
+  for (const Value* v : g.inputs())
+    if (v->name == name) decl = v;
+  if (!decl) return err("--input: the model has no input named '", name, "'");
+  std::vector<int64_t> dims;
+  std::string text = spec.substr(eq + 8);
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find_first_of("x,", pos);
+    std::string part = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos || part.size() > 12)
+      return err("--input: bad dimension '", part, "' in '", spec, "'");
+    dims.push_back(std::stoll(part));
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(decl->type.dtype, dims));
+  std::mt19937_64 rng(42);
+  visit_dtype(t.dtype(), [&]<class T>() {
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if constexpr (is_float_v<T>) {
+        p[i] = convert<T>(std::uniform_real_distribution<float>(-1.f, 1.f)(rng));
+      } else if constexpr (std::is_same_v<T, bool>) {
+        p[i] = rng() & 1;
+      } else {
+        // Small non-negative integers: valid token ids and masks for typical models.
+        p[i] = static_cast<T>(rng() % 2 ? 1 : rng() % 100);
+      }
+    }
+  });
+  return Session::NamedInput{name, std::move(t)};
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '"': o += "\\\""; break;
+      case '\\': o += "\\\\"; break;
+      case '\n': o += "\\n"; break;
+      case '\t': o += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          o += buf;
+        } else {
+          o += c;
+        }
+    }
+  }
+  return o;
+}
+
+std::string tensor_summary(const Tensor& t) {
+  std::string s = t.type_string();
+  if (t.numel() == 0) return s + " (empty)";
+  double sum = 0, lo = INFINITY, hi = -INFINITY;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    double v = t.double_at(i);
+    sum += v;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  char buf[160];
+  std::snprintf(buf, sizeof buf, " mean=%.6g min=%.6g max=%.6g", sum / static_cast<double>(t.numel()),
+                lo, hi);
+  return s + buf;
+}
+
+}  // namespace ferrite::cli

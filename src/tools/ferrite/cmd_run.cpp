@@ -1,0 +1,121 @@
+// `ferrite run`: load once, run once per input set, write outputs and run.json.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "frontend/onnx/tensor_proto.h"
+#include "tools/ferrite/cli.h"
+
+namespace ferrite::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+const char* kRunHelp = R"(usage: ferrite run MODEL [--inputs DIR]... [--input NAME=random:DIMS]...
+                    [--output-dir OUT] [--device NAME] [--quiet]
+
+  --inputs DIR        a directory of input_*.pb TensorProto files (matched to graph inputs by
+                      name, else by order); repeat to run several input sets with one compile
+  --input SPEC        NAME=random:DIMS, e.g. input=random:1x3x224x224 (one run with these)
+  --output-dir OUT    write OUT/<k>/output_<i>.pb for run k and OUT/run.json
+  --device NAME       device to run on (default: reference; see `ferrite devices`)
+  --quiet             do not print the per-output summary
+)";
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "error: %s\n", s.message().c_str());
+  return 1;
+}
+}  // namespace
+
+int run_command(int argc, char** argv) {
+  auto args = Args::parse(argc, argv, {"help", "quiet"}, {"inputs", "input", "output-dir", "device"});
+  if (!args) return fail(args.status());
+  if (args->flag("help")) {
+    std::fputs(kRunHelp, stdout);
+    return 0;
+  }
+  if (args->positional().size() != 1) {
+    std::fputs(kRunHelp, stderr);
+    return fail(Status::error("run takes exactly one MODEL"));
+  }
+  std::string device = args->get("device", "reference");
+  auto t0 = std::chrono::steady_clock::now();
+  auto graph = import_onnx_file(args->positional()[0]);
+  if (!graph) return fail(graph.status());
+  auto t1 = std::chrono::steady_clock::now();
+  auto session = Session::from_graph(std::move(graph).value(), device);
+  if (!session) return fail(session.status());
+  auto t2 = std::chrono::steady_clock::now();
+
+  std::vector<std::vector<Session::NamedInput>> input_sets;
+  std::vector<std::string> labels;
+  for (const auto& dir : args->all("inputs")) {
+    auto in = read_input_dir(dir);
+    if (!in) return fail(in.status());
+    input_sets.push_back(std::move(in).value());
+    labels.push_back(dir);
+  }
+  if (!args->all("input").empty()) {
+    std::vector<Session::NamedInput> set;
+    for (const auto& spec : args->all("input")) {
+      auto in = random_input((*session)->graph(), spec);
+      if (!in) return fail(in.status());
+      set.push_back(std::move(in).value());
+    }
+    input_sets.push_back(std::move(set));
+    labels.push_back("random");
+  }
+  if (input_sets.empty()) return fail(Status::error("no inputs: give --inputs DIR or --input SPEC"));
+
+  fs::path out_dir = args->get("output-dir");
+  std::error_code ec;
+  if (!out_dir.empty()) {
+    fs::create_directories(out_dir, ec);
+    if (ec) return fail(err("cannot create output directory '", out_dir.string(), "': ", ec.message()));
+  }
+  const Graph& g = (*session)->graph();
+  std::vector<double> seconds;
+  for (size_t k = 0; k < input_sets.size(); ++k) {
+    auto r0 = std::chrono::steady_clock::now();
+    auto outs = (*session)->run(input_sets[k]);
+    auto r1 = std::chrono::steady_clock::now();
+    if (!outs) return fail(outs.status().with_context("run " + std::to_string(k) + " (" + labels[k] + ")"));
+    seconds.push_back(std::chrono::duration<double>(r1 - r0).count());
+    if (!args->flag("quiet")) {
+      std::printf("run %zu (%s): %.3f s\n", k, labels[k].c_str(), seconds.back());
+      for (size_t i = 0; i < outs->size(); ++i)
+        std::printf("  %s: %s\n", g.outputs()[i]->name.c_str(), tensor_summary((*outs)[i]).c_str());
+    }
+    if (!out_dir.empty()) {
+      fs::path dir = out_dir / std::to_string(k);
+      fs::create_directories(dir, ec);
+      if (ec) return fail(err("cannot create '", dir.string(), "': ", ec.message()));
+      for (size_t i = 0; i < outs->size(); ++i) {
+        Status st = write_tensor_file(dir / ("output_" + std::to_string(i) + ".pb"),
+                                      g.outputs()[i]->name, (*outs)[i]);
+        if (!st) return fail(st);
+      }
+    }
+  }
+  double load_s = std::chrono::duration<double>(t1 - t0).count();
+  double prepare_s = std::chrono::duration<double>(t2 - t1).count();
+  if (!args->flag("quiet"))
+    std::printf("device %s: load %.3f s, prepare %.3f s, %zu run(s), compiles %d\n", device.c_str(),
+                load_s, prepare_s, seconds.size(), (*session)->compiles());
+  if (!out_dir.empty()) {
+    std::ofstream js(out_dir / "run.json");
+    js << "{\"device\": \"" << json_escape(device) << "\", \"model\": \""
+       << json_escape(args->positional()[0]) << "\", \"compiles\": " << (*session)->compiles()
+       << ", \"load_seconds\": " << load_s << ", \"prepare_seconds\": " << prepare_s
+       << ", \"runs\": [";
+    for (size_t k = 0; k < seconds.size(); ++k)
+      js << (k ? ", " : "") << "{\"inputs\": \"" << json_escape(labels[k])
+         << "\", \"seconds\": " << seconds[k] << "}";
+    js << "]}\n";
+    if (!js) return fail(err("cannot write '", (out_dir / "run.json").string(), "'"));
+  }
+  return 0;
+}
+
+}  // namespace ferrite::cli

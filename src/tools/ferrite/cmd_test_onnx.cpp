@@ -1,0 +1,144 @@
+// `ferrite test-onnx`: runs ONNX test-case directories and reports pass / fail / unsupported.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "runtime/compare.h"
+#include "tools/ferrite/cli.h"
+
+namespace ferrite::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+const char* kTestHelp = R"(usage: ferrite test-onnx [--device NAME] [--json FILE] [--verbose] CASE_DIR...
+
+  Each CASE_DIR holds model.onnx and test_data_set_*/ with input_*.pb and output_*.pb (the layout
+  of ONNX's backend node tests). A case is:
+    pass         every data set's outputs match within the dtype's tolerance
+    fail         it loads but an output differs, or running it reports an error
+    unsupported  it uses an op, opset or dtype ferrite does not support yet
+  Tolerances (|got - want| <= atol + rtol*|want|): f64 1e-7/1e-5, f32 1e-4/1e-3,
+  f16 1e-3/1e-2, bf16 1e-2/2e-2; integers and bool exact.
+  Exit status: 0 when no case fails, 1 otherwise.
+)";
+
+struct CaseResult {
+  std::string name, status, reason;
+  std::set<std::string> ops;
+  int opset = 0;
+  double seconds = 0;
+};
+
+CaseResult run_case(const fs::path& dir, const std::string& device) {
+  CaseResult r;
+  r.name = dir.filename().string();
+  if (r.name.empty()) r.name = dir.parent_path().filename().string();
+  auto t0 = std::chrono::steady_clock::now();
+  auto finish = [&](std::string status, std::string reason) {
+    r.status = std::move(status);
+    r.reason = std::move(reason);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+  };
+  // Collect the op list even for unsupported models, for the per-op table.
+  ImportOptions probe;
+  probe.allow_unknown_ops = true;
+  if (auto g = import_onnx_file(dir / "model.onnx", probe)) {
+    for (const auto& n : (*g)->nodes()) r.ops.insert(n->op_type);
+    r.opset = (*g)->opsets().count("") ? (*g)->opsets().at("") : 0;
+  }
+  auto session = Session::load(dir / "model.onnx", device);
+  if (!session) {
+    return finish(session.status().is_unsupported() ? "unsupported" : "fail",
+                  session.status().message());
+  }
+  std::vector<fs::path> sets;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0)
+      sets.push_back(e.path());
+  std::sort(sets.begin(), sets.end());
+  if (sets.empty()) return finish("fail", "no test_data_set_* directories");
+  for (const auto& set : sets) {
+    auto inputs = read_input_dir(set);
+    // Cases with no inputs at all are legal (constant graphs).
+    std::vector<Session::NamedInput> in;
+    if (inputs) in = std::move(inputs).value();
+    auto expected = read_output_dir(set);
+    if (!expected) return finish("fail", expected.status().message());
+    auto outs = (*session)->run(in);
+    std::string where = set.filename().string();
+    if (!outs)
+      return finish(outs.status().is_unsupported() ? "unsupported" : "fail",
+                    where + ": " + outs.status().message());
+    if (outs->size() != expected->size())
+      return finish("fail", str_cat(where, ": produced ", outs->size(), " outputs, expected ",
+                                    expected->size()));
+    for (size_t i = 0; i < outs->size(); ++i) {
+      const Tensor& want = (*expected)[i].tensor;
+      auto cmp = compare_tensors((*outs)[i], want, default_tolerance(want.dtype()));
+      if (!cmp.ok)
+        return finish("fail", str_cat(where, ": output ", i, " ('",
+                                      (*session)->graph().outputs()[i]->name, "'): ", cmp.message));
+    }
+  }
+  return finish("pass", "");
+}
+}  // namespace
+
+int test_onnx_command(int argc, char** argv) {
+  auto args = Args::parse(argc, argv, {"help", "verbose"}, {"device", "json"});
+  if (!args) {
+    std::fprintf(stderr, "error: %s\n", args.status().message().c_str());
+    return 2;
+  }
+  if (args->flag("help")) {
+    std::fputs(kTestHelp, stdout);
+    return 0;
+  }
+  if (args->positional().empty()) {
+    std::fputs(kTestHelp, stderr);
+    return 2;
+  }
+  std::string device = args->get("device", "reference");
+  if (auto d = DeviceRegistry::global().create(device); !d) {
+    std::fprintf(stderr, "error: %s\n", d.status().message().c_str());
+    return 2;
+  }
+  std::vector<CaseResult> results;
+  std::map<std::string, int> counts;
+  for (const auto& dir : args->positional()) {
+    CaseResult r = run_case(dir, device);
+    counts[r.status]++;
+    if (args->flag("verbose") || r.status == "fail")
+      std::printf("%-12s %s%s%s\n", r.status.c_str(), r.name.c_str(), r.reason.empty() ? "" : ": ",
+                  r.reason.c_str());
+    results.push_back(std::move(r));
+  }
+  std::printf("%d passed, %d failed, %d unsupported (device %s)\n", counts["pass"], counts["fail"],
+              counts["unsupported"], device.c_str());
+  if (auto path = args->get("json"); !path.empty()) {
+    std::ofstream js(path);
+    js << "{\"device\": \"" << json_escape(device) << "\", \"cases\": [\n";
+    for (size_t i = 0; i < results.size(); ++i) {
+      const auto& r = results[i];
+      js << "  {\"name\": \"" << json_escape(r.name) << "\", \"status\": \"" << r.status
+         << "\", \"opset\": " << r.opset << ", \"seconds\": " << r.seconds << ", \"ops\": [";
+      bool first = true;
+      for (const auto& op : r.ops) {
+        js << (first ? "" : ", ") << "\"" << json_escape(op) << "\"";
+        first = false;
+      }
+      js << "], \"reason\": \"" << json_escape(r.reason) << "\"}" << (i + 1 < results.size() ? "," : "")
+         << "\n";
+    }
+    js << "]}\n";
+  }
+  return counts["fail"] ? 1 : 0;
+}
+
+}  // namespace ferrite::cli

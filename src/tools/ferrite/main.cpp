@@ -1,0 +1,51 @@
+// ferrite: the command-line entry point.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "tools/ferrite/cli.h"
+
+namespace {
+const char* kUsage = R"(ferrite — a deep-learning compiler and runtime
+
+usage: ferrite <command> [options]
+
+commands:
+  run MODEL --inputs DIR [--inputs DIR2 ...] --output-dir OUT [--device NAME]
+      Load MODEL once, run it once per --inputs directory (DIR/input_*.pb), write outputs to
+      OUT/<k>/output_<i>.pb and timings to OUT/run.json. `--input name=random:2x3x4` makes a
+      random input instead.
+  info MODEL [--ir]
+      Inputs/outputs with symbolic shapes, opset, op histogram and unsupported ops; --ir prints
+      the inferred graph IR.
+  test-onnx [--device NAME] [--json FILE] [--verbose] CASE_DIR...
+      Run ONNX test-case directories (model.onnx + test_data_set_*/) and report
+      pass / fail / unsupported per case.
+  devices
+      List the available devices.
+
+Run `ferrite <command> --help` for the options of one command.
+)";
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "run") return ferrite::cli::run_command(argc - 2, argv + 2);
+  if (cmd == "info") return ferrite::cli::info_command(argc - 2, argv + 2);
+  if (cmd == "test-onnx") return ferrite::cli::test_onnx_command(argc - 2, argv + 2);
+  if (cmd == "devices") {
+    auto& reg = ferrite::DeviceRegistry::global();
+    for (const auto& name : reg.names()) {
+      auto d = reg.create(name);
+      std::printf("%-12s %s\n", name.c_str(), d ? (*d)->description().c_str() : "");
+    }
+    return 0;
+  }
+  std::fprintf(stderr, "error: unknown command '%s' (see ferrite --help)\n", cmd.c_str());
+  return 2;
+}
