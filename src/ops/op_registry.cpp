@@ -30,8 +30,10 @@ const OpRegistry& OpRegistry::global() {
   static const OpRegistry registry = [] {
     OpRegistry r;
     register_elementwise_ops(r);
+    register_activation_ops(r);
     register_math_ops(r);
-    register_nn_ops(r);
+    register_conv_ops(r);
+    register_pool_ops(r);
     register_normalization_ops(r);
     register_reduction_ops(r);
     register_shape_ops(r);

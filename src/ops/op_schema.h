@@ -116,14 +116,16 @@ class OpRegistry {
   std::vector<OpSchema> schemas_;
 };
 
-// One function per op family (src/ops/<family>.cpp); all_ops.cpp calls them.
-void register_elementwise_ops(OpRegistry& r);
-void register_math_ops(OpRegistry& r);
-void register_nn_ops(OpRegistry& r);
-void register_normalization_ops(OpRegistry& r);
-void register_reduction_ops(OpRegistry& r);
-void register_shape_ops(OpRegistry& r);
-void register_indexing_ops(OpRegistry& r);
-void register_misc_ops(OpRegistry& r);
+// One function per op family (src/ops/<family>.cpp); OpRegistry::global() calls them all.
+void register_elementwise_ops(OpRegistry& r);   // binary arithmetic, comparison, logic, Where
+void register_activation_ops(OpRegistry& r);    // unary math and activations, Cast, Clip
+void register_math_ops(OpRegistry& r);          // MatMul, Gemm, Einsum
+void register_conv_ops(OpRegistry& r);          // Conv, ConvTranspose
+void register_pool_ops(OpRegistry& r);          // MaxPool, AveragePool, Global*Pool
+void register_normalization_ops(OpRegistry& r); // Batch/Layer/Instance/GroupNormalization
+void register_reduction_ops(OpRegistry& r);     // Reduce*, ArgMax/ArgMin, Softmax, LogSoftmax
+void register_shape_ops(OpRegistry& r);         // Reshape, Transpose, Concat, Slice, Pad, ...
+void register_indexing_ops(OpRegistry& r);      // Gather*, Scatter*, Trilu, Where-free indexing
+void register_misc_ops(OpRegistry& r);          // CumSum, TopK, Resize, Dropout, Range, ...
 
 }  // namespace ferrite

@@ -129,7 +129,12 @@ Expected<std::unique_ptr<Graph>> import_model(const onnx::ModelProto& model,
   }
   if (model.opset_import_size() == 0) return err("model declares no opset_import");
   auto def = g.opsets().find("");
-  if (def == g.opsets().end()) return err("model does not import the default ONNX domain");
+  if (def == g.opsets().end()) {
+    std::string domains;
+    for (const auto& [d, v] : g.opsets()) domains += (domains.empty() ? "" : ", ") + d;
+    return unsupported("model imports only the domains ", domains,
+                       ", not the default ONNX domain");
+  }
   if (def->second < kMinOnnxOpset || def->second > kMaxOnnxOpset)
     return unsupported("model uses ONNX opset ", def->second, "; ferrite supports opsets ", kMinOnnxOpset,
                " to ", kMaxOnnxOpset);

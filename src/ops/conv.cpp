@@ -2,6 +2,6 @@
 
 namespace ferrite {
 
-void register_nn_ops(OpRegistry& r) {}
+void register_conv_ops(OpRegistry& r) {}
 
 }  // namespace ferrite
