@@ -41,6 +41,8 @@ Expected<Tensor*> KernelContext::allocate_output(size_t i, DType dtype, std::vec
   return &outputs_.at(i);
 }
 
+Status fold_small_constants(Node& node);
+
 Status infer_node(Node& node) {
   const OpSchema* s = node.schema;
   FERRITE_CHECK(s);
@@ -91,6 +93,49 @@ Status infer_node(Node& node) {
     const Value* v = node.outputs[i];
     if (v && v->type.dtype == DType::kUndefined)
       return err(node.describe(), ": inference left output ", i, " without a dtype");
+  }
+  return fold_small_constants(node);
+}
+
+// Evaluates a node whose inputs are all compile-time constants when its outputs are small, so
+// that shape arithmetic on constants (and on Constant nodes) is known during inference. Large
+// results are left to run time: folding must never make import slow or memory-hungry.
+Status fold_small_constants(Node& node) {
+  constexpr int64_t kMaxFoldElements = 1 << 16;
+  bool all_outputs_constant = true;
+  for (const Value* v : node.outputs) all_outputs_constant = all_outputs_constant && (!v || v->constant);
+  if (all_outputs_constant) return Status::ok();  // e.g. Constant, folded by its own inference
+  std::vector<const Tensor*> inputs;
+  int64_t in_elements = 0;
+  for (const Value* v : node.inputs) {
+    if (!v) {
+      inputs.push_back(nullptr);
+      continue;
+    }
+    if (!v->constant || v->is_graph_input) return Status::ok();
+    in_elements += v->constant->numel();
+    inputs.push_back(&*v->constant);
+  }
+  if (inputs.empty() || in_elements > kMaxFoldElements) return Status::ok();
+  for (const Value* v : node.outputs) {
+    if (!v) continue;
+    auto dims = v->type.shape.static_dims();
+    if (!dims) return Status::ok();
+    int64_t n = 1;
+    for (int64_t d : *dims) n = d > 0 && n > kMaxFoldElements / d ? kMaxFoldElements + 1 : n * d;
+    if (n > kMaxFoldElements) return Status::ok();
+  }
+  std::vector<Tensor> outputs(node.outputs.size());
+  KernelContext kctx(node, std::move(inputs), outputs);
+  // A failure here (e.g. an out-of-range Gather index in constants) is a real error in the model.
+  FERRITE_RETURN_IF_ERROR(node.schema->kernel(kctx));
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    Value* v = node.outputs[i];
+    if (!v || !outputs[i].defined()) continue;
+    if (outputs[i].dtype() != v->type.dtype || outputs[i].dims() != *v->type.shape.static_dims())
+      return err(node.describe(), ": constant evaluation disagrees with inference (",
+                 outputs[i].type_string(), " vs ", v->type.to_string(), ")");
+    v->constant = std::move(outputs[i]);
   }
   return Status::ok();
 }

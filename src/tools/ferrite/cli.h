@@ -41,5 +41,6 @@ std::string tensor_summary(const Tensor& t);  // "f32[2,10] mean=.. min=.. max=.
 int run_command(int argc, char** argv);
 int info_command(int argc, char** argv);
 int test_onnx_command(int argc, char** argv);
+int ops_command(int argc, char** argv);
 
 }  // namespace ferrite::cli

@@ -1,6 +1,11 @@
 // `ferrite info`: what a model contains and whether ferrite supports all of it.
 #include <cstdio>
+#include <algorithm>
+#include <climits>
 #include <map>
+#include <tuple>
+
+#include "ops/op_schema.h"
 
 #include "tools/ferrite/cli.h"
 
@@ -57,12 +62,54 @@ int info_command(int argc, char** argv) {
   std::printf("ops:\n");
   for (const auto& [op, count] : hist) std::printf("  %-24s %d\n", op.c_str(), count);
   if (!report.unsupported_ops.empty()) {
-    std::printf("unsupported (%zu):\n", report.unsupported_ops.size());
-    for (const auto& u : report.unsupported_ops) std::printf("  %s\n", u.c_str());
+    // Grouped by op: "Conv: 2 nodes (/conv1/Conv, /conv2/Conv)".
+    std::map<std::string, std::vector<std::string>> by_op;
+    for (const auto& n : g.nodes())
+      if (!n->schema) by_op[n->op_type].push_back(n->name);
+    std::printf("unsupported ops (%zu):\n", by_op.size());
+    for (const auto& [op, names] : by_op) {
+      std::string list;
+      for (size_t i = 0; i < names.size() && i < 4; ++i) list += (i ? ", " : "") + names[i];
+      if (names.size() > 4) list += ", ...";
+      std::printf("  %s: %zu node(s) (%s)\n", op.c_str(), names.size(), list.c_str());
+    }
     return 1;
   }
   std::printf("all ops supported\n");
   if (args->flag("ir")) std::fputs(print_graph(g).c_str(), stdout);
+  return 0;
+}
+
+}  // namespace ferrite::cli
+
+namespace ferrite::cli {
+
+// `ferrite ops`: the op table, one line per registration.
+int ops_command(int argc, char** argv) {
+  auto args = Args::parse(argc, argv, {"help", "names"}, {});
+  if (!args || args->flag("help")) {
+    std::fputs("usage: ferrite ops [--names]\n  Lists the op table: op, domain, supported opsets,"
+               " attributes. --names prints op names only.\n", args ? stdout : stderr);
+    return args ? 0 : 1;
+  }
+  std::vector<const OpSchema*> all;
+  for (const auto& s : OpRegistry::global().all()) all.push_back(&s);
+  std::sort(all.begin(), all.end(), [](const OpSchema* a, const OpSchema* b) {
+    return std::tie(a->domain, a->name, a->since_version) < std::tie(b->domain, b->name, b->since_version);
+  });
+  for (const OpSchema* s : all) {
+    if (args->flag("names")) {
+      std::printf("%s\n", s->name.c_str());
+      continue;
+    }
+    std::string range = s->last_version == INT_MAX ? str_cat(s->since_version, "+")
+                                                   : str_cat(s->since_version, "-", s->last_version);
+    std::string attrs;
+    for (const auto& a : s->attrs) attrs += (attrs.empty() ? "" : " ") + a.name;
+    std::printf("%-26s opset %-6s %s\n",
+                (s->domain.empty() ? s->name : s->domain + "." + s->name).c_str(), range.c_str(),
+                attrs.c_str());
+  }
   return 0;
 }
 

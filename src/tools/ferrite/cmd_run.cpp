@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "frontend/onnx/tensor_proto.h"
+#include "runtime/compare.h"
 #include "tools/ferrite/cli.h"
 
 namespace ferrite::cli {
@@ -19,6 +20,8 @@ const char* kRunHelp = R"(usage: ferrite run MODEL [--inputs DIR]... [--input NA
   --input SPEC        NAME=random:DIMS, e.g. input=random:1x3x224x224 (one run with these)
   --output-dir OUT    write OUT/<k>/output_<i>.pb for run k and OUT/run.json
   --device NAME       device to run on (default: reference; see `ferrite devices`)
+  --check             compare each run's outputs with DIR/output_*.pb (when present) using the
+                      per-dtype tolerances of `ferrite test-onnx --help`; exit 1 on a mismatch
   --quiet             do not print the per-output summary
 )";
 
@@ -29,7 +32,7 @@ int fail(const Status& s) {
 }  // namespace
 
 int run_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"help", "quiet"}, {"inputs", "input", "output-dir", "device"});
+  auto args = Args::parse(argc, argv, {"help", "quiet", "check"}, {"inputs", "input", "output-dir", "device"});
   if (!args) return fail(args.status());
   if (args->flag("help")) {
     std::fputs(kRunHelp, stdout);
@@ -76,6 +79,8 @@ int run_command(int argc, char** argv) {
   }
   const Graph& g = (*session)->graph();
   std::vector<double> seconds;
+  std::vector<std::string> checks(input_sets.size(), "");
+  bool all_match = true;
   for (size_t k = 0; k < input_sets.size(); ++k) {
     auto r0 = std::chrono::steady_clock::now();
     auto outs = (*session)->run(input_sets[k]);
@@ -86,6 +91,25 @@ int run_command(int argc, char** argv) {
       std::printf("run %zu (%s): %.3f s\n", k, labels[k].c_str(), seconds.back());
       for (size_t i = 0; i < outs->size(); ++i)
         std::printf("  %s: %s\n", g.outputs()[i]->name.c_str(), tensor_summary((*outs)[i]).c_str());
+    }
+    if (args->flag("check") && labels[k] != "random") {
+      auto expected = read_output_dir(labels[k]);
+      if (!expected) return fail(expected.status());
+      checks[k] = expected->empty() ? "no expected outputs" : "pass";
+      if (!expected->empty() && expected->size() != outs->size()) {
+        checks[k] = str_cat("fail: ", outs->size(), " outputs, expected ", expected->size());
+      } else {
+        for (size_t i = 0; i < expected->size(); ++i) {
+          const Tensor& want = (*expected)[i].tensor;
+          auto cmp = compare_tensors((*outs)[i], want, default_tolerance(want.dtype()));
+          if (!cmp.ok) {
+            checks[k] = str_cat("fail: output ", i, " (", g.outputs()[i]->name, "): ", cmp.message);
+            break;
+          }
+        }
+      }
+      if (checks[k].rfind("fail", 0) == 0) all_match = false;
+      std::printf("  check: %s\n", checks[k].c_str());
     }
     if (!out_dir.empty()) {
       fs::path dir = out_dir / std::to_string(k);
@@ -111,9 +135,14 @@ int run_command(int argc, char** argv) {
        << ", \"runs\": [";
     for (size_t k = 0; k < seconds.size(); ++k)
       js << (k ? ", " : "") << "{\"inputs\": \"" << json_escape(labels[k])
-         << "\", \"seconds\": " << seconds[k] << "}";
+         << "\", \"seconds\": " << seconds[k]
+         << (checks[k].empty() ? "" : ", \"check\": \"" + json_escape(checks[k]) + "\"") << "}";
     js << "]}\n";
     if (!js) return fail(err("cannot write '", (out_dir / "run.json").string(), "'"));
+  }
+  if (!all_match) {
+    std::fprintf(stderr, "error: outputs differ from the expected outputs (see check lines)\n");
+    return 1;
   }
   return 0;
 }

@@ -21,6 +21,8 @@ commands:
   test-onnx [--device NAME] [--json FILE] [--verbose] CASE_DIR...
       Run ONNX test-case directories (model.onnx + test_data_set_*/) and report
       pass / fail / unsupported per case.
+  ops [--names]
+      List the op table: every supported op with its opset range and attributes.
   devices
       List the available devices.
 
@@ -38,6 +40,7 @@ int main(int argc, char** argv) {
   if (cmd == "run") return ferrite::cli::run_command(argc - 2, argv + 2);
   if (cmd == "info") return ferrite::cli::info_command(argc - 2, argv + 2);
   if (cmd == "test-onnx") return ferrite::cli::test_onnx_command(argc - 2, argv + 2);
+  if (cmd == "ops") return ferrite::cli::ops_command(argc - 2, argv + 2);
   if (cmd == "devices") {
     auto& reg = ferrite::DeviceRegistry::global();
     for (const auto& name : reg.names()) {

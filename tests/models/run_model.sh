@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Whole-model test: materialize a shared model, run both of its data sets in ONE `ferrite run`
+# (one compile), compare with the expected outputs and check run.json reports one compile.
+#   run_model.sh FERRITE MATERIALIZE SHARED_CASE_DIR WORK_DIR [DEVICE]
+set -euo pipefail
+ferrite=$1 materialize=$2 src=$3 work=$4 device=${5:-reference}
+if [ ! -f "$src/model.onnx" ]; then
+  echo "SKIP: $src not found (the shared model zoo is expected at ../shared/models)"
+  exit 77
+fi
+mkdir -p "$work"
+if [ ! -f "$work/model.onnx" ] || [ "$src/model.onnx" -nt "$work/model.onnx" ]; then
+  "$materialize" "$src" "$work"
+fi
+sets=()
+for d in "$work"/test_data_set_*; do sets+=(--inputs "$d"); done
+rm -rf "$work/out"
+"$ferrite" run "$work/model.onnx" "${sets[@]}" --device "$device" --check --output-dir "$work/out"
+compiles=$(sed -n 's/.*"compiles": \([0-9]*\).*/\1/p' "$work/out/run.json")
+if [ "$compiles" != 1 ]; then
+  echo "FAIL: run.json reports $compiles compiles for ${#sets[@]} data sets, expected 1"
+  exit 1
+fi
+echo "OK: ${#sets[@]} data sets, 1 compile"
