@@ -77,12 +77,30 @@ class Graph {
   const std::map<std::string, int>& opsets() const { return opsets_; }
   std::string name;
 
+  // --- Editing (graph_edit.cpp); passes use these and never touch the vectors' invariants. ---
+  // Redirects every use of `old` (node inputs and graph outputs) to `repl`. A graph output keeps
+  // its user-visible name: `repl` is renamed to `old`'s name when it is an intermediate; if it is
+  // a graph input, initializer or another output, the call refuses and returns false.
+  bool replace_all_uses(Value* old, Value* repl);
+  // Removes the given nodes; their outputs must be unused.
+  void erase_nodes(const std::vector<const Node*>& dead);
+  // Drops initializers and values no longer referenced by anything.
+  void compact();
+  // A fresh value name with the given prefix, unique in this graph.
+  std::string unique_name(const std::string& prefix);
+  void rename_value(Value* v, const std::string& name);
+  // Adds an initializer holding `data`.
+  Value* add_initializer(const std::string& name_prefix, Tensor data);
+  // Inserts a node (created by add_node) right before `before` in the order; add_node appends.
+  void move_before(Node* node, const Node* before);
+
  private:
   std::vector<std::unique_ptr<Value>> values_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<Value*> inputs_, outputs_, initializers_;
   std::map<std::string, Value*> by_name_;
   std::map<std::string, int> opsets_;
+  int64_t name_counter_ = 0;
 };
 
 // SSA, acyclicity (topological order), defined uses, consistent types.

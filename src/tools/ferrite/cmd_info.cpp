@@ -6,28 +6,41 @@
 #include <tuple>
 
 #include "ops/op_schema.h"
+#include "passes/pass.h"
 
 #include "tools/ferrite/cli.h"
 
 namespace ferrite::cli {
 
 namespace {
-const char* kInfoHelp = R"(usage: ferrite info MODEL [--ir]
+const char* kInfoHelp = R"(usage: ferrite info MODEL [--ir] [--after PASS] [--passes P1,P2,...]
 
   Prints the model's inputs and outputs with their (symbolic) shapes, the opsets it imports,
   a histogram of its ops, and every op ferrite does not support, before running anything.
-  --ir    also print the graph IR after import and shape inference
+  --ir            also print the graph IR after import and shape inference
+  --after PASS    run the default pass pipeline up to and including PASS, then print the IR
+                  (`--after all` runs the whole pipeline)
+  --passes LIST   use this comma-separated pipeline instead of the default
+  --list-passes   print the available passes and the default pipeline
 )";
 }  // namespace
 
 int info_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"help", "ir"}, {});
+  auto args = Args::parse(argc, argv, {"help", "ir", "list-passes"}, {"after", "passes"});
   if (!args) {
     std::fprintf(stderr, "error: %s\n", args.status().message().c_str());
     return 1;
   }
   if (args->flag("help")) {
     std::fputs(kInfoHelp, stdout);
+    return 0;
+  }
+  if (args->flag("list-passes")) {
+    for (const auto& p : PassRegistry::global().all())
+      std::printf("%-36s %s\n", p.name.c_str(), p.description.c_str());
+    std::string def;
+    for (const auto& p : default_pipeline()) def += (def.empty() ? "" : ",") + p;
+    std::printf("default pipeline: %s\n", def.c_str());
     return 0;
   }
   if (args->positional().size() != 1) {
@@ -76,7 +89,36 @@ int info_command(int argc, char** argv) {
     return 1;
   }
   std::printf("all ops supported\n");
-  if (args->flag("ir")) std::fputs(print_graph(g).c_str(), stdout);
+  if (args->flag("ir") && args->get("after").empty()) std::fputs(print_graph(g).c_str(), stdout);
+  if (std::string after = args->get("after"); !after.empty()) {
+    std::vector<std::string> pipeline = default_pipeline();
+    if (std::string list = args->get("passes"); !list.empty()) {
+      pipeline.clear();
+      for (size_t pos = 0; pos <= list.size();) {
+        size_t end = list.find(',', pos);
+        if (end == std::string::npos) end = list.size();
+        if (end > pos) pipeline.push_back(list.substr(pos, end - pos));
+        pos = end + 1;
+      }
+    }
+    if (after != "all") {
+      auto it = std::find(pipeline.begin(), pipeline.end(), after);
+      if (it == pipeline.end()) {
+        std::fprintf(stderr, "error: pass '%s' is not in the pipeline (see --list-passes)\n",
+                     after.c_str());
+        return 1;
+      }
+      pipeline.erase(it + 1, pipeline.end());
+    }
+    Graph& mut = **graph;
+    Status st = run_pipeline(mut, pipeline);
+    if (!st) {
+      std::fprintf(stderr, "error: %s\n", st.message().c_str());
+      return 1;
+    }
+    std::printf("after %s: %zu nodes\n", after.c_str(), mut.nodes().size());
+    std::fputs(print_graph(mut).c_str(), stdout);
+  }
   return 0;
 }
 
