@@ -237,12 +237,18 @@ Status reduce_kernel(KernelContext& ctx, Red op) {
   bool noop = node.attr_int("noop_with_empty_axes", 0) != 0;
   std::vector<int64_t> axes =
       axes_from_input(node) ? optional_int_input(ctx, 1) : node.attr_ints("axes");
-  if (axes.empty() && noop) {
-    ctx.set_output(0, x);
-    return Status::ok();
-  }
   int64_t rank = static_cast<int64_t>(x.rank());
   FERRITE_ASSIGN_OR_RETURN(auto mask, reduced_mask(ctx, axes, rank));
+  if (axes.empty() && noop) {
+    // Nothing is reduced, but the per-element part of the op still applies (|x| for ReduceL1,
+    // x*x for ReduceSumSquare, ...), as the corrected ONNX spec and ONNX Runtime do.
+    if (op == Red::kSum || op == Red::kMean || op == Red::kMax || op == Red::kMin ||
+        op == Red::kProd) {
+      ctx.set_output(0, x);
+      return Status::ok();
+    }
+    mask.assign(mask.size(), false);
+  }
 
   // Relative offsets of one group's elements, and the kept dims that enumerate the groups.
   std::vector<int64_t> strides = contiguous_strides(x.dims());
