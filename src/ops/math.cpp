@@ -154,14 +154,13 @@ Status gemm_kernel(KernelContext& ctx) {
   return Status::ok();
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // Einsum. Labels are the letters' ASCII codes; the dims an ellipsis stands for get labels
 // kEllipsisLabel + k, right-aligned across inputs so that they broadcast like NumPy.
 //
 // Evaluation: each input first loses its diagonals and the labels nobody else needs; then inputs
-// are contracted pairwise, left to right, as batched GEMMs over packed [batch, M, K] x [batch, K, N]
-// operands; a last pass puts the labels in output order.
+// are contracted pairwise, left to right, as batched GEMMs over packed [batch, M, K] x [batch, K,
+// N] operands; a last pass puts the labels in output order.
 
 constexpr int kEllipsisLabel = 128;
 constexpr int kEllipsisMarker = -1;
@@ -193,7 +192,8 @@ Expected<std::vector<int>> parse_einsum_term(const std::string& s) {
 }
 
 Expected<EinsumEquation> parse_einsum(std::string eq, size_t num_inputs) {
-  eq.erase(std::remove_if(eq.begin(), eq.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); }),
+  eq.erase(std::remove_if(eq.begin(), eq.end(),
+                          [](char c) { return std::isspace(static_cast<unsigned char>(c)); }),
            eq.end());
   EinsumEquation e;
   std::string lhs = eq;
@@ -220,8 +220,7 @@ Expected<EinsumEquation> parse_einsum(std::string eq, size_t num_inputs) {
     if (l == kEllipsisMarker) continue;
     bool found = false;
     for (const auto& t : e.terms) found |= std::find(t.begin(), t.end(), l) != t.end();
-    if (!found)
-      return err("output label '", static_cast<char>(l), "' does not occur in any input");
+    if (!found) return err("output label '", static_cast<char>(l), "' does not occur in any input");
   }
   return e;
 }
@@ -264,8 +263,10 @@ Expected<EinsumBinding> bind_einsum(const EinsumEquation& e, const std::vector<s
   };
   if (e.explicit_output) {
     for (int l : e.output) {
-      if (l == kEllipsisMarker) push_ellipsis();
-      else b.output.push_back(l);
+      if (l == kEllipsisMarker)
+        push_ellipsis();
+      else
+        b.output.push_back(l);
     }
   } else {
     // Implicit output: the broadcast dims, then the letters that occur once, in ASCII order.
@@ -300,8 +301,8 @@ Status infer_einsum(InferContext& ctx) {
   std::vector<size_t> ranks;
   for (size_t i = 0; i < n; ++i) {
     if (!ctx.input_shape(i).rank_known()) {
-      bool out_ellipsis = std::find(eq->output.begin(), eq->output.end(), kEllipsisMarker) !=
-                          eq->output.end();
+      bool out_ellipsis =
+          std::find(eq->output.begin(), eq->output.end(), kEllipsisMarker) != eq->output.end();
       ctx.set_output(0, ctx.input_dtype(0),
                      eq->explicit_output && !out_ellipsis
                          ? Shape(std::vector<Dim>(eq->output.size(), Dim::unknown()))
@@ -379,9 +380,8 @@ Labeled<Acc> einsum_contract_single(const Labeled<Acc>& in, const std::vector<in
     sstr.push_back(st);
   }
   std::vector<int64_t> group;
-  for_each_index<1>(sdims, {sstr}, [&](int64_t, const std::array<int64_t, 1>& off) {
-    group.push_back(off[0]);
-  });
+  for_each_index<1>(sdims, {sstr},
+                    [&](int64_t, const std::array<int64_t, 1>& off) { group.push_back(off[0]); });
   int64_t total = 1;
   for (int64_t d : out.dims) total *= d;
   out.data.assign(static_cast<size_t>(total), Acc(0));
@@ -398,12 +398,16 @@ Labeled<Acc> einsum_contract_single(const Labeled<Acc>& in, const std::vector<in
 template <class Acc>
 Labeled<Acc> einsum_contract_pair(const Labeled<Acc>& a, const Labeled<Acc>& b,
                                   const std::set<int>& keep, const std::map<int, int64_t>& size) {
-  auto has = [](const std::vector<int>& v, int l) { return std::find(v.begin(), v.end(), l) != v.end(); };
+  auto has = [](const std::vector<int>& v, int l) {
+    return std::find(v.begin(), v.end(), l) != v.end();
+  };
   std::vector<int> batch, m, k, n;
   for (int l : a.labels) {
     if (has(batch, l) || has(m, l) || has(k, l)) continue;
-    if (has(b.labels, l)) (keep.count(l) ? batch : k).push_back(l);
-    else if (keep.count(l)) m.push_back(l);
+    if (has(b.labels, l))
+      (keep.count(l) ? batch : k).push_back(l);
+    else if (keep.count(l))
+      m.push_back(l);
   }
   for (int l : b.labels)
     if (!has(a.labels, l) && keep.count(l) && !has(n, l)) n.push_back(l);
@@ -427,17 +431,17 @@ Labeled<Acc> einsum_contract_pair(const Labeled<Acc>& a, const Labeled<Acc>& b,
   if (nm * nn == 0) return out;
   for (int64_t i = 0; i < nb; ++i)
     reference_gemm<Acc, Acc>(nm, nn, nk, pa.data.data() + i * nm * nk, nk, 1,
-                             pb.data.data() + i * nk * nn, nn, 1, out.data.data() + i * nm * nn,
-                             nn, false);
+                             pb.data.data() + i * nk * nn, nn, 1, out.data.data() + i * nm * nn, nn,
+                             false);
   return out;
 }
 
 // The type Einsum computes in: float for 32- and 16-bit floats, double, or 64-bit integers.
 template <class T>
-using einsum_acc_t =
-    std::conditional_t<std::is_same_v<T, double>, double,
-                       std::conditional_t<is_float_v<T>, float,
-                                          std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>>;
+using einsum_acc_t = std::conditional_t<
+    std::is_same_v<T, double>, double,
+    std::conditional_t<is_float_v<T>, float,
+                       std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>>;
 
 Status einsum_kernel(KernelContext& ctx) {
   size_t n = ctx.num_inputs();
@@ -503,8 +507,8 @@ Status einsum_kernel(KernelContext& ctx) {
           local[l] = in.dims[ax];
           bool needed = out_set.count(l) != 0;
           for (size_t j = 0; j < n && !needed; ++j)
-            needed = j != i && std::find(b.labels[j].begin(), b.labels[j].end(), l) !=
-                                   b.labels[j].end();
+            needed =
+                j != i && std::find(b.labels[j].begin(), b.labels[j].end(), l) != b.labels[j].end();
           if (needed) target.push_back(l);
         }
         ops.push_back(einsum_contract_single(in, target, local));
@@ -532,10 +536,14 @@ void register_math_ops(OpRegistry& r) {
             .attr("alpha", AttrType::kFloat, 1.0f).attr("beta", AttrType::kFloat, 1.0f)
             .attr("transA", AttrType::kInt, 0).attr("transB", AttrType::kInt, 0)
             .types("T", {0, 1, 2}, kGemmTypes).infer(infer_gemm).kernel(gemm_kernel));
-  r.add(OpSchemaBuilder("Einsum").versions(13).inputs(1, INT_MAX).outputs(1)
+  r.add(OpSchemaBuilder("Einsum")
+            .versions(13)
+            .inputs(1, INT_MAX)
+            .outputs(1)
             .required_attr("equation", AttrType::kString)
             .types("T", {0}, dtypes::kNumeric)
-            .infer(infer_einsum).kernel(einsum_kernel));
+            .infer(infer_einsum)
+            .kernel(einsum_kernel));
 }
 
 }  // namespace ferrite

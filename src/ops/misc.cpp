@@ -19,9 +19,12 @@ struct AxisSplit {
 AxisSplit split_at(const std::vector<int64_t>& dims, int64_t axis) {
   AxisSplit s;
   for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i) {
-    if (i < axis) s.outer *= dims[i];
-    else if (i == axis) s.n = dims[i];
-    else s.inner *= dims[i];
+    if (i < axis)
+      s.outer *= dims[i];
+    else if (i == axis)
+      s.n = dims[i];
+    else
+      s.inner *= dims[i];
   }
   return s;
 }
@@ -42,7 +45,8 @@ Status infer_cumsum(InferContext& ctx) {
       (axis_shape.rank() > 1 || (axis_shape.rank() == 1 && axis_shape[0].value().value_or(1) != 1)))
     return ctx.error("axis must be a scalar or a 1-element tensor, got ", axis_shape.to_string());
   const Shape& in = ctx.input_shape(0);
-  if (auto v = ctx.input_dims_value(1); v && v->size() == 1 && (*v)[0].is_static() && in.rank_known())
+  if (auto v = ctx.input_dims_value(1);
+      v && v->size() == 1 && (*v)[0].is_static() && in.rank_known())
     FERRITE_RETURN_IF_ERROR(
         normalize_axis(ctx, *(*v)[0].value(), static_cast<int64_t>(in.rank())).status());
   ctx.set_output(0, ctx.input_type(0));
@@ -72,8 +76,10 @@ Status cumsum_kernel(KernelContext& ctx) {
             int64_t k = reverse ? s.n - 1 - step : step;
             int64_t off = (o * s.n + k) * s.inner + i;
             Acc v;
-            if constexpr (is_float_v<T>) v = convert<double>(px[off]);
-            else v = static_cast<uint64_t>(static_cast<int64_t>(px[off]));
+            if constexpr (is_float_v<T>)
+              v = convert<double>(px[off]);
+            else
+              v = static_cast<uint64_t>(static_cast<int64_t>(px[off]));
             if (exclusive) {
               py[off] = static_cast<T>(convert<T>(acc));
               acc += v;
@@ -101,7 +107,8 @@ Status infer_topk(InferContext& ctx) {
   if (in.rank_known()) {
     int64_t rank = static_cast<int64_t>(in.rank());
     if (rank == 0) return ctx.error("input must have rank >= 1");
-    FERRITE_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(ctx, ctx.node().attr_int("axis", -1), rank));
+    FERRITE_ASSIGN_OR_RETURN(int64_t axis,
+                             normalize_axis(ctx, ctx.node().attr_int("axis", -1), rank));
     std::vector<Dim> dims = in.dims();
     dims[axis] = Dim::unknown();
     if (auto k = ctx.input_dims_value(1); k && k->size() == 1) {
@@ -126,7 +133,8 @@ Status topk_kernel(KernelContext& ctx) {
   int64_t k = kt.int_at(0);
   int64_t rank = static_cast<int64_t>(x.rank());
   if (rank == 0) return ctx.error("input must have rank >= 1");
-  FERRITE_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(ctx, ctx.node().attr_int("axis", -1), rank));
+  FERRITE_ASSIGN_OR_RETURN(int64_t axis,
+                           normalize_axis(ctx, ctx.node().attr_int("axis", -1), rank));
   AxisSplit s = split_at(x.dims(), axis);
   if (k < 0 || k > s.n) return ctx.error("K = ", k, " is out of range for axis length ", s.n);
   bool largest = ctx.node().attr_int("largest", 1) != 0;
@@ -160,8 +168,10 @@ Status topk_kernel(KernelContext& ctx) {
       for (int64_t i = 0; i < s.inner; ++i) {
         for (int64_t j = 0; j < s.n; ++j) {
           order[j] = j;
-          if constexpr (is_float_v<T>) key[j] = convert<double>(px[(o * s.n + j) * s.inner + i]);
-          else key[j] = px[(o * s.n + j) * s.inner + i];
+          if constexpr (is_float_v<T>)
+            key[j] = convert<double>(px[(o * s.n + j) * s.inner + i]);
+          else
+            key[j] = px[(o * s.n + j) * s.inner + i];
         }
         std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
         for (int64_t j = 0; j < k; ++j) {
@@ -219,7 +229,8 @@ Status dropout_kernel(KernelContext& ctx) {
 Expected<DType> eyelike_dtype(const Node& node, DType input) {
   if (!node.has_attr("dtype")) return input;
   auto d = dtype_from_onnx(static_cast<int>(node.attr_int("dtype")));
-  if (!d) return unsupported(node.describe(), ": dtype ", node.attr_int("dtype"), " is not supported");
+  if (!d)
+    return unsupported(node.describe(), ": dtype ", node.attr_int("dtype"), " is not supported");
   return *d;
 }
 
@@ -334,30 +345,62 @@ void register_misc_ops(OpRegistry& r) {
   using namespace dtypes;
   constexpr DTypeSet kCumSumTypes =
       kFloat | DTypeSet{DType::kI32, DType::kI64, DType::kU32, DType::kU64};
-  r.add(OpSchemaBuilder("CumSum").versions(13).inputs(2).outputs(1)
-            .attr("exclusive", AttrType::kInt, 0).attr("reverse", AttrType::kInt, 0)
-            .types("T", {0}, kCumSumTypes).types("T2", {1}, kIndex)
-            .infer(infer_cumsum).kernel(cumsum_kernel));
-  r.add(OpSchemaBuilder("TopK").versions(13).inputs(2).outputs(2)
-            .attr("axis", AttrType::kInt, -1).attr("largest", AttrType::kInt, 1)
+  r.add(OpSchemaBuilder("CumSum")
+            .versions(13)
+            .inputs(2)
+            .outputs(1)
+            .attr("exclusive", AttrType::kInt, 0)
+            .attr("reverse", AttrType::kInt, 0)
+            .types("T", {0}, kCumSumTypes)
+            .types("T2", {1}, kIndex)
+            .infer(infer_cumsum)
+            .kernel(cumsum_kernel));
+  r.add(OpSchemaBuilder("TopK")
+            .versions(13)
+            .inputs(2)
+            .outputs(2)
+            .attr("axis", AttrType::kInt, -1)
+            .attr("largest", AttrType::kInt, 1)
             .attr("sorted", AttrType::kInt, 1)
-            .types("T", {0}, kNumeric).types("tensor(int64)", {1}, {DType::kI64})
-            .infer(infer_topk).kernel(topk_kernel));
-  r.add(OpSchemaBuilder("Dropout").versions(13).inputs(1, 3).outputs(1, 2)
-            .optional_attr("seed", AttrType::kInt)
-            .types("T", {0}, kFloat).types("T1", {1}, kFloat).types("T2", {2}, kBool)
-            .infer(infer_dropout).kernel(dropout_kernel));
-  r.add(OpSchemaBuilder("EyeLike").versions(13).inputs(1).outputs(1)
-            .optional_attr("dtype", AttrType::kInt).attr("k", AttrType::kInt, 0)
-            .types("T1", {0}, kAll)
-            .infer(infer_eyelike).kernel(eyelike_kernel));
-  r.add(OpSchemaBuilder("Shrink").versions(13).inputs(1).outputs(1)
-            .attr("bias", AttrType::kFloat, 0.0f).attr("lambd", AttrType::kFloat, 0.5f)
             .types("T", {0}, kNumeric)
-            .infer(infer_same_as_input()).kernel(shrink_kernel));
-  r.add(OpSchemaBuilder("Det").versions(13).inputs(1).outputs(1)
+            .types("tensor(int64)", {1}, {DType::kI64})
+            .infer(infer_topk)
+            .kernel(topk_kernel));
+  r.add(OpSchemaBuilder("Dropout")
+            .versions(13)
+            .inputs(1, 3)
+            .outputs(1, 2)
+            .optional_attr("seed", AttrType::kInt)
             .types("T", {0}, kFloat)
-            .infer(infer_det).kernel(det_kernel));
+            .types("T1", {1}, kFloat)
+            .types("T2", {2}, kBool)
+            .infer(infer_dropout)
+            .kernel(dropout_kernel));
+  r.add(OpSchemaBuilder("EyeLike")
+            .versions(13)
+            .inputs(1)
+            .outputs(1)
+            .optional_attr("dtype", AttrType::kInt)
+            .attr("k", AttrType::kInt, 0)
+            .types("T1", {0}, kAll)
+            .infer(infer_eyelike)
+            .kernel(eyelike_kernel));
+  r.add(OpSchemaBuilder("Shrink")
+            .versions(13)
+            .inputs(1)
+            .outputs(1)
+            .attr("bias", AttrType::kFloat, 0.0f)
+            .attr("lambd", AttrType::kFloat, 0.5f)
+            .types("T", {0}, kNumeric)
+            .infer(infer_same_as_input())
+            .kernel(shrink_kernel));
+  r.add(OpSchemaBuilder("Det")
+            .versions(13)
+            .inputs(1)
+            .outputs(1)
+            .types("T", {0}, kFloat)
+            .infer(infer_det)
+            .kernel(det_kernel));
   register_resize_ops(r);
 }
 

@@ -72,8 +72,10 @@ template <class T>
 T reduce_int_group(Red op, const T* v, int64_t n) {
   auto wrap = [](T x) { return static_cast<uint64_t>(static_cast<int64_t>(x)); };
   auto as_double = [](uint64_t s) {
-    if constexpr (std::is_signed_v<T>) return static_cast<double>(static_cast<int64_t>(s));
-    else return static_cast<double>(s);
+    if constexpr (std::is_signed_v<T>)
+      return static_cast<double>(static_cast<int64_t>(s));
+    else
+      return static_cast<double>(s);
   };
   uint64_t acc = 0;
   switch (op) {
@@ -121,7 +123,9 @@ T reduce_int_group(Red op, const T* v, int64_t n) {
 
 // axes come from input 1 for ReduceSum (all opsets here) and for every Reduce op from opset 18;
 // before that from the `axes` attribute.
-bool axes_from_input(const Node& node) { return node.op_type == "ReduceSum" || node.opset >= 18; }
+bool axes_from_input(const Node& node) {
+  return node.op_type == "ReduceSum" || node.opset >= 18;
+}
 
 // Normalises axes against `rank`; rejects out-of-range and repeated axes.
 template <class Ctx>
@@ -129,8 +133,7 @@ Expected<std::vector<bool>> reduced_mask(const Ctx& ctx, const std::vector<int64
                                          int64_t rank) {
   std::vector<bool> mask(static_cast<size_t>(rank), axes.empty());
   for (int64_t a : axes) {
-    if (a < -rank || a >= rank)
-      return ctx.error("axis ", a, " is out of range for rank ", rank);
+    if (a < -rank || a >= rank) return ctx.error("axis ", a, " is out of range for rank ", rank);
     int64_t n = a < 0 ? a + rank : a;
     if (mask[n]) return ctx.error("axis ", a, " is repeated in axes");
     mask[n] = true;
@@ -158,7 +161,7 @@ Status check_reduce_attrs(const InferContext& ctx) {
 }
 
 // Shape arithmetic: ReduceSum/Prod/Max/Min over a 1-d shape-like tensor keeps its symbols.
-void propagate_dims_value(InferContext& ctx, Red op, bool keep) {
+void propagate_dims_value(InferContext& ctx, Red op) {
   auto v = ctx.input_dims_value(0);
   if (!v || ctx.input_shape(0).rank() != 1) return;
   if (v->empty() && (op == Red::kMax || op == Red::kMin)) return;
@@ -166,13 +169,16 @@ void propagate_dims_value(InferContext& ctx, Red op, bool keep) {
   for (size_t i = 0; i < v->size(); ++i) {
     const Dim& d = (*v)[i];
     if (!d.is_known()) return;
-    if (op == Red::kSum) acc = acc + d;
-    else if (op == Red::kProd) acc = acc * d;
-    else if (i == 0) acc = d;
-    else acc = Dim(op == Red::kMax ? SymExpr::max(acc.expr(), d.expr())
-                                   : SymExpr::min(acc.expr(), d.expr()));
+    if (op == Red::kSum)
+      acc = acc + d;
+    else if (op == Red::kProd)
+      acc = acc * d;
+    else if (i == 0)
+      acc = d;
+    else
+      acc = Dim(op == Red::kMax ? SymExpr::max(acc.expr(), d.expr())
+                                : SymExpr::min(acc.expr(), d.expr()));
   }
-  (void)keep;
   ctx.set_output_dims_value(0, {acc});
 }
 
@@ -221,12 +227,14 @@ Status infer_reduce(InferContext& ctx, Red op) {
   FERRITE_ASSIGN_OR_RETURN(auto mask, reduced_mask(ctx, *axes, rank));
   std::vector<Dim> dims;
   for (int64_t i = 0; i < rank; ++i) {
-    if (!mask[i]) dims.push_back(in[i]);
-    else if (keep) dims.push_back(Dim(1));
+    if (!mask[i])
+      dims.push_back(in[i]);
+    else if (keep)
+      dims.push_back(Dim(1));
   }
   ctx.set_output(0, dt, Shape(dims));
   if (op == Red::kSum || op == Red::kProd || op == Red::kMax || op == Red::kMin)
-    propagate_dims_value(ctx, op, keep);
+    propagate_dims_value(ctx, op);
   return Status::ok();
 }
 
@@ -265,9 +273,8 @@ Status reduce_kernel(KernelContext& ctx, Red op) {
     }
   }
   std::vector<int64_t> group;
-  for_each_index<1>(rdims, {rstr}, [&](int64_t, const std::array<int64_t, 1>& off) {
-    group.push_back(off[0]);
-  });
+  for_each_index<1>(rdims, {rstr},
+                    [&](int64_t, const std::array<int64_t, 1>& off) { group.push_back(off[0]); });
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), out_dims));
   int64_t n = static_cast<int64_t>(group.size());
   visit_dtype(x.dtype(), [&]<class T>() {
@@ -310,9 +317,12 @@ struct AxisView {
 AxisView axis_view(const std::vector<int64_t>& dims, int64_t axis) {
   AxisView v;
   for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i) {
-    if (i < axis) v.outer *= dims[i];
-    else if (i == axis) v.n = dims[i];
-    else v.inner *= dims[i];
+    if (i < axis)
+      v.outer *= dims[i];
+    else if (i == axis)
+      v.n = dims[i];
+    else
+      v.inner *= dims[i];
   }
   return v;
 }
@@ -329,8 +339,10 @@ Status infer_arg(InferContext& ctx) {
   if (in[axis].value() == 0) return ctx.error("cannot take the arg-extremum of an empty axis");
   std::vector<Dim> dims;
   for (int64_t i = 0; i < rank; ++i) {
-    if (i != axis) dims.push_back(in[i]);
-    else if (ctx.node().attr_int("keepdims", 1) != 0) dims.push_back(Dim(1));
+    if (i != axis)
+      dims.push_back(in[i]);
+    else if (ctx.node().attr_int("keepdims", 1) != 0)
+      dims.push_back(Dim(1));
   }
   ctx.set_output(0, DType::kI64, Shape(dims));
   return Status::ok();
@@ -345,8 +357,10 @@ Status arg_kernel(KernelContext& ctx, bool is_max) {
   bool last = ctx.node().attr_int("select_last_index") != 0;
   std::vector<int64_t> out_dims;
   for (int64_t i = 0; i < rank; ++i) {
-    if (i != axis) out_dims.push_back(x.dim(i));
-    else if (keep) out_dims.push_back(1);
+    if (i != axis)
+      out_dims.push_back(x.dim(i));
+    else if (keep)
+      out_dims.push_back(1);
   }
   AxisView v = axis_view(x.dims(), axis);
   if (v.n == 0 && v.outer * v.inner > 0)
@@ -427,7 +441,8 @@ Status softmax_kernel(KernelContext& ctx, Norm kind) {
             if (buf[k] > m) m = buf[k], arg = k;
           }
           if (kind == Norm::kHardmax) {
-            for (int64_t k = 0; k < v.n; ++k) py[base + k * v.inner] = convert<T>(k == arg ? 1.0 : 0.0);
+            for (int64_t k = 0; k < v.n; ++k)
+              py[base + k * v.inner] = convert<T>(k == arg ? 1.0 : 0.0);
             continue;
           }
           double sum = 0;
@@ -474,7 +489,9 @@ void register_reduction_ops(OpRegistry& r) {
   for (const Info& info : infos) {
     Red op = info.op;
     OpSchemaBuilder b(info.name);
-    b.versions(13).inputs(1, 2).outputs(1)
+    b.versions(13)
+        .inputs(1, 2)
+        .outputs(1)
         .attr("keepdims", AttrType::kInt, 1)
         .attr("noop_with_empty_axes", AttrType::kInt, 0)
         .types("T", {0}, info.types)
@@ -487,8 +504,12 @@ void register_reduction_ops(OpRegistry& r) {
   }
 
   for (bool is_max : {true, false}) {
-    r.add(OpSchemaBuilder(is_max ? "ArgMax" : "ArgMin").versions(13).inputs(1).outputs(1)
-              .attr("axis", AttrType::kInt, 0).attr("keepdims", AttrType::kInt, 1)
+    r.add(OpSchemaBuilder(is_max ? "ArgMax" : "ArgMin")
+              .versions(13)
+              .inputs(1)
+              .outputs(1)
+              .attr("axis", AttrType::kInt, 0)
+              .attr("keepdims", AttrType::kInt, 1)
               .attr("select_last_index", AttrType::kInt, 0)
               .types("T", {0}, kNumeric)
               .infer(infer_arg)
@@ -499,7 +520,10 @@ void register_reduction_ops(OpRegistry& r) {
       {"Softmax", Norm::kSoftmax}, {"LogSoftmax", Norm::kLogSoftmax}, {"Hardmax", Norm::kHardmax}};
   for (const auto& [name, kind] : norms) {
     Norm k = kind;
-    r.add(OpSchemaBuilder(name).versions(13).inputs(1).outputs(1)
+    r.add(OpSchemaBuilder(name)
+              .versions(13)
+              .inputs(1)
+              .outputs(1)
               .attr("axis", AttrType::kInt, -1)
               .types("T", {0}, kFloat)
               .infer(infer_softmax)

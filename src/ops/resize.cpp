@@ -38,8 +38,8 @@ Expected<ResizeAttrs> read_attrs(const Ctx& ctx) {
   a.axes = n.attr_ints("axes");
   if (a.mode != "nearest" && a.mode != "linear" && a.mode != "cubic")
     return ctx.error("unknown mode '", a.mode, "'");
-  static const char* kModes[] = {"half_pixel",        "half_pixel_symmetric", "pytorch_half_pixel",
-                                 "align_corners",     "asymmetric",           "tf_crop_and_resize"};
+  static const char* kModes[] = {"half_pixel",    "half_pixel_symmetric", "pytorch_half_pixel",
+                                 "align_corners", "asymmetric",           "tf_crop_and_resize"};
   if (std::find(std::begin(kModes), std::end(kModes), a.ctm) == std::end(kModes))
     return ctx.error("unknown coordinate_transformation_mode '", a.ctm, "'");
   if (a.ctm == "half_pixel_symmetric" && n.opset < 19)
@@ -111,8 +111,7 @@ Expected<Plan> make_plan(const KernelContext& ctx, const ResizeAttrs& a,
   }
   bool have_sizes = ctx.has_input(3) && ctx.input(3).numel() > 0;
   bool have_scales = ctx.has_input(2) && ctx.input(2).numel() > 0;
-  if (have_sizes == have_scales)
-    return ctx.error("exactly one of scales and sizes must be given");
+  if (have_sizes == have_scales) return ctx.error("exactly one of scales and sizes must be given");
   if (have_scales) {
     const Tensor& s = ctx.input(2);
     if (s.rank() != 1 || static_cast<size_t>(s.numel()) != na)
@@ -191,6 +190,7 @@ Expected<AxisTaps> axis_taps(const KernelContext& ctx, const ResizeAttrs& a, int
   double ws = 1;  // argument scale: antialiasing stretches the filter by 1/scale on downsampling
   if (!nearest) {
     if (a.antialias) ws = std::min(scale, 1.0);
+    if (ws < 1e-9) return ctx.error("scale ", scale, " is too small to antialias");
     if (a.mode == "linear") {
       w_start = a.antialias ? static_cast<int64_t>(std::floor(-1 / ws)) + 1 : 0;
       w_end = 2 - w_start;
@@ -235,8 +235,7 @@ Expected<AxisTaps> axis_taps(const KernelContext& ctx, const ResizeAttrs& a, int
       double r = xo - fl;
       int64_t i = static_cast<int64_t>(fl);
       if (r != 0) {
-        bool up = a.nearest_mode == "ceil" ||
-                  (a.nearest_mode == "round_prefer_floor" && r > 0.5) ||
+        bool up = a.nearest_mode == "ceil" || (a.nearest_mode == "round_prefer_floor" && r > 0.5) ||
                   (a.nearest_mode == "round_prefer_ceil" && r >= 0.5);
         if (up) ++i;
       }
@@ -256,7 +255,8 @@ Expected<AxisTaps> axis_taps(const KernelContext& ctx, const ResizeAttrs& a, int
     for (int64_t j = 0; j < t.count; ++j) {
       int64_t off = w_start + j;
       double arg = ws * (static_cast<double>(off) - ratio);
-      double wt = a.mode == "linear" ? std::max(0.0, 1 - std::fabs(arg)) : cubic_weight(arg, a.cubic_a);
+      double wt =
+          a.mode == "linear" ? std::max(0.0, 1 - std::fabs(arg)) : cubic_weight(arg, a.cubic_a);
       int64_t pos = base + off;
       if (a.exclude_outside && (pos < 0 || pos >= in)) wt = 0;
       idx[j] = clamp(pos);
@@ -268,8 +268,7 @@ Expected<AxisTaps> axis_taps(const KernelContext& ctx, const ResizeAttrs& a, int
   }
   if (out == in && t.count == 1) {
     t.identity = true;
-    for (int64_t x = 0; x < out && t.identity; ++x)
-      t.identity = t.idx[x] == x && !t.outside[x];
+    for (int64_t x = 0; x < out && t.identity; ++x) t.identity = t.idx[x] == x && !t.outside[x];
   }
   return t;
 }
@@ -406,8 +405,16 @@ Status infer_resize(InferContext& ctx) {
       if (id.is_static()) {
         float prod = static_cast<float>(*id.value()) * static_cast<float>(s);
         if (prod < 9.0e15f) out[axes[i]] = Dim(static_cast<int64_t>(std::floor(prod)));
-      } else if (s == std::floor(s) && s < 1e9) {
-        out[axes[i]] = id * Dim(static_cast<int64_t>(s));  // integral scale keeps the symbol
+      } else {
+        // A scale p/q with q a small power of two is exact in float, so floor(dim * scale) is
+        // the symbolic (dim * p) // q.
+        for (int64_t q = 1; q <= 1024; q *= 2) {
+          double pq = s * static_cast<double>(q);
+          if (pq == std::floor(pq) && pq < 1e9) {
+            out[axes[i]] = (id * Dim(static_cast<int64_t>(pq))).floordiv(Dim(q));
+            break;
+          }
+        }
       }
     }
   } else if (!ctx.has_input(2)) {
@@ -420,7 +427,10 @@ Status infer_resize(InferContext& ctx) {
 }  // namespace
 
 void register_resize_ops(OpRegistry& r) {
-  r.add(OpSchemaBuilder("Resize").versions(13).inputs(1, 4).outputs(1)
+  r.add(OpSchemaBuilder("Resize")
+            .versions(13)
+            .inputs(1, 4)
+            .outputs(1)
             .attr("antialias", AttrType::kInt, 0)
             .optional_attr("axes", AttrType::kInts)
             .attr("coordinate_transformation_mode", AttrType::kString, "half_pixel")
@@ -434,7 +444,8 @@ void register_resize_ops(OpRegistry& r) {
             .types("T2", {1}, dtypes::kFloat)
             .types("tensor(float)", {2}, {DType::kF32})
             .types("tensor(int64)", {3}, {DType::kI64})
-            .infer(infer_resize).kernel(resize_kernel));
+            .infer(infer_resize)
+            .kernel(resize_kernel));
 }
 
 }  // namespace ferrite
