@@ -336,7 +336,6 @@ Status infer_arg(InferContext& ctx) {
   int64_t rank = static_cast<int64_t>(in.rank());
   if (rank == 0) return ctx.error("input must have rank >= 1");
   FERRITE_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(ctx, ctx.node().attr_int("axis"), rank));
-  if (in[axis].value() == 0) return ctx.error("cannot take the arg-extremum of an empty axis");
   std::vector<Dim> dims;
   for (int64_t i = 0; i < rank; ++i) {
     if (i != axis)
