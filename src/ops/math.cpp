@@ -1,4 +1,9 @@
-// Matrix products: MatMul (NumPy semantics, batched with broadcasting) and Gemm.
+// Matrix products: MatMul (NumPy semantics, batched with broadcasting), Gemm and Einsum.
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+
 #include "ops/gemm.h"
 #include "ops/helpers.h"
 
@@ -149,6 +154,379 @@ Status gemm_kernel(KernelContext& ctx) {
   return Status::ok();
 }
 
+// ---------------------------------------------------------------------------------------------
+// Einsum. Labels are the letters' ASCII codes; the dims an ellipsis stands for get labels
+// kEllipsisLabel + k, right-aligned across inputs so that they broadcast like NumPy.
+//
+// Evaluation: each input first loses its diagonals and the labels nobody else needs; then inputs
+// are contracted pairwise, left to right, as batched GEMMs over packed [batch, M, K] x [batch, K,
+// N] operands; a last pass puts the labels in output order.
+
+constexpr int kEllipsisLabel = 128;
+constexpr int kEllipsisMarker = -1;
+
+struct EinsumEquation {
+  std::vector<std::vector<int>> terms;  // letters, with kEllipsisMarker where "..." stands
+  std::vector<int> output;              // same, when explicit
+  bool explicit_output = false;
+};
+
+Expected<std::vector<int>> parse_einsum_term(const std::string& s) {
+  std::vector<int> term;
+  bool ellipsis = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '.') {
+      if (s.compare(i, 3, "...") != 0 || ellipsis)
+        return err("bad ellipsis in einsum term '", s, "'");
+      ellipsis = true;
+      term.push_back(kEllipsisMarker);
+      i += 2;
+    } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+      term.push_back(c);
+    } else {
+      return err("invalid character '", c, "' in einsum term '", s, "'");
+    }
+  }
+  return term;
+}
+
+Expected<EinsumEquation> parse_einsum(std::string eq, size_t num_inputs) {
+  eq.erase(std::remove_if(eq.begin(), eq.end(),
+                          [](char c) { return std::isspace(static_cast<unsigned char>(c)); }),
+           eq.end());
+  EinsumEquation e;
+  std::string lhs = eq;
+  if (size_t arrow = eq.find("->"); arrow != std::string::npos) {
+    lhs = eq.substr(0, arrow);
+    FERRITE_ASSIGN_OR_RETURN(e.output, parse_einsum_term(eq.substr(arrow + 2)));
+    e.explicit_output = true;
+    for (size_t i = 0; i < e.output.size(); ++i)
+      for (size_t j = i + 1; j < e.output.size(); ++j)
+        if (e.output[i] == e.output[j] && e.output[i] != kEllipsisMarker)
+          return err("label '", static_cast<char>(e.output[i]), "' repeats in the einsum output");
+  }
+  size_t start = 0;
+  while (true) {
+    size_t comma = lhs.find(',', start);
+    FERRITE_ASSIGN_OR_RETURN(auto term, parse_einsum_term(lhs.substr(start, comma - start)));
+    e.terms.push_back(std::move(term));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (e.terms.size() != num_inputs)
+    return err("einsum equation has ", e.terms.size(), " terms for ", num_inputs, " inputs");
+  for (int l : e.output) {
+    if (l == kEllipsisMarker) continue;
+    bool found = false;
+    for (const auto& t : e.terms) found |= std::find(t.begin(), t.end(), l) != t.end();
+    if (!found) return err("output label '", static_cast<char>(l), "' does not occur in any input");
+  }
+  return e;
+}
+
+// The equation bound to concrete input ranks: one label per input axis and the output labels.
+struct EinsumBinding {
+  std::vector<std::vector<int>> labels;
+  std::vector<int> output;
+  std::vector<int> ellipsis_count;  // per input
+  int ellipsis_rank = 0;
+};
+
+Expected<EinsumBinding> bind_einsum(const EinsumEquation& e, const std::vector<size_t>& ranks) {
+  EinsumBinding b;
+  for (size_t i = 0; i < e.terms.size(); ++i) {
+    const auto& t = e.terms[i];
+    bool has_ellipsis = std::find(t.begin(), t.end(), kEllipsisMarker) != t.end();
+    int64_t letters = static_cast<int64_t>(t.size()) - (has_ellipsis ? 1 : 0);
+    int64_t extra = static_cast<int64_t>(ranks[i]) - letters;
+    if (extra < 0 || (!has_ellipsis && extra != 0))
+      return err("einsum input ", i, " has rank ", ranks[i], " but its term has ", letters,
+                 " labels");
+    b.ellipsis_count.push_back(static_cast<int>(extra));
+    b.ellipsis_rank = std::max(b.ellipsis_rank, static_cast<int>(extra));
+  }
+  for (size_t i = 0; i < e.terms.size(); ++i) {
+    std::vector<int> labels;
+    int n = b.ellipsis_count[i];
+    for (int l : e.terms[i]) {
+      if (l != kEllipsisMarker) {
+        labels.push_back(l);
+        continue;
+      }
+      for (int k = 0; k < n; ++k) labels.push_back(kEllipsisLabel + b.ellipsis_rank - n + k);
+    }
+    b.labels.push_back(std::move(labels));
+  }
+  auto push_ellipsis = [&] {
+    for (int k = 0; k < b.ellipsis_rank; ++k) b.output.push_back(kEllipsisLabel + k);
+  };
+  if (e.explicit_output) {
+    for (int l : e.output) {
+      if (l == kEllipsisMarker)
+        push_ellipsis();
+      else
+        b.output.push_back(l);
+    }
+  } else {
+    // Implicit output: the broadcast dims, then the letters that occur once, in ASCII order.
+    push_ellipsis();
+    std::map<int, int> count;
+    for (const auto& t : e.terms)
+      for (int l : t)
+        if (l != kEllipsisMarker) count[l]++;
+    for (const auto& [l, c] : count)
+      if (c == 1) b.output.push_back(l);
+  }
+  return b;
+}
+
+std::string einsum_label_name(int l) {
+  return l >= kEllipsisLabel ? str_cat("...[", l - kEllipsisLabel, "]")
+                             : std::string(1, static_cast<char>(l));
+}
+
+Status infer_einsum(InferContext& ctx) {
+  size_t n = ctx.num_inputs();
+  // The type constraint of a variadic input, checked here because schemas list input indices.
+  for (size_t i = 0; i < n; ++i) {
+    if (!ctx.has_input(i)) return ctx.error("input ", i, " is missing");
+    DType t = ctx.input_dtype(i);
+    if (!dtypes::kNumeric.contains(t) || t != ctx.input_dtype(0))
+      return ctx.error("inputs must share one numeric dtype, got ", dtype_name(ctx.input_dtype(0)),
+                       " and ", dtype_name(t));
+  }
+  auto eq = parse_einsum(ctx.node().attr_string("equation"), n);
+  if (!eq) return ctx.error(eq.status().message());
+  std::vector<size_t> ranks;
+  for (size_t i = 0; i < n; ++i) {
+    if (!ctx.input_shape(i).rank_known()) {
+      bool out_ellipsis =
+          std::find(eq->output.begin(), eq->output.end(), kEllipsisMarker) != eq->output.end();
+      ctx.set_output(0, ctx.input_dtype(0),
+                     eq->explicit_output && !out_ellipsis
+                         ? Shape(std::vector<Dim>(eq->output.size(), Dim::unknown()))
+                         : Shape::unknown_rank());
+      return Status::ok();
+    }
+    ranks.push_back(ctx.input_shape(i).rank());
+  }
+  auto b = bind_einsum(*eq, ranks);
+  if (!b) return ctx.error(b.status().message());
+  std::map<int, Dim> size;
+  for (size_t i = 0; i < n; ++i) {
+    const Shape& s = ctx.input_shape(i);
+    for (size_t ax = 0; ax < s.rank(); ++ax) {
+      int l = b->labels[i][ax];
+      const Dim& d = s[ax];
+      auto it = size.find(l);
+      if (it == size.end()) {
+        size[l] = d;
+        continue;
+      }
+      Dim& cur = it->second;
+      if (l >= kEllipsisLabel) {
+        std::string e;
+        auto bc = broadcast_shapes(Shape(std::vector<Dim>{cur}), Shape(std::vector<Dim>{d}), &e);
+        if (!bc) return ctx.error("einsum: ", e);
+        cur = (*bc)[0];
+      } else if (cur.is_static() && d.is_static() && cur != d) {
+        return ctx.error("einsum label '", einsum_label_name(l), "' has sizes ", cur.to_string(),
+                         " and ", d.to_string());
+      } else if (!cur.is_static() && d.is_static()) {
+        cur = d;
+      }
+    }
+  }
+  std::vector<Dim> out;
+  for (int l : b->output) out.push_back(size.count(l) ? size[l] : Dim(1));
+  ctx.set_output(0, ctx.input_dtype(0), Shape(out));
+  return Status::ok();
+}
+
+// A dense intermediate with one label per axis.
+template <class Acc>
+struct Labeled {
+  std::vector<int> labels;
+  std::vector<int64_t> dims;
+  std::vector<Acc> data;
+};
+
+// Sums over the labels not in `target` and lays the rest out in `target` order with the sizes
+// `size` (a local size of 1 broadcasts). Repeated labels in `in` select diagonals.
+template <class Acc>
+Labeled<Acc> einsum_contract_single(const Labeled<Acc>& in, const std::vector<int>& target,
+                                    const std::map<int, int64_t>& size) {
+  using Wide = std::conditional_t<std::is_floating_point_v<Acc>, double, Acc>;
+  std::vector<int64_t> strides = contiguous_strides(in.dims);
+  std::map<int, int64_t> lstride, lsize;
+  for (size_t ax = 0; ax < in.labels.size(); ++ax) {
+    lstride[in.labels[ax]] += strides[ax];
+    lsize[in.labels[ax]] = in.dims[ax];
+  }
+  Labeled<Acc> out;
+  out.labels = target;
+  std::vector<int64_t> ostr;
+  for (int l : target) {
+    int64_t n = size.at(l);
+    out.dims.push_back(n);
+    bool present = lstride.count(l) != 0;
+    ostr.push_back(present && !(lsize[l] == 1 && n != 1) ? lstride[l] : 0);
+  }
+  std::vector<int64_t> sdims, sstr;
+  for (const auto& [l, st] : lstride) {
+    if (std::find(target.begin(), target.end(), l) != target.end()) continue;
+    sdims.push_back(lsize[l]);
+    sstr.push_back(st);
+  }
+  std::vector<int64_t> group;
+  for_each_index<1>(sdims, {sstr},
+                    [&](int64_t, const std::array<int64_t, 1>& off) { group.push_back(off[0]); });
+  int64_t total = 1;
+  for (int64_t d : out.dims) total *= d;
+  out.data.assign(static_cast<size_t>(total), Acc(0));
+  const Acc* src = in.data.data();
+  for_each_index<1>(out.dims, {ostr}, [&](int64_t o, const std::array<int64_t, 1>& off) {
+    Wide acc = 0;
+    for (int64_t g : group) acc += static_cast<Wide>(src[off[0] + g]);
+    out.data[o] = static_cast<Acc>(acc);
+  });
+  return out;
+}
+
+// Contracts a and b over their shared labels that `keep` does not list.
+template <class Acc>
+Labeled<Acc> einsum_contract_pair(const Labeled<Acc>& a, const Labeled<Acc>& b,
+                                  const std::set<int>& keep, const std::map<int, int64_t>& size) {
+  auto has = [](const std::vector<int>& v, int l) {
+    return std::find(v.begin(), v.end(), l) != v.end();
+  };
+  std::vector<int> batch, m, k, n;
+  for (int l : a.labels) {
+    if (has(batch, l) || has(m, l) || has(k, l)) continue;
+    if (has(b.labels, l))
+      (keep.count(l) ? batch : k).push_back(l);
+    else if (keep.count(l))
+      m.push_back(l);
+  }
+  for (int l : b.labels)
+    if (!has(a.labels, l) && keep.count(l) && !has(n, l)) n.push_back(l);
+  auto prod = [&](const std::vector<int>& ls) {
+    int64_t p = 1;
+    for (int l : ls) p *= size.at(l);
+    return p;
+  };
+  auto cat = [](std::vector<int> x, const std::vector<int>& y, const std::vector<int>& z) {
+    x.insert(x.end(), y.begin(), y.end());
+    x.insert(x.end(), z.begin(), z.end());
+    return x;
+  };
+  Labeled<Acc> pa = einsum_contract_single(a, cat(batch, m, k), size);
+  Labeled<Acc> pb = einsum_contract_single(b, cat(batch, k, n), size);
+  int64_t nb = prod(batch), nm = prod(m), nk = prod(k), nn = prod(n);
+  Labeled<Acc> out;
+  out.labels = cat(batch, m, n);
+  for (int l : out.labels) out.dims.push_back(size.at(l));
+  out.data.assign(static_cast<size_t>(nb * nm * nn), Acc(0));
+  if (nm * nn == 0) return out;
+  for (int64_t i = 0; i < nb; ++i)
+    reference_gemm<Acc, Acc>(nm, nn, nk, pa.data.data() + i * nm * nk, nk, 1,
+                             pb.data.data() + i * nk * nn, nn, 1, out.data.data() + i * nm * nn, nn,
+                             false);
+  return out;
+}
+
+// The type Einsum computes in: float for 32- and 16-bit floats, double, or 64-bit integers.
+template <class T>
+using einsum_acc_t = std::conditional_t<
+    std::is_same_v<T, double>, double,
+    std::conditional_t<is_float_v<T>, float,
+                       std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>>;
+
+Status einsum_kernel(KernelContext& ctx) {
+  size_t n = ctx.num_inputs();
+  auto eq = parse_einsum(ctx.node().attr_string("equation"), n);
+  if (!eq) return ctx.error(eq.status().message());
+  std::vector<size_t> ranks;
+  for (size_t i = 0; i < n; ++i) ranks.push_back(ctx.input(i).rank());
+  auto bound = bind_einsum(*eq, ranks);
+  if (!bound) return ctx.error(bound.status().message());
+  const EinsumBinding& b = *bound;
+  std::map<int, int64_t> size;
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor& t = ctx.input(i);
+    std::map<int, int64_t> local;
+    for (size_t ax = 0; ax < t.rank(); ++ax) {
+      int l = b.labels[i][ax];
+      int64_t d = t.dim(ax);
+      if (local.count(l) && local[l] != d)
+        return ctx.error("einsum label '", einsum_label_name(l), "' repeats in input ", i,
+                         " with sizes ", local[l], " and ", d);
+      local[l] = d;
+      auto it = size.find(l);
+      if (it == size.end() || it->second == d) {
+        size[l] = d;
+      } else if (l >= kEllipsisLabel && (it->second == 1 || d == 1)) {
+        if (it->second == 1) it->second = d;
+      } else {
+        return ctx.error("einsum label '", einsum_label_name(l), "' has sizes ", it->second,
+                         " and ", d);
+      }
+    }
+  }
+  std::vector<int64_t> out_dims;
+  for (int l : b.output) {
+    if (!size.count(l)) size[l] = 1;
+    out_dims.push_back(size[l]);
+  }
+  DType dt = ctx.input(0).dtype();
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, dt, out_dims));
+  Status st;
+  visit_dtype(dt, [&]<class T>() {
+    if constexpr (std::is_same_v<T, bool>) {
+      st = ctx.error("bool is not supported");
+    } else {
+      using Acc = einsum_acc_t<T>;
+      std::set<int> out_set(b.output.begin(), b.output.end());
+      // Labels each input must keep: those of the output or of any other input.
+      std::vector<Labeled<Acc>> ops;
+      for (size_t i = 0; i < n; ++i) {
+        const Tensor& t = ctx.input(i);
+        Labeled<Acc> in{b.labels[i], t.dims(), std::vector<Acc>(static_cast<size_t>(t.numel()))};
+        const T* p = t.data<T>();
+        for (int64_t j = 0; j < t.numel(); ++j) in.data[j] = convert<Acc>(p[j]);
+        if (n == 1) {
+          ops.push_back(std::move(in));
+          break;
+        }
+        std::vector<int> target;
+        std::map<int, int64_t> local;
+        for (size_t ax = 0; ax < in.labels.size(); ++ax) {
+          int l = in.labels[ax];
+          if (local.count(l)) continue;
+          local[l] = in.dims[ax];
+          bool needed = out_set.count(l) != 0;
+          for (size_t j = 0; j < n && !needed; ++j)
+            needed =
+                j != i && std::find(b.labels[j].begin(), b.labels[j].end(), l) != b.labels[j].end();
+          if (needed) target.push_back(l);
+        }
+        ops.push_back(einsum_contract_single(in, target, local));
+      }
+      Labeled<Acc> cur = std::move(ops[0]);
+      for (size_t i = 1; i < n; ++i) {
+        std::set<int> keep = out_set;
+        for (size_t j = i + 1; j < n; ++j) keep.insert(ops[j].labels.begin(), ops[j].labels.end());
+        cur = einsum_contract_pair(cur, ops[i], keep, size);
+      }
+      Labeled<Acc> fin = einsum_contract_single(cur, b.output, size);
+      T* py = y->data<T>();
+      for (int64_t j = 0; j < y->numel(); ++j) py[j] = convert<T>(fin.data[j]);
+    }
+  });
+  return st;
+}
+
 }  // namespace
 
 void register_math_ops(OpRegistry& r) {
@@ -158,6 +536,14 @@ void register_math_ops(OpRegistry& r) {
             .attr("alpha", AttrType::kFloat, 1.0f).attr("beta", AttrType::kFloat, 1.0f)
             .attr("transA", AttrType::kInt, 0).attr("transB", AttrType::kInt, 0)
             .types("T", {0, 1, 2}, kGemmTypes).infer(infer_gemm).kernel(gemm_kernel));
+  r.add(OpSchemaBuilder("Einsum")
+            .versions(13)
+            .inputs(1, INT_MAX)
+            .outputs(1)
+            .required_attr("equation", AttrType::kString)
+            .types("T", {0}, dtypes::kNumeric)
+            .infer(infer_einsum)
+            .kernel(einsum_kernel));
 }
 
 }  // namespace ferrite
