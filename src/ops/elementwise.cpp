@@ -18,6 +18,9 @@ using namespace dtypes;
 template <class A, class B, class Out, class F>
 Expected<Tensor*> binary_apply(KernelContext& ctx, const Tensor& a, const Tensor& b,
                                DType out_dtype, F f) {
+  if (a.dtype() != dtype_of<A>::value || b.dtype() != dtype_of<B>::value)
+    return ctx.error("unexpected input dtypes ", dtype_name(a.dtype()), " and ",
+                     dtype_name(b.dtype()));
   FERRITE_ASSIGN_OR_RETURN(auto dims, broadcast_dims(ctx, a.dims(), b.dims()));
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, out_dtype, dims));
   const A* pa = a.data<A>();
@@ -470,17 +473,11 @@ void register_elementwise_ops(OpRegistry& r) {
     r.add(binary(name, types, infer_elementwise(DType::kBool, compare_dims(pred)),
                  compare_kernel<TC::kAll>(op)));
   };
-  cmp(
-      "Equal", kAll, [](auto x, auto y) { return x == y; }, [](int c) { return c == 0; });
-  cmp(
-      "Less", kNumeric, [](auto x, auto y) { return x < y; }, [](int c) { return c < 0; });
-  cmp(
-      "LessOrEqual", kNumeric, [](auto x, auto y) { return x <= y; }, [](int c) { return c <= 0; });
-  cmp(
-      "Greater", kNumeric, [](auto x, auto y) { return x > y; }, [](int c) { return c > 0; });
-  cmp(
-      "GreaterOrEqual", kNumeric, [](auto x, auto y) { return x >= y; },
-      [](int c) { return c >= 0; });
+  cmp("Equal", kAll, std::equal_to<>{}, [](int c) { return c == 0; });
+  cmp("Less", kNumeric, std::less<>{}, [](int c) { return c < 0; });
+  cmp("LessOrEqual", kNumeric, std::less_equal<>{}, [](int c) { return c <= 0; });
+  cmp("Greater", kNumeric, std::greater<>{}, [](int c) { return c > 0; });
+  cmp("GreaterOrEqual", kNumeric, std::greater_equal<>{}, [](int c) { return c >= 0; });
 
   auto logic = [&](const char* name, auto op) {
     r.add(binary(name, kBool, infer_elementwise(DType::kBool),
