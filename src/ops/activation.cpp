@@ -136,7 +136,9 @@ Status cast_to(KernelContext& ctx, DType to) {
 Expected<DType> cast_target(const InferContext& ctx) {
   int64_t to = ctx.node().attr_int("to");
   auto dt = dtype_from_onnx(static_cast<int>(to));
-  if (!dt || to != static_cast<int>(to))
+  // 1..23 are ONNX element types (string, complex, float8, int4, float4 among them).
+  if (to < 1 || to > 23) return ctx.error("'to' is not a valid ONNX element type: ", to);
+  if (!dt)
     return unsupported(ctx.node().describe(), ": Cast to ONNX element type ", to,
                        " is not supported");
   return *dt;
