@@ -1,7 +1,369 @@
-#include "ops/helpers.h"
+// Unary elementwise ops: math functions, activations, IsNaN/IsInf, Clip, Cast and CastLike.
+// 16-bit floats compute in float; f32 in float and f64 in double.
+#include "ops/elementwise_util.h"
 
 namespace ferrite {
 
-void register_activation_ops(OpRegistry& r) {}
+namespace {
+
+using namespace dtypes;
+
+// Kernel for y = op(x) with y's dtype = x's. Make(node) returns the functor (reading attributes),
+// which receives and returns the compute type; it is instantiated only for dtypes in class K.
+template <TypeClass K, class Make>
+KernelFn unary_kernel(Make make) {
+  return [make](KernelContext& ctx) -> Status {
+    const Tensor& x = ctx.input(0);
+    auto op = make(ctx.node());
+    return dispatch_dtype<K>(ctx, x.dtype(), [&]<class T>() -> Status {
+      FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), x.dims()));
+      using C = compute_t<T>;
+      const T* px = x.data<T>();
+      T* py = y->data<T>();
+      for (int64_t i = 0; i < x.numel(); ++i)
+        py[i] = convert<T>(static_cast<C>(op(convert<C>(px[i]))));
+      return Status::ok();
+    });
+  };
+}
+
+// Adapts an attribute-free functor to unary_kernel's Make.
+template <class Op>
+auto plain(Op op) {
+  return [op](const Node&) { return op; };
+}
+
+template <class Op>
+KernelFn float_fn(Op op) {
+  return unary_kernel<TypeClass::kFloat>(plain(op));
+}
+
+OpSchemaBuilder unary(const char* name, DTypeSet types, KernelFn k, int since = 13) {
+  OpSchemaBuilder b(name);
+  b.versions(since)
+      .inputs(1)
+      .outputs(1)
+      .types("T", {0}, types)
+      .infer(infer_same_as_input())
+      .kernel(std::move(k));
+  return b;
+}
+
+template <class C>
+C softplus(C x) {
+  // log(1 + e^x) without overflow for large x.
+  return x > C(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+}
+
+// ---- IsNaN / IsInf ----
+
+template <class Pred>
+Status float_predicate(KernelContext& ctx, Pred pred) {
+  const Tensor& x = ctx.input(0);
+  return dispatch_dtype<TypeClass::kFloat>(ctx, x.dtype(), [&]<class T>() -> Status {
+    FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DType::kBool, x.dims()));
+    const T* px = x.data<T>();
+    bool* py = y->data<bool>();
+    for (int64_t i = 0; i < x.numel(); ++i) py[i] = pred(convert<compute_t<T>>(px[i]));
+    return Status::ok();
+  });
+}
+
+Status infer_bool_like_input(InferContext& ctx) {
+  ctx.set_output(0, DType::kBool, ctx.input_shape(0));
+  return Status::ok();
+}
+
+// ---- Clip ----
+
+Status infer_clip(InferContext& ctx) {
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    const Shape& s = ctx.input_shape(i);
+    if (s.rank_known() && s.rank() > 1)
+      return ctx.error(i == 1 ? "min" : "max", " must be a scalar, got ", s.to_string());
+  }
+  ctx.set_output(0, ctx.input_type(0));
+  return Status::ok();
+}
+
+Status clip_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  return dispatch_dtype<TypeClass::kNumeric>(ctx, x.dtype(), [&]<class T>() -> Status {
+    using C = compute_t<T>;
+    C lo = std::numeric_limits<C>::lowest(), hi = std::numeric_limits<C>::max();
+    for (size_t i = 1; i < 3; ++i) {
+      if (!ctx.has_input(i)) continue;
+      const Tensor& b = ctx.input(i);
+      if (b.numel() != 1 || b.rank() > 1)
+        return ctx.error(i == 1 ? "min" : "max", " must be a scalar, got ", b.type_string());
+      if (b.dtype() != x.dtype()) return ctx.error("min and max must have the input's dtype");
+      (i == 1 ? lo : hi) = convert<C>(b.data<T>()[0]);
+    }
+    FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), x.dims()));
+    const T* px = x.data<T>();
+    T* py = y->data<T>();
+    // Applying max after min makes min > max give max everywhere, as the spec asks; NaN stays.
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      C v = convert<C>(px[i]);
+      v = v < lo ? lo : v;
+      v = v > hi ? hi : v;
+      py[i] = convert<T>(v);
+    }
+    return Status::ok();
+  });
+}
+
+// ---- Cast / CastLike ----
+
+Status cast_to(KernelContext& ctx, DType to) {
+  const Tensor& x = ctx.input(0);
+  if (x.dtype() == to) {
+    ctx.set_output(0, x);
+    return Status::ok();
+  }
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, to, x.dims()));
+  return dispatch_dtype<TypeClass::kAll>(ctx, x.dtype(), [&]<class From>() -> Status {
+    return dispatch_dtype<TypeClass::kAll>(ctx, to, [&]<class To>() -> Status {
+      const From* px = x.data<From>();
+      To* py = y->data<To>();
+      for (int64_t i = 0; i < x.numel(); ++i) py[i] = safe_cast<To, From>(px[i]);
+      return Status::ok();
+    });
+  });
+}
+
+Expected<DType> cast_target(const InferContext& ctx) {
+  int64_t to = ctx.node().attr_int("to");
+  auto dt = dtype_from_onnx(static_cast<int>(to));
+  // 1..23 are ONNX element types (string, complex, float8, int4, float4 among them).
+  if (to < 1 || to > 23) return ctx.error("'to' is not a valid ONNX element type: ", to);
+  if (!dt)
+    return unsupported(ctx.node().describe(), ": Cast to ONNX element type ", to,
+                       " is not supported");
+  return *dt;
+}
+
+// Integer/bool -> integer/bool casts keep symbolic dims values (Shape -> Cast -> arithmetic).
+void cast_dims_value(InferContext& ctx, DType to) {
+  DType from = ctx.input_dtype(0);
+  bool from_int = is_integer(from) || from == DType::kBool;
+  bool to_int = is_integer(to) || to == DType::kBool;
+  if (!from_int || !to_int) return;
+  propagate_dims_value(ctx, {0}, [to](const std::vector<Dim>& a) {
+    if (to == DType::kBool && !a[0].is_static()) return Dim::unknown();
+    return dim_wrap_to(a[0], to);
+  });
+}
+
+Status infer_cast(InferContext& ctx) {
+  FERRITE_ASSIGN_OR_RETURN(DType to, cast_target(ctx));
+  ctx.set_output(0, to, ctx.input_shape(0));
+  cast_dims_value(ctx, to);
+  return Status::ok();
+}
+
+Status infer_castlike(InferContext& ctx) {
+  DType to = ctx.input_dtype(1);
+  ctx.set_output(0, to, ctx.input_shape(0));
+  cast_dims_value(ctx, to);
+  return Status::ok();
+}
+
+Status cast_kernel(KernelContext& ctx) {
+  auto dt = dtype_from_onnx(static_cast<int>(ctx.node().attr_int("to")));
+  if (!dt) return unsupported(ctx.node().describe(), ": unsupported Cast target type");
+  return cast_to(ctx, *dt);
+}
+
+// ---- Gelu ----
+
+Status infer_gelu(InferContext& ctx) {
+  std::string a = ctx.node().attr_string("approximate");
+  if (a != "none" && a != "tanh")
+    return ctx.error("approximate must be \"none\" or \"tanh\", got \"", a, "\"");
+  ctx.set_output(0, ctx.input_type(0));
+  return Status::ok();
+}
+
+}  // namespace
+
+void register_activation_ops(OpRegistry& r) {
+  using TC = TypeClass;
+  const auto kFloatAttr = AttrType::kFloat;
+
+  // Math.
+  r.add(unary("Abs", kNumeric, unary_kernel<TC::kNumeric>(plain([](auto x) {
+                using C = decltype(x);
+                if constexpr (std::is_floating_point_v<C>)
+                  return std::fabs(x);
+                else if constexpr (std::is_unsigned_v<C>)
+                  return x;
+                else
+                  return x < C(0) ? wrap_neg(x) : x;
+              }))));
+  r.add(unary("Neg", kSignedInt | kFloat,
+              unary_kernel<TC::kSignedNumeric>(plain([](auto x) { return wrap_neg(x); }))));
+  r.add(unary("Sign", kNumeric, unary_kernel<TC::kNumeric>(plain([](auto x) {
+                using C = decltype(x);
+                return x > C(0) ? C(1) : (x < C(0) ? C(-1) : x);  // keeps 0 and NaN
+              }))));
+  r.add(unary("Exp", kFloat, float_fn([](auto x) { return std::exp(x); })));
+  r.add(unary("Log", kFloat, float_fn([](auto x) { return std::log(x); })));
+  r.add(unary("Sqrt", kFloat, float_fn([](auto x) { return std::sqrt(x); })));
+  r.add(unary("Reciprocal", kFloat, float_fn([](auto x) { return decltype(x)(1) / x; })));
+  r.add(unary("Floor", kFloat, float_fn([](auto x) { return std::floor(x); })));
+  r.add(unary("Ceil", kFloat, float_fn([](auto x) { return std::ceil(x); })));
+  // Round half to even: nearbyint in the default rounding mode.
+  r.add(unary("Round", kFloat, float_fn([](auto x) { return std::nearbyint(x); })));
+  r.add(unary("Sin", kFloat, float_fn([](auto x) { return std::sin(x); })));
+  r.add(unary("Cos", kFloat, float_fn([](auto x) { return std::cos(x); })));
+  r.add(unary("Tan", kFloat, float_fn([](auto x) { return std::tan(x); })));
+  r.add(unary("Asin", kFloat, float_fn([](auto x) { return std::asin(x); })));
+  r.add(unary("Acos", kFloat, float_fn([](auto x) { return std::acos(x); })));
+  r.add(unary("Atan", kFloat, float_fn([](auto x) { return std::atan(x); })));
+  r.add(unary("Sinh", kFloat, float_fn([](auto x) { return std::sinh(x); })));
+  r.add(unary("Cosh", kFloat, float_fn([](auto x) { return std::cosh(x); })));
+  r.add(unary("Asinh", kFloat, float_fn([](auto x) { return std::asinh(x); })));
+  r.add(unary("Acosh", kFloat, float_fn([](auto x) { return std::acosh(x); })));
+  r.add(unary("Atanh", kFloat, float_fn([](auto x) { return std::atanh(x); })));
+  r.add(unary("Tanh", kFloat, float_fn([](auto x) { return std::tanh(x); })));
+  r.add(unary("Erf", kNumeric, unary_kernel<TC::kNumeric>(plain([](auto x) {
+                using C = decltype(x);
+                if constexpr (std::is_integral_v<C>)
+                  return safe_cast<C>(std::erf(double(x)));
+                else
+                  return std::erf(x);
+              }))));
+
+  // Activations.
+  r.add(unary("Sigmoid", kFloat, float_fn([](auto x) {
+                using C = decltype(x);
+                // Never evaluates exp of a large positive number.
+                return x >= C(0) ? C(1) / (C(1) + std::exp(-x))
+                                 : std::exp(x) / (C(1) + std::exp(x));
+              })));
+  r.add(unary("Relu", kSignedInt | kFloat, unary_kernel<TC::kSignedNumeric>(plain([](auto x) {
+                using C = decltype(x);
+                return x > C(0) ? x : (x != x ? x : C(0));
+              }))));
+  r.add(unary("LeakyRelu", kFloat, unary_kernel<TC::kFloat>([](const Node& n) {
+                float a = n.attr_float("alpha");
+                return [a](auto x) { return x < 0 ? decltype(x)(a) * x : x; };
+              }))
+            .attr("alpha", kFloatAttr, 0.01f));
+  r.add(unary("Elu", kFloat, unary_kernel<TC::kFloat>([](const Node& n) {
+                float a = n.attr_float("alpha");
+                return [a](auto x) { return x < 0 ? decltype(x)(a) * std::expm1(x) : x; };
+              }))
+            .attr("alpha", kFloatAttr, 1.0f));
+  r.add(unary("Selu", kFloat, unary_kernel<TC::kFloat>([](const Node& n) {
+                float a = n.attr_float("alpha"), g = n.attr_float("gamma");
+                return [a, g](auto x) {
+                  using C = decltype(x);
+                  return C(g) * (x > 0 ? x : C(a) * std::expm1(x));
+                };
+              }))
+            .attr("alpha", kFloatAttr, 1.67326319217681884765625f)
+            .attr("gamma", kFloatAttr, 1.05070102214813232421875f));
+  r.add(unary("Celu", kFloat, unary_kernel<TC::kFloat>([](const Node& n) {
+                float a = n.attr_float("alpha");
+                return [a](auto x) {
+                  using C = decltype(x);
+                  return std::max(C(0), x) + std::min(C(0), C(a) * std::expm1(x / C(a)));
+                };
+              }))
+            .attr("alpha", kFloatAttr, 1.0f));
+  r.add(unary("HardSigmoid", kFloat, unary_kernel<TC::kFloat>([](const Node& n) {
+                float a = n.attr_float("alpha"), b = n.attr_float("beta");
+                return [a, b](auto x) {
+                  using C = decltype(x);
+                  return std::max(C(0), std::min(C(1), C(a) * x + C(b)));
+                };
+              }))
+            .attr("alpha", kFloatAttr, 0.2f)
+            .attr("beta", kFloatAttr, 0.5f));
+  r.add(unary("HardSwish", kFloat, float_fn([](auto x) {
+                using C = decltype(x);
+                return x * std::max(C(0), std::min(C(1), x / C(6) + C(0.5)));
+              }),
+              14));
+  r.add(unary("Softplus", kFloat, float_fn([](auto x) { return softplus(x); })));
+  r.add(unary("Softsign", kFloat, float_fn([](auto x) { return x / (1 + std::fabs(x)); })));
+  r.add(unary("Mish", kFloat, float_fn([](auto x) { return x * std::tanh(softplus(x)); }), 18));
+  r.add(unary("ThresholdedRelu", kFloat, unary_kernel<TC::kFloat>([](const Node& n) {
+                float a = n.attr_float("alpha");
+                return [a](auto x) {
+                  using C = decltype(x);
+                  return x > C(a) ? x : C(0);
+                };
+              }))
+            .attr("alpha", kFloatAttr, 1.0f));
+  r.add(unary("Gelu", kFloat, unary_kernel<TC::kFloat>([](const Node& n) {
+                bool tanh_approx = n.attr_string("approximate") == "tanh";
+                return [tanh_approx](auto x) {
+                  using C = decltype(x);
+                  if (tanh_approx) {
+                    const C k = C(0.7978845608028654);  // sqrt(2/pi)
+                    return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
+                  }
+                  return C(0.5) * x * (C(1) + std::erf(x * C(0.7071067811865476)));
+                };
+              }),
+              20)
+            .attr("approximate", AttrType::kString, "none")
+            .infer(infer_gelu));
+
+  r.add(OpSchemaBuilder("IsNaN")
+            .versions(13)
+            .inputs(1)
+            .outputs(1)
+            .types("T1", {0}, kFloat)
+            .infer(infer_bool_like_input)
+            .kernel([](KernelContext& ctx) {
+              return float_predicate(ctx, [](auto x) { return x != x; });
+            }));
+  r.add(OpSchemaBuilder("IsInf")
+            .versions(13)
+            .inputs(1)
+            .outputs(1)
+            .types("T1", {0}, kFloat)
+            .attr("detect_negative", AttrType::kInt, 1)
+            .attr("detect_positive", AttrType::kInt, 1)
+            .infer(infer_bool_like_input)
+            .kernel([](KernelContext& ctx) {
+              bool neg = ctx.node().attr_int("detect_negative") != 0;
+              bool pos = ctx.node().attr_int("detect_positive") != 0;
+              return float_predicate(
+                  ctx, [neg, pos](auto x) { return std::isinf(x) && (x > 0 ? pos : neg); });
+            }));
+
+  r.add(OpSchemaBuilder("Clip")
+            .versions(13)
+            .inputs(1, 3)
+            .outputs(1)
+            .types("T", {0, 1, 2}, kNumeric)
+            .infer(infer_clip)
+            .kernel(clip_kernel));
+  // `saturate` (opset 19) only affects float8 targets, which ferrite does not have.
+  r.add(OpSchemaBuilder("Cast")
+            .versions(13)
+            .inputs(1)
+            .outputs(1)
+            .types("T1", {0}, kAll)
+            .required_attr("to", AttrType::kInt)
+            .attr("saturate", AttrType::kInt, 1)
+            .infer(infer_cast)
+            .kernel(cast_kernel));
+  r.add(OpSchemaBuilder("CastLike")
+            .versions(15)
+            .inputs(2)
+            .outputs(1)
+            .types("T1", {0}, kAll)
+            .types("T2", {1}, kAll)
+            .attr("saturate", AttrType::kInt, 1)
+            .infer(infer_castlike)
+            .kernel([](KernelContext& ctx) { return cast_to(ctx, ctx.input(1).dtype()); }));
+}
 
 }  // namespace ferrite
