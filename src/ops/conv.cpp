@@ -317,8 +317,14 @@ Status infer_conv(InferContext& ctx) {
   DType dt = ctx.input_dtype(0);
   int64_t group = ctx.node().attr_int("group", 1);
   if (!x.rank_known()) {
-    ctx.set_output(0, dt, Shape::unknown_rank());
-    return check_channels(ctx, Dim(), Dim(), Dim(), group, false);
+    Shape out = Shape::unknown_rank();
+    if (w.rank_known() && w.rank() >= 3) {
+      out = Shape(std::vector<Dim>(w.rank(), Dim::unknown()));
+      out.dims()[1] = w[0];
+    }
+    ctx.set_output(0, dt, out);
+    return check_channels(ctx, Dim(), Dim(), w.rank_known() && w.rank() >= 3 ? w[0] : Dim(), group,
+                          false);
   }
   if (x.rank() < 3) return ctx.error("input must have rank >= 3 (N, C, spatial...), got ", x.to_string());
   if (w.rank_known() && w.rank() != x.rank())
@@ -367,7 +373,8 @@ Expected<std::vector<int64_t>> output_padding(const Node& node, size_t n) {
   if (op.size() != n)
     return err(node.describe(), ": output_padding has ", op.size(), " entries, expected ", n);
   for (int64_t v : op)
-    if (v < 0) return err(node.describe(), ": output_padding must be non-negative");
+    if (v < 0 || v > kMaxWindowAttr)
+      return err(node.describe(), ": output_padding must be in [0, ", kMaxWindowAttr, "]");
   return op;
 }
 
@@ -379,7 +386,8 @@ Expected<std::vector<int64_t>> explicit_output_shape(const Node& node, size_t n)
   if (os.size() != n)
     return err(node.describe(), ": output_shape has ", os.size(), " entries, expected ", n);
   for (int64_t v : os)
-    if (v <= 0) return err(node.describe(), ": output_shape entries must be positive");
+    if (v <= 0 || v > (int64_t{1} << 40))
+      return err(node.describe(), ": output_shape entries must be positive and sane, got ", v);
   return os;
 }
 

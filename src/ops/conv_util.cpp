@@ -17,7 +17,8 @@ Expected<Window> read_window(const Node& node, std::vector<int64_t> kernel) {
   w.rank = kernel.size();
   size_t n = w.rank;
   for (int64_t k : kernel)
-    if (k <= 0) return err(node.describe(), ": kernel_shape entries must be positive");
+    if (k <= 0 || k > kMaxWindowAttr)
+      return err(node.describe(), ": kernel_shape entries must be in [1, ", kMaxWindowAttr, "]");
   w.kernel = std::move(kernel);
   w.strides = node.attr_ints("strides");
   if (w.strides.empty()) w.strides.assign(n, 1);
@@ -32,11 +33,14 @@ Expected<Window> read_window(const Node& node, std::vector<int64_t> kernel) {
   if (w.pads.size() != 2 * n)
     return err(node.describe(), ": pads has ", w.pads.size(), " entries, expected ", 2 * n);
   for (size_t d = 0; d < n; ++d) {
-    if (w.strides[d] <= 0) return err(node.describe(), ": strides must be positive");
-    if (w.dilations[d] <= 0) return err(node.describe(), ": dilations must be positive");
+    if (w.strides[d] <= 0 || w.strides[d] > kMaxWindowAttr)
+      return err(node.describe(), ": strides must be in [1, ", kMaxWindowAttr, "]");
+    if (w.dilations[d] <= 0 || w.dilations[d] > kMaxWindowAttr)
+      return err(node.describe(), ": dilations must be in [1, ", kMaxWindowAttr, "]");
   }
   for (int64_t p : w.pads)
-    if (p < 0) return err(node.describe(), ": pads must be non-negative");
+    if (p < 0 || p > kMaxWindowAttr)
+      return err(node.describe(), ": pads must be in [0, ", kMaxWindowAttr, "]");
   std::string ap = node.attr_string("auto_pad", "NOTSET");
   if (ap == "NOTSET") w.auto_pad = AutoPad::kNotSet;
   else if (ap == "SAME_UPPER") w.auto_pad = AutoPad::kSameUpper;
@@ -54,8 +58,13 @@ Expected<std::optional<std::vector<int64_t>>> conv_kernel_shape(const Node& node
   if (!k.empty()) {
     if (k.size() != rank)
       return err(node.describe(), ": kernel_shape has ", k.size(), " entries, expected ", rank);
-    for (int64_t v : k)
-      if (v <= 0) return err(node.describe(), ": kernel_shape entries must be positive");
+    for (size_t d = 0; d < rank; ++d) {
+      if (k[d] <= 0) return err(node.describe(), ": kernel_shape entries must be positive");
+      auto wd = w.rank_known() && w.rank() == rank + 2 ? w[d + 2].value() : std::nullopt;
+      if (wd && *wd != k[d])
+        return err(node.describe(), ": kernel_shape ", dims_to_string(k),
+                   " does not match weight ", w.to_string());
+    }
     return std::optional<std::vector<int64_t>>(k);
   }
   if (!w.rank_known() || w.rank() != rank + 2) return std::optional<std::vector<int64_t>>();

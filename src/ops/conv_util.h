@@ -11,6 +11,10 @@
 
 namespace ferrite {
 
+// Bound on kernel/stride/dilation/pad attribute values, so that window arithmetic on them cannot
+// overflow int64.
+inline constexpr int64_t kMaxWindowAttr = int64_t{1} << 24;
+
 enum class AutoPad { kNotSet, kSameUpper, kSameLower, kValid };
 
 struct Window {
@@ -23,7 +27,7 @@ struct Window {
   int64_t extent(size_t d) const { return (kernel[d] - 1) * dilations[d] + 1; }
   int64_t pad_begin(size_t d) const { return pads[d]; }
   int64_t pad_end(size_t d) const { return pads[rank + d]; }
-  int64_t kernel_volume() const;
+  int64_t kernel_volume() const;  // only for kernels taken from a weight tensor
 };
 
 // Reads strides, dilations, pads, auto_pad and ceil_mode (those the node has; defaults

@@ -94,7 +94,8 @@ Status pool_kernel(KernelContext& ctx, PoolKind kind) {
 
   PoolTaps taps = make_taps(w, in, out);
   const int64_t planes = x.dim(0) * x.dim(1), in_size = product(in), out_size = product(out);
-  const double volume = static_cast<double>(w.kernel_volume());
+  double volume = 1;
+  for (int64_t k : w.kernel) volume *= static_cast<double>(k);
   Status st;
   visit_dtype(x.dtype(), [&]<class T>() {
     if constexpr (std::is_same_v<T, bool>) {
