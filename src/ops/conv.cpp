@@ -17,15 +17,33 @@ namespace {
 // Elements of one column-buffer chunk (K x P): ~256 KB of float.
 constexpr int64_t kChunkElems = int64_t{1} << 16;
 
+// Rows (of `row_len` columns) per chunk of a `k`-row column buffer: about kChunkElems elements,
+// but at least kMinCols columns so that the GEMM's inner loops stay long on small images.
+constexpr int64_t kMinCols = 256;
+int64_t chunk_rows(int64_t k, int64_t row_len) {
+  int64_t by_size = kChunkElems / std::max<int64_t>(1, k * row_len);
+  int64_t by_cols = (kMinCols + row_len - 1) / std::max<int64_t>(1, row_len);
+  return std::max<int64_t>({1, by_size, by_cols});
+}
+
 // Runs f.template operator()<T, C>() for the float storage types with their compute type.
 template <class F>
 bool visit_conv_dtype(DType t, F&& f) {
   switch (t) {
-    case DType::kF32: f.template operator()<float, float>(); return true;
-    case DType::kF64: f.template operator()<double, double>(); return true;
-    case DType::kF16: f.template operator()<Half, float>(); return true;
-    case DType::kBF16: f.template operator()<BFloat16, float>(); return true;
-    default: return false;
+    case DType::kF32:
+      f.template operator()<float, float>();
+      return true;
+    case DType::kF64:
+      f.template operator()<double, double>();
+      return true;
+    case DType::kF16:
+      f.template operator()<Half, float>();
+      return true;
+    case DType::kBF16:
+      f.template operator()<BFloat16, float>();
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -124,7 +142,7 @@ void run_conv(const Tensor& x, const Tensor& wt, const Tensor* bias, Tensor& y, 
   bool pointwise = std::is_same_v<T, C> && w.kernel_volume() == 1;
   for (size_t d = 0; d < n; ++d)
     pointwise = pointwise && w.strides[d] == 1 && w.pad_begin(d) == 0 && w.pad_end(d) == 0;
-  const int64_t rows_per_chunk = std::max<int64_t>(1, kChunkElems / std::max<int64_t>(1, kdim * ow));
+  const int64_t rows_per_chunk = chunk_rows(kdim, ow);
   const T* px = x.data<T>();
   T* py = y.data<T>();
   std::vector<C> col, ybuf;
@@ -217,7 +235,7 @@ void run_conv_transpose(const Tensor& x, const Tensor& wt, const Tensor* bias, T
   std::vector<C> wc = to_compute<T, C>(wt);
   std::vector<C> bc = bias ? to_compute<T, C>(*bias) : std::vector<C>(m, C(0));
   const int64_t rows = iw == 0 ? 0 : in_size / iw;
-  const int64_t rows_per_chunk = std::max<int64_t>(1, kChunkElems / std::max<int64_t>(1, rdim * iw));
+  const int64_t rows_per_chunk = chunk_rows(rdim, iw);
   const T* px = x.data<T>();
   T* py = y.data<T>();
   std::vector<C> xbuf, col, ybuf(static_cast<size_t>(mg * out_size));
@@ -246,7 +264,8 @@ void run_conv_transpose(const Tensor& x, const Tensor& wt, const Tensor* bias, T
       T* yg = py + (b * m + g * mg) * out_size;
       for (int64_t i = 0; i < mg; ++i)
         for (int64_t j = 0; j < out_size; ++j)
-          yg[i * out_size + j] = convert<T>(static_cast<C>(ybuf[i * out_size + j] + bc[g * mg + i]));
+          yg[i * out_size + j] =
+              convert<T>(static_cast<C>(ybuf[i * out_size + j] + bc[g * mg + i]));
     }
   }
 }
@@ -268,8 +287,7 @@ Status check_channels(const InferContext& ctx, const Dim& xc, const Dim& wc, con
   }
   if (ctx.num_inputs() > 2 && ctx.has_input(2)) {
     const Shape& b = ctx.input_shape(2);
-    if (b.rank_known() && b.rank() != 1)
-      return ctx.error("bias must be 1-D, got ", b.to_string());
+    if (b.rank_known() && b.rank() != 1) return ctx.error("bias must be 1-D, got ", b.to_string());
     if (b.rank_known() && b[0].is_static() && mv && *b[0].value() != *mv)
       return ctx.error("bias has ", b.to_string(), " entries, expected ", *mv);
   }
@@ -281,7 +299,8 @@ Expected<std::vector<int64_t>> check_conv_inputs(const KernelContext& ctx, int64
                                                  bool transpose) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
-  if (x.rank() < 3) return ctx.error("input must have rank >= 3 (N, C, spatial...), got ", x.type_string());
+  if (x.rank() < 3)
+    return ctx.error("input must have rank >= 3 (N, C, spatial...), got ", x.type_string());
   if (w.rank() != x.rank())
     return ctx.error("weight ", w.type_string(), " must have the input's rank ", x.rank());
   if (group < 1) return ctx.error("group must be >= 1, got ", group);
@@ -326,7 +345,8 @@ Status infer_conv(InferContext& ctx) {
     return check_channels(ctx, Dim(), Dim(), w.rank_known() && w.rank() >= 3 ? w[0] : Dim(), group,
                           false);
   }
-  if (x.rank() < 3) return ctx.error("input must have rank >= 3 (N, C, spatial...), got ", x.to_string());
+  if (x.rank() < 3)
+    return ctx.error("input must have rank >= 3 (N, C, spatial...), got ", x.to_string());
   if (w.rank_known() && w.rank() != x.rank())
     return ctx.error("weight ", w.to_string(), " must have the input's rank ", x.rank());
   size_t n = x.rank() - 2;
@@ -359,9 +379,8 @@ Status conv_kernel(KernelContext& ctx) {
   std::vector<int64_t> dims{x.dim(0), w.dim(0)};
   dims.insert(dims.end(), out.begin(), out.end());
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), dims));
-  bool ok = visit_conv_dtype(x.dtype(), [&]<class T, class C>() {
-    run_conv<T, C>(x, w, bias, *y, win, group, in, out);
-  });
+  bool ok = visit_conv_dtype(
+      x.dtype(), [&]<class T, class C>() { run_conv<T, C>(x, w, bias, *y, win, group, in, out); });
   if (!ok) return ctx.error("dtype ", dtype_name(x.dtype()), " is not supported");
   return Status::ok();
 }
@@ -426,7 +445,8 @@ Status infer_conv_transpose(InferContext& ctx) {
     ctx.set_output(0, dt, Shape::unknown_rank());
     return check_channels(ctx, Dim(), Dim(), Dim(), group, true);
   }
-  if (x.rank() < 3) return ctx.error("input must have rank >= 3 (N, C, spatial...), got ", x.to_string());
+  if (x.rank() < 3)
+    return ctx.error("input must have rank >= 3 (N, C, spatial...), got ", x.to_string());
   if (w.rank_known() && w.rank() != x.rank())
     return ctx.error("weight ", w.to_string(), " must have the input's rank ", x.rank());
   size_t n = x.rank() - 2;
@@ -452,11 +472,13 @@ Status infer_conv_transpose(InferContext& ctx) {
       for (size_t d = 0; d < n; ++d) {
         const Dim& i = x[d + 2];
         int64_t s = win.strides[d];
-        if (!os.empty()) out.push_back(Dim(os[d]));
-        else if (same) out.push_back(i * Dim(s));
+        if (!os.empty())
+          out.push_back(Dim(os[d]));
+        else if (same)
+          out.push_back(i * Dim(s));
         else
-          out.push_back(i * Dim(s) + Dim(op[d] + win.extent(d) - s - win.pad_begin(d) -
-                                         win.pad_end(d)));
+          out.push_back(i * Dim(s) +
+                        Dim(op[d] + win.extent(d) - s - win.pad_begin(d) - win.pad_end(d)));
       }
     }
   }
@@ -485,7 +507,9 @@ Status conv_transpose_kernel(KernelContext& ctx) {
 
 OpSchemaBuilder conv_common(const char* name) {
   OpSchemaBuilder b(name);
-  b.versions(13).inputs(2, 3).outputs(1)
+  b.versions(13)
+      .inputs(2, 3)
+      .outputs(1)
       .attr("auto_pad", AttrType::kString, "NOTSET")
       .optional_attr("dilations", AttrType::kInts)
       .attr("group", AttrType::kInt, 1)

@@ -4,7 +4,9 @@
 
 namespace ferrite {
 
-int64_t Window::kernel_volume() const { return product(kernel); }
+int64_t Window::kernel_volume() const {
+  return product(kernel);
+}
 
 int64_t product(const std::vector<int64_t>& dims) {
   int64_t p = 1;
@@ -42,11 +44,16 @@ Expected<Window> read_window(const Node& node, std::vector<int64_t> kernel) {
     if (p < 0 || p > kMaxWindowAttr)
       return err(node.describe(), ": pads must be in [0, ", kMaxWindowAttr, "]");
   std::string ap = node.attr_string("auto_pad", "NOTSET");
-  if (ap == "NOTSET") w.auto_pad = AutoPad::kNotSet;
-  else if (ap == "SAME_UPPER") w.auto_pad = AutoPad::kSameUpper;
-  else if (ap == "SAME_LOWER") w.auto_pad = AutoPad::kSameLower;
-  else if (ap == "VALID") w.auto_pad = AutoPad::kValid;
-  else return err(node.describe(), ": unknown auto_pad '", ap, "'");
+  if (ap == "NOTSET")
+    w.auto_pad = AutoPad::kNotSet;
+  else if (ap == "SAME_UPPER")
+    w.auto_pad = AutoPad::kSameUpper;
+  else if (ap == "SAME_LOWER")
+    w.auto_pad = AutoPad::kSameLower;
+  else if (ap == "VALID")
+    w.auto_pad = AutoPad::kValid;
+  else
+    return err(node.describe(), ": unknown auto_pad '", ap, "'");
   if (w.auto_pad != AutoPad::kNotSet) w.pads.assign(2 * n, 0);
   w.ceil_mode = node.attr_int("ceil_mode", 0) != 0;
   return w;
@@ -62,8 +69,8 @@ Expected<std::optional<std::vector<int64_t>>> conv_kernel_shape(const Node& node
       if (k[d] <= 0) return err(node.describe(), ": kernel_shape entries must be positive");
       auto wd = w.rank_known() && w.rank() == rank + 2 ? w[d + 2].value() : std::nullopt;
       if (wd && *wd != k[d])
-        return err(node.describe(), ": kernel_shape ", dims_to_string(k),
-                   " does not match weight ", w.to_string());
+        return err(node.describe(), ": kernel_shape ", dims_to_string(k), " does not match weight ",
+                   w.to_string());
     }
     return std::optional<std::vector<int64_t>>(k);
   }

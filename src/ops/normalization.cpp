@@ -62,7 +62,8 @@ Status infer_vector(const InferContext& ctx, size_t i, const Dim& n, const char*
 
 Status infer_batchnorm(InferContext& ctx) {
   const Shape& x = ctx.input_shape(0);
-  if (x.rank_known() && x.rank() < 2) return ctx.error("input must have rank >= 2, got ", x.to_string());
+  if (x.rank_known() && x.rank() < 2)
+    return ctx.error("input must have rank >= 2, got ", x.to_string());
   Dim c = x.rank_known() ? x[1] : Dim();
   const char* names[] = {"", "scale", "B", "input_mean", "input_var"};
   for (size_t i = 1; i < 5; ++i) FERRITE_RETURN_IF_ERROR(infer_vector(ctx, i, c, names[i]));
@@ -144,7 +145,8 @@ void normalize_groups(const std::vector<double>& x, int64_t n, int64_t groups, i
 
 Status infer_instancenorm(InferContext& ctx) {
   const Shape& x = ctx.input_shape(0);
-  if (x.rank_known() && x.rank() < 3) return ctx.error("input must have rank >= 3, got ", x.to_string());
+  if (x.rank_known() && x.rank() < 3)
+    return ctx.error("input must have rank >= 3, got ", x.to_string());
   Dim c = x.rank_known() ? x[1] : Dim();
   FERRITE_RETURN_IF_ERROR(infer_vector(ctx, 1, c, "scale"));
   FERRITE_RETURN_IF_ERROR(infer_vector(ctx, 2, c, "B"));
@@ -172,7 +174,8 @@ Status infer_groupnorm(InferContext& ctx) {
   const Shape& x = ctx.input_shape(0);
   int64_t groups = ctx.node().attr_int("num_groups");
   if (groups <= 0) return ctx.error("num_groups must be positive, got ", groups);
-  if (x.rank_known() && x.rank() < 2) return ctx.error("input must have rank >= 2, got ", x.to_string());
+  if (x.rank_known() && x.rank() < 2)
+    return ctx.error("input must have rank >= 2, got ", x.to_string());
   Dim c = x.rank_known() ? x[1] : Dim();
   if (auto cv = c.value(); cv && *cv % groups != 0)
     return ctx.error(*cv, " channels are not divisible by num_groups ", groups);
@@ -229,7 +232,8 @@ Status infer_layernorm(InferContext& ctx) {
     if (!ctx.has_input(i)) continue;
     std::string e;
     auto b = broadcast_shapes(ctx.input_shape(i), Shape(norm), &e);
-    if (!b) return ctx.error(i == 1 ? "Scale" : "B", " does not broadcast to the normalized shape: ", e);
+    if (!b)
+      return ctx.error(i == 1 ? "Scale" : "B", " does not broadcast to the normalized shape: ", e);
     if (b->rank_known() && b->rank() != norm.size())
       return ctx.error(i == 1 ? "Scale" : "B", " has higher rank than the normalized shape");
   }
@@ -264,9 +268,8 @@ Status layernorm_kernel(KernelContext& ctx) {
     std::vector<double> v = as_doubles(t);
     p.resize(static_cast<size_t>(inner));
     std::array<std::vector<int64_t>, 1> strides{broadcast_strides(t.dims(), norm)};
-    for_each_index<1>(norm, strides, [&](int64_t j, const std::array<int64_t, 1>& off) {
-      p[j] = v[off[0]];
-    });
+    for_each_index<1>(norm, strides,
+                      [&](int64_t j, const std::array<int64_t, 1>& off) { p[j] = v[off[0]]; });
   }
   const double eps = ctx.node().attr_float("epsilon", 1e-5f);
   std::vector<double> xd = as_doubles(x), y(xd.size()), mean(outer), inv(outer);
@@ -327,7 +330,8 @@ Status infer_lpnorm(InferContext& ctx) {
   if (p != 1 && p != 2) return ctx.error("p must be 1 or 2, got ", p);
   const Shape& x = ctx.input_shape(0);
   if (x.rank_known())
-    FERRITE_RETURN_IF_ERROR(normalize_axis(ctx, ctx.node().attr_int("axis", -1), x.rank()).status());
+    FERRITE_RETURN_IF_ERROR(
+        normalize_axis(ctx, ctx.node().attr_int("axis", -1), x.rank()).status());
   ctx.set_output(0, ctx.input_type(0));
   return Status::ok();
 }
@@ -359,9 +363,8 @@ Status mvn_kernel(KernelContext& ctx) {
   std::vector<int64_t> kept_dims(x.rank());
   for (size_t d = 0; d < x.rank(); ++d) kept_dims[d] = reduced[d] ? 1 : x.dim(d);
   std::array<std::vector<int64_t>, 1> strides{broadcast_strides(kept_dims, x.dims())};
-  for_each_index<1>(x.dims(), strides, [&](int64_t i, const std::array<int64_t, 1>& off) {
-    group[i] = off[0];
-  });
+  for_each_index<1>(x.dims(), strides,
+                    [&](int64_t i, const std::array<int64_t, 1>& off) { group[i] = off[0]; });
   const int64_t groups = product(kept_dims);
   std::vector<double> xd = as_doubles(x), sum(groups, 0.0), sq(groups, 0.0), cnt(groups, 0.0);
   for (size_t i = 0; i < xd.size(); ++i) {
@@ -414,7 +417,8 @@ Status lrn_kernel(KernelContext& ctx) {
 
 Status infer_lrn(InferContext& ctx) {
   const Shape& x = ctx.input_shape(0);
-  if (x.rank_known() && x.rank() < 2) return ctx.error("input must have rank >= 2, got ", x.to_string());
+  if (x.rank_known() && x.rank() < 2)
+    return ctx.error("input must have rank >= 2, got ", x.to_string());
   if (ctx.node().attr_int("size") <= 0) return ctx.error("size must be positive");
   ctx.set_output(0, ctx.input_type(0));
   return Status::ok();
@@ -426,15 +430,26 @@ void register_normalization_ops(OpRegistry& r) {
   using dtypes::kFloat;
   // BatchNormalization-15 lets scale/B and mean/var have their own float types; -14 ties them
   // to X, which the union admits.
-  r.add(OpSchemaBuilder("BatchNormalization").versions(14).inputs(5).outputs(1, 3)
-            .attr("epsilon", AttrType::kFloat, 1e-5f).attr("momentum", AttrType::kFloat, 0.9f)
+  r.add(OpSchemaBuilder("BatchNormalization")
+            .versions(14)
+            .inputs(5)
+            .outputs(1, 3)
+            .attr("epsilon", AttrType::kFloat, 1e-5f)
+            .attr("momentum", AttrType::kFloat, 0.9f)
             .attr("training_mode", AttrType::kInt, 0)
-            .types("T", {0}, kFloat).types("T1", {1, 2}, kFloat).types("T2", {3, 4}, kFloat)
-            .infer(infer_batchnorm).kernel(batchnorm_kernel));
+            .types("T", {0}, kFloat)
+            .types("T1", {1, 2}, kFloat)
+            .types("T2", {3, 4}, kFloat)
+            .infer(infer_batchnorm)
+            .kernel(batchnorm_kernel));
   // Opset 13 still has BatchNormalization-9: no training_mode; its optional outputs only exist
   // in training, which it signals by their presence.
-  r.add(OpSchemaBuilder("BatchNormalization").versions(13, 13).inputs(5).outputs(1, 5)
-            .attr("epsilon", AttrType::kFloat, 1e-5f).attr("momentum", AttrType::kFloat, 0.9f)
+  r.add(OpSchemaBuilder("BatchNormalization")
+            .versions(13, 13)
+            .inputs(5)
+            .outputs(1, 5)
+            .attr("epsilon", AttrType::kFloat, 1e-5f)
+            .attr("momentum", AttrType::kFloat, 0.9f)
             .types("T", {0, 1, 2, 3, 4}, kFloat)
             .infer([](InferContext& ctx) -> Status {
               for (size_t i = 1; i < ctx.num_outputs(); ++i)
@@ -444,35 +459,63 @@ void register_normalization_ops(OpRegistry& r) {
               return infer_batchnorm(ctx);
             })
             .kernel(batchnorm_kernel));
-  r.add(OpSchemaBuilder("InstanceNormalization").versions(13).inputs(3).outputs(1)
+  r.add(OpSchemaBuilder("InstanceNormalization")
+            .versions(13)
+            .inputs(3)
+            .outputs(1)
             .attr("epsilon", AttrType::kFloat, 1e-5f)
             .types("T", {0, 1, 2}, kFloat)
-            .infer(infer_instancenorm).kernel(instancenorm_kernel));
-  r.add(OpSchemaBuilder("LayerNormalization").versions(17).inputs(2, 3).outputs(1, 3)
-            .attr("axis", AttrType::kInt, -1).attr("epsilon", AttrType::kFloat, 1e-5f)
+            .infer(infer_instancenorm)
+            .kernel(instancenorm_kernel));
+  r.add(OpSchemaBuilder("LayerNormalization")
+            .versions(17)
+            .inputs(2, 3)
+            .outputs(1, 3)
+            .attr("axis", AttrType::kInt, -1)
+            .attr("epsilon", AttrType::kFloat, 1e-5f)
             .attr("stash_type", AttrType::kInt, 1)
             .types("T", {0, 1, 2}, kFloat)
-            .infer(infer_layernorm).kernel(layernorm_kernel));
+            .infer(infer_layernorm)
+            .kernel(layernorm_kernel));
   // stash_type is new in GroupNormalization-21 (declared as the union).
-  r.add(OpSchemaBuilder("GroupNormalization").versions(18).inputs(3).outputs(1)
+  r.add(OpSchemaBuilder("GroupNormalization")
+            .versions(18)
+            .inputs(3)
+            .outputs(1)
             .attr("epsilon", AttrType::kFloat, 1e-5f)
             .required_attr("num_groups", AttrType::kInt)
             .attr("stash_type", AttrType::kInt, 1)
             .types("T", {0, 1, 2}, kFloat)
-            .infer(infer_groupnorm).kernel(groupnorm_kernel));
-  r.add(OpSchemaBuilder("LpNormalization").versions(13).inputs(1).outputs(1)
-            .attr("axis", AttrType::kInt, -1).attr("p", AttrType::kInt, 2)
+            .infer(infer_groupnorm)
+            .kernel(groupnorm_kernel));
+  r.add(OpSchemaBuilder("LpNormalization")
+            .versions(13)
+            .inputs(1)
+            .outputs(1)
+            .attr("axis", AttrType::kInt, -1)
+            .attr("p", AttrType::kInt, 2)
             .types("T", {0}, kFloat)
-            .infer(infer_lpnorm).kernel(lpnorm_kernel));
-  r.add(OpSchemaBuilder("MeanVarianceNormalization").versions(13).inputs(1).outputs(1)
+            .infer(infer_lpnorm)
+            .kernel(lpnorm_kernel));
+  r.add(OpSchemaBuilder("MeanVarianceNormalization")
+            .versions(13)
+            .inputs(1)
+            .outputs(1)
             .attr("axes", AttrType::kInts, std::vector<int64_t>{0, 2, 3})
             .types("T", {0}, kFloat)
-            .infer(infer_mvn).kernel(mvn_kernel));
-  r.add(OpSchemaBuilder("LRN").versions(13).inputs(1).outputs(1)
-            .attr("alpha", AttrType::kFloat, 1e-4f).attr("beta", AttrType::kFloat, 0.75f)
-            .attr("bias", AttrType::kFloat, 1.0f).required_attr("size", AttrType::kInt)
+            .infer(infer_mvn)
+            .kernel(mvn_kernel));
+  r.add(OpSchemaBuilder("LRN")
+            .versions(13)
+            .inputs(1)
+            .outputs(1)
+            .attr("alpha", AttrType::kFloat, 1e-4f)
+            .attr("beta", AttrType::kFloat, 0.75f)
+            .attr("bias", AttrType::kFloat, 1.0f)
+            .required_attr("size", AttrType::kInt)
             .types("T", {0}, kFloat)
-            .infer(infer_lrn).kernel(lrn_kernel));
+            .infer(infer_lrn)
+            .kernel(lrn_kernel));
 }
 
 }  // namespace ferrite

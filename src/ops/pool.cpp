@@ -70,11 +70,13 @@ int64_t column_major(int64_t off, const std::vector<int64_t>& in) {
 Status pool_kernel(KernelContext& ctx, PoolKind kind) {
   const Node& node = ctx.node();
   const Tensor& x = ctx.input(0);
-  if (x.rank() < 3) return ctx.error("input must have rank >= 3 (N, C, spatial...), got ", x.type_string());
+  if (x.rank() < 3)
+    return ctx.error("input must have rank >= 3 (N, C, spatial...), got ", x.type_string());
   size_t n = x.rank() - 2;
   std::vector<int64_t> kernel = node.attr_ints("kernel_shape");
   if (kernel.size() != n)
-    return ctx.error("kernel_shape has ", kernel.size(), " entries, input has ", n, " spatial dims");
+    return ctx.error("kernel_shape has ", kernel.size(), " entries, input has ", n,
+                     " spatial dims");
   FERRITE_ASSIGN_OR_RETURN(Window w, read_window(node, kernel));
   std::vector<int64_t> in(x.dims().begin() + 2, x.dims().end());
   FERRITE_ASSIGN_OR_RETURN(auto out, resolve_window(node, w, in));
@@ -213,9 +215,12 @@ Status global_pool_kernel(KernelContext& ctx, PoolKind kind) {
         double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
         for (int64_t i = 0; i < size; ++i) {
           double v = convert<double>(xp[i]);
-          if (kind == PoolKind::kMax) acc = (i == 0 || v > acc) ? v : acc;
-          else if (kind == PoolKind::kAverage) acc += v;
-          else acc += std::pow(std::fabs(v), p);
+          if (kind == PoolKind::kMax)
+            acc = (i == 0 || v > acc) ? v : acc;
+          else if (kind == PoolKind::kAverage)
+            acc += v;
+          else
+            acc += std::pow(std::fabs(v), p);
         }
         if (kind == PoolKind::kAverage) acc = size > 0 ? acc / static_cast<double>(size) : 0.0;
         if (kind == PoolKind::kLp) acc = std::pow(acc, 1.0 / p);
@@ -266,18 +271,21 @@ Status max_unpool_kernel(KernelContext& ctx) {
   const Tensor& idx = ctx.input(1);
   if (x.rank() < 3) return ctx.error("input must have rank >= 3, got ", x.type_string());
   if (idx.dims() != x.dims())
-    return ctx.error("indices ", idx.type_string(), " must have the input's shape ", x.type_string());
+    return ctx.error("indices ", idx.type_string(), " must have the input's shape ",
+                     x.type_string());
   size_t n = x.rank() - 2;
   std::vector<int64_t> kernel = node.attr_ints("kernel_shape");
   if (kernel.size() != n)
-    return ctx.error("kernel_shape has ", kernel.size(), " entries, input has ", n, " spatial dims");
+    return ctx.error("kernel_shape has ", kernel.size(), " entries, input has ", n,
+                     " spatial dims");
   FERRITE_ASSIGN_OR_RETURN(Window w, read_window(node, kernel));
   // Indices address a tensor of the natural unpooled shape; an explicit output_shape only
   // pads that at the end of each dim (as the ONNX reference does).
   std::vector<int64_t> natural{x.dim(0), x.dim(1)};
   for (size_t d = 0; d < n; ++d) {
     natural.push_back(unpool_size(w, d, x.dim(d + 2)));
-    if (natural.back() <= 0) return ctx.error("output spatial dim ", d, " would be ", natural.back());
+    if (natural.back() <= 0)
+      return ctx.error("output spatial dim ", d, " would be ", natural.back());
   }
   std::vector<int64_t> dims = natural;
   if (ctx.has_input(2)) {
@@ -296,7 +304,8 @@ Status max_unpool_kernel(KernelContext& ctx) {
     if (pi[i] < 0 || pi[i] >= total)
       return ctx.error("index ", pi[i], " is out of range for unpooled shape ",
                        dims_to_string(natural));
-  std::vector<int64_t> nat_strides = contiguous_strides(natural), out_strides = contiguous_strides(dims);
+  std::vector<int64_t> nat_strides = contiguous_strides(natural),
+                       out_strides = contiguous_strides(dims);
   visit_dtype(x.dtype(), [&]<class T>() {
     const T* px = x.data<T>();
     T* py = y->data<T>();
@@ -314,7 +323,9 @@ Status max_unpool_kernel(KernelContext& ctx) {
 
 OpSchemaBuilder pool_common(const char* name, DTypeSet types) {
   OpSchemaBuilder b(name);
-  b.versions(13).inputs(1).outputs(1)
+  b.versions(13)
+      .inputs(1)
+      .outputs(1)
       .attr("auto_pad", AttrType::kString, "NOTSET")
       .attr("ceil_mode", AttrType::kInt, 0)
       .optional_attr("dilations", AttrType::kInts)
@@ -339,25 +350,43 @@ void register_pool_ops(OpRegistry& r) {
             .attr("count_include_pad", AttrType::kInt, 0)
             .kernel([](KernelContext& ctx) { return pool_kernel(ctx, PoolKind::kAverage); }));
   // ceil_mode and dilations are new in LpPool-18.
-  r.add(pool_common("LpPool", kFloat)
-            .attr("p", AttrType::kInt, 2)
-            .kernel([](KernelContext& ctx) { return pool_kernel(ctx, PoolKind::kLp); }));
-  r.add(OpSchemaBuilder("GlobalAveragePool").versions(13).inputs(1).outputs(1)
-            .types("T", {0}, kFloat).infer(infer_global_pool)
-            .kernel([](KernelContext& ctx) { return global_pool_kernel(ctx, PoolKind::kAverage); }));
-  r.add(OpSchemaBuilder("GlobalMaxPool").versions(13).inputs(1).outputs(1)
-            .types("T", {0}, kFloat).infer(infer_global_pool)
+  r.add(pool_common("LpPool", kFloat).attr("p", AttrType::kInt, 2).kernel([](KernelContext& ctx) {
+    return pool_kernel(ctx, PoolKind::kLp);
+  }));
+  r.add(
+      OpSchemaBuilder("GlobalAveragePool")
+          .versions(13)
+          .inputs(1)
+          .outputs(1)
+          .types("T", {0}, kFloat)
+          .infer(infer_global_pool)
+          .kernel([](KernelContext& ctx) { return global_pool_kernel(ctx, PoolKind::kAverage); }));
+  r.add(OpSchemaBuilder("GlobalMaxPool")
+            .versions(13)
+            .inputs(1)
+            .outputs(1)
+            .types("T", {0}, kFloat)
+            .infer(infer_global_pool)
             .kernel([](KernelContext& ctx) { return global_pool_kernel(ctx, PoolKind::kMax); }));
-  r.add(OpSchemaBuilder("GlobalLpPool").versions(13).inputs(1).outputs(1)
+  r.add(OpSchemaBuilder("GlobalLpPool")
+            .versions(13)
+            .inputs(1)
+            .outputs(1)
             .attr("p", AttrType::kInt, 2)
-            .types("T", {0}, kFloat).infer(infer_global_pool)
+            .types("T", {0}, kFloat)
+            .infer(infer_global_pool)
             .kernel([](KernelContext& ctx) { return global_pool_kernel(ctx, PoolKind::kLp); }));
-  r.add(OpSchemaBuilder("MaxUnpool").versions(13).inputs(2, 3).outputs(1)
+  r.add(OpSchemaBuilder("MaxUnpool")
+            .versions(13)
+            .inputs(2, 3)
+            .outputs(1)
             .required_attr("kernel_shape", AttrType::kInts)
             .optional_attr("pads", AttrType::kInts)
             .optional_attr("strides", AttrType::kInts)
-            .types("T1", {0}, kFloat).types("T2", {1, 2}, DTypeSet{DType::kI64})
-            .infer(infer_max_unpool).kernel(max_unpool_kernel));
+            .types("T1", {0}, kFloat)
+            .types("T2", {1, 2}, DTypeSet{DType::kI64})
+            .infer(infer_max_unpool)
+            .kernel(max_unpool_kernel));
 }
 
 }  // namespace ferrite
