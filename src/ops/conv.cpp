@@ -126,9 +126,12 @@ void im2col(const T* x, int64_t channels, const std::vector<int64_t>& in,
   }
 }
 
-template <class T, class C>
+// Conv as GEMMs over column buffers that `fill(image, group, r0, r1, col)` builds (im2col for
+// Conv, sampled im2col for DeformConv). `pointwise_ok` allows reading 1x1 stride-1 inputs in place.
+template <class T, class C, class Fill>
 void run_conv(const Tensor& x, const Tensor& wt, const Tensor* bias, Tensor& y, const Window& w,
-              int64_t group, const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+              int64_t group, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+              bool pointwise_ok, Fill&& fill) {
   const size_t n = w.rank;
   const int64_t batch = x.dim(0), cin = x.dim(1), m = wt.dim(0);
   const int64_t cg = cin / group, mg = m / group;
@@ -139,7 +142,7 @@ void run_conv(const Tensor& x, const Tensor& wt, const Tensor* bias, Tensor& y, 
   const int64_t rows = out_size / ow;
   std::vector<C> wc = to_compute<T, C>(wt);
   std::vector<C> bc = bias ? to_compute<T, C>(*bias) : std::vector<C>(m, C(0));
-  bool pointwise = std::is_same_v<T, C> && w.kernel_volume() == 1;
+  bool pointwise = pointwise_ok && std::is_same_v<T, C> && w.kernel_volume() == 1;
   for (size_t d = 0; d < n; ++d)
     pointwise = pointwise && w.strides[d] == 1 && w.pad_begin(d) == 0 && w.pad_end(d) == 0;
   const int64_t rows_per_chunk = chunk_rows(kdim, ow);
@@ -165,7 +168,7 @@ void run_conv(const Tensor& x, const Tensor& wt, const Tensor* bias, Tensor& y, 
         }
         if (!pointwise) {
           col.resize(static_cast<size_t>(kdim * P));
-          im2col<T, C>(xg, cg, in, out, w, r0, r1, col.data());
+          fill(b, g, r0, r1, col.data());
           bmat = col.data();
           b_row = P;
         }
@@ -272,7 +275,7 @@ void run_conv_transpose(const Tensor& x, const Tensor& wt, const Tensor* bias, T
 
 // Checks shared by both ops in inference: channel counts against group, bias shape.
 Status check_channels(const InferContext& ctx, const Dim& xc, const Dim& wc, const Dim& m,
-                      int64_t group, bool transpose) {
+                      int64_t group, bool transpose, size_t bias_input = 2) {
   if (group < 1) return ctx.error("group must be >= 1, got ", group);
   auto x = xc.value(), wv = wc.value(), mv = m.value();
   if (!transpose) {
@@ -285,8 +288,8 @@ Status check_channels(const InferContext& ctx, const Dim& xc, const Dim& wc, con
     if (x && *x % group != 0)
       return ctx.error(*x, " input channels are not divisible by group ", group);
   }
-  if (ctx.num_inputs() > 2 && ctx.has_input(2)) {
-    const Shape& b = ctx.input_shape(2);
+  if (ctx.num_inputs() > bias_input && ctx.has_input(bias_input)) {
+    const Shape& b = ctx.input_shape(bias_input);
     if (b.rank_known() && b.rank() != 1) return ctx.error("bias must be 1-D, got ", b.to_string());
     if (b.rank_known() && b[0].is_static() && mv && *b[0].value() != *mv)
       return ctx.error("bias has ", b.to_string(), " entries, expected ", *mv);
@@ -379,8 +382,15 @@ Status conv_kernel(KernelContext& ctx) {
   std::vector<int64_t> dims{x.dim(0), w.dim(0)};
   dims.insert(dims.end(), out.begin(), out.end());
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), dims));
-  bool ok = visit_conv_dtype(
-      x.dtype(), [&]<class T, class C>() { run_conv<T, C>(x, w, bias, *y, win, group, in, out); });
+  bool ok = visit_conv_dtype(x.dtype(), [&]<class T, class C>() {
+    const T* px = x.data<T>();
+    const int64_t cg = x.dim(1) / group, in_size = product(in);
+    run_conv<T, C>(x, w, bias, *y, win, group, in, out, true,
+                   [&](int64_t b, int64_t g, int64_t r0, int64_t r1, C* col) {
+                     im2col<T, C>(px + (b * x.dim(1) + g * cg) * in_size, cg, in, out, win, r0, r1,
+                                  col);
+                   });
+  });
   if (!ok) return ctx.error("dtype ", dtype_name(x.dtype()), " is not supported");
   return Status::ok();
 }
@@ -505,6 +515,159 @@ Status conv_transpose_kernel(KernelContext& ctx) {
   return Status::ok();
 }
 
+// ---- DeformConv (opset 19) ----------------------------------------------------------------
+
+// Column buffer of DeformConv for one (image, group): each kernel tap samples its input channel
+// at the regular position plus a learned offset, by multilinear interpolation with zeros outside
+// the input (GridSample with align_corners=1), scaled by the optional mask.
+// offset is [offset_groups, kvol, n, out...] and mask [offset_groups, kvol, out...] of this image.
+template <class T, class C>
+void deform_im2col(const T* x, int64_t c0, int64_t channels, int64_t channels_per_og,
+                   const T* offset, const T* mask, const std::vector<int64_t>& in,
+                   const std::vector<int64_t>& out, const Window& w, int64_t p0, int64_t p1,
+                   C* col) {
+  const size_t n = w.rank;
+  const int64_t in_size = product(in), out_size = product(out), kvol = w.kernel_volume();
+  const int64_t P = p1 - p0;
+  const int64_t corners = int64_t{1} << n;
+  std::vector<int64_t> k(n), o(n), base(n);
+  std::vector<C> frac(n);
+  for (int64_t c = 0; c < channels; ++c) {
+    const T* xc = x + (c0 + c) * in_size;
+    const int64_t og = (c0 + c) / channels_per_og;
+    for (int64_t kk = 0; kk < kvol; ++kk) {
+      unflatten(kk, w.kernel, n, k);
+      C* dst = col + (c * kvol + kk) * P;
+      const T* off = offset + (og * kvol + kk) * static_cast<int64_t>(n) * out_size;
+      const T* msk = mask ? mask + (og * kvol + kk) * out_size : nullptr;
+      for (int64_t p = p0; p < p1; ++p) {
+        unflatten(p, out, n, o);
+        for (size_t d = 0; d < n; ++d) {
+          C pos = static_cast<C>(o[d] * w.strides[d] - w.pad_begin(d) + k[d] * w.dilations[d]) +
+                  convert<C>(off[d * out_size + p]);
+          C fl = std::floor(pos);
+          // Far outside the input (or NaN): every corner is out of range.
+          if (!(fl > C(-2) && fl < static_cast<C>(in[d] + 1))) fl = C(-2);
+          base[d] = static_cast<int64_t>(fl);
+          frac[d] = pos - fl;
+        }
+        C v = 0;
+        for (int64_t corner = 0; corner < corners; ++corner) {
+          C weight = 1;
+          int64_t idx = 0;
+          bool inside = true;
+          for (size_t d = 0; d < n && inside; ++d) {
+            const bool up = (corner >> (n - 1 - d)) & 1;
+            const int64_t i = base[d] + (up ? 1 : 0);
+            inside = i >= 0 && i < in[d];
+            weight *= up ? frac[d] : C(1) - frac[d];
+            idx = idx * in[d] + i;
+          }
+          if (inside && weight != C(0)) v += weight * convert<C>(xc[idx]);
+        }
+        dst[p - p0] = msk ? static_cast<C>(v * convert<C>(msk[p])) : v;
+      }
+    }
+  }
+}
+
+Status infer_deform_conv(InferContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  const Shape& w = ctx.input_shape(1);
+  DType dt = ctx.input_dtype(0);
+  int64_t group = ctx.node().attr_int("group", 1);
+  int64_t og = ctx.node().attr_int("offset_group", 1);
+  if (og < 1) return ctx.error("offset_group must be >= 1, got ", og);
+  Dim m = w.rank_known() && w.rank() >= 3 ? w[0] : Dim();
+  if (!x.rank_known()) {
+    ctx.set_output(0, dt, Shape::unknown_rank());
+    return check_channels(ctx, Dim(), Dim(), m, group, false, 3);
+  }
+  if (x.rank() < 3) return ctx.error("input must have rank >= 3, got ", x.to_string());
+  if (w.rank_known() && w.rank() != x.rank())
+    return ctx.error("weight ", w.to_string(), " must have the input's rank ", x.rank());
+  FERRITE_RETURN_IF_ERROR(
+      check_channels(ctx, x[1], w.rank_known() ? w[1] : Dim(), m, group, false, 3));
+  if (auto c = x[1].value(); c && *c % og != 0)
+    return ctx.error(*c, " input channels are not divisible by offset_group ", og);
+  size_t n = x.rank() - 2;
+  FERRITE_ASSIGN_OR_RETURN(auto kernel, conv_kernel_shape(ctx.node(), n, w));
+  std::vector<Dim> out{x[0], m};
+  if (!kernel) {
+    out.resize(x.rank(), Dim::unknown());
+  } else {
+    FERRITE_ASSIGN_OR_RETURN(Window win, read_window(ctx.node(), *kernel));
+    for (size_t d = 0; d < n; ++d) {
+      FERRITE_ASSIGN_OR_RETURN(Dim o, window_output_dim(ctx.node(), win, d, x[d + 2]));
+      out.push_back(o);
+    }
+  }
+  ctx.set_output(0, dt, Shape(out));
+  return Status::ok();
+}
+
+Status deform_conv_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const Tensor& offset = ctx.input(2);
+  const Tensor* bias = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+  const Tensor* mask = ctx.num_inputs() > 4 && ctx.has_input(4) ? &ctx.input(4) : nullptr;
+  const int64_t group = ctx.node().attr_int("group", 1);
+  const int64_t og = ctx.node().attr_int("offset_group", 1);
+  // The shared checks read the bias from input 2; DeformConv's bias is input 3.
+  if (x.rank() < 3 || w.rank() != x.rank())
+    return ctx.error("input ", x.type_string(), " and weight ", w.type_string(),
+                     " must have the same rank >= 3");
+  if (group < 1 || x.dim(1) % group != 0 || w.dim(1) * group != x.dim(1) || w.dim(0) % group != 0)
+    return ctx.error("input ", x.type_string(), " and weight ", w.type_string(),
+                     " do not fit group ", group);
+  if (og < 1 || x.dim(1) % og != 0)
+    return ctx.error(x.dim(1), " input channels are not divisible by offset_group ", og);
+  if (bias && (bias->rank() != 1 || bias->dim(0) != w.dim(0)))
+    return ctx.error("bias ", bias->type_string(), " must be 1-D with ", w.dim(0), " entries");
+  const size_t n = x.rank() - 2;
+  std::vector<int64_t> kernel = spatial_dims(w);
+  std::vector<int64_t> attr = ctx.node().attr_ints("kernel_shape");
+  if (!attr.empty() && attr != kernel)
+    return ctx.error("kernel_shape ", dims_to_string(attr), " does not match weight ",
+                     w.type_string());
+  FERRITE_ASSIGN_OR_RETURN(Window win, read_window(ctx.node(), kernel));
+  std::vector<int64_t> in = spatial_dims(x);
+  FERRITE_ASSIGN_OR_RETURN(auto out, resolve_window(ctx.node(), win, in));
+  const int64_t kvol = win.kernel_volume(), out_size = product(out);
+  std::vector<int64_t> want_off{x.dim(0), og * kvol * static_cast<int64_t>(n)};
+  want_off.insert(want_off.end(), out.begin(), out.end());
+  if (offset.dims() != want_off)
+    return ctx.error("offset ", offset.type_string(), " must have shape ",
+                     dims_to_string(want_off));
+  if (mask) {
+    std::vector<int64_t> want_mask{x.dim(0), og * kvol};
+    want_mask.insert(want_mask.end(), out.begin(), out.end());
+    if (mask->dims() != want_mask)
+      return ctx.error("mask ", mask->type_string(), " must have shape ",
+                       dims_to_string(want_mask));
+  }
+  std::vector<int64_t> dims{x.dim(0), w.dim(0)};
+  dims.insert(dims.end(), out.begin(), out.end());
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), dims));
+  bool ok = visit_conv_dtype(x.dtype(), [&]<class T, class C>() {
+    const T* px = x.data<T>();
+    const T* po = offset.data<T>();
+    const T* pm = mask ? mask->data<T>() : nullptr;
+    const int64_t cin = x.dim(1), cg = cin / group, in_size = product(in);
+    const int64_t ow = out[n - 1];
+    run_conv<T, C>(x, w, bias, *y, win, group, in, out, false,
+                   [&](int64_t b, int64_t g, int64_t r0, int64_t r1, C* col) {
+                     deform_im2col<T, C>(px + b * cin * in_size, g * cg, cg, cin / og,
+                                         po + b * og * kvol * static_cast<int64_t>(n) * out_size,
+                                         pm ? pm + b * og * kvol * out_size : nullptr, in, out, win,
+                                         r0 * ow, r1 * ow, col);
+                   });
+  });
+  if (!ok) return ctx.error("dtype ", dtype_name(x.dtype()), " is not supported");
+  return Status::ok();
+}
+
 OpSchemaBuilder conv_common(const char* name) {
   OpSchemaBuilder b(name);
   b.versions(13)
@@ -529,6 +692,19 @@ void register_conv_ops(OpRegistry& r) {
             .optional_attr("output_shape", AttrType::kInts)
             .infer(infer_conv_transpose)
             .kernel(conv_transpose_kernel));
+  r.add(OpSchemaBuilder("DeformConv")
+            .versions(19)
+            .inputs(3, 5)
+            .outputs(1)
+            .optional_attr("dilations", AttrType::kInts)
+            .attr("group", AttrType::kInt, 1)
+            .optional_attr("kernel_shape", AttrType::kInts)
+            .attr("offset_group", AttrType::kInt, 1)
+            .optional_attr("pads", AttrType::kInts)
+            .optional_attr("strides", AttrType::kInts)
+            .types("T", {0, 1, 2, 3, 4}, dtypes::kFloat)
+            .infer(infer_deform_conv)
+            .kernel(deform_conv_kernel));
 }
 
 }  // namespace ferrite
