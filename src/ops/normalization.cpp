@@ -122,8 +122,8 @@ Status batchnorm_kernel(KernelContext& ctx) {
 
 // ---- InstanceNormalization and GroupNormalization -----------------------------------------
 
-// Normalizes x viewed as [n, groups, size] per (n, group); then applies per-channel affine
-// parameters where channel ch = element index within the group / `per_channel` block.
+// Normalizes x viewed as [n, groups, size] per (n, group), then applies scale/bias indexed by
+// group (affine_per_group) or by channel, a channel being `channel_size` consecutive elements.
 void normalize_groups(const std::vector<double>& x, int64_t n, int64_t groups, int64_t size,
                       int64_t channel_size, double eps, const std::vector<double>& scale,
                       const std::vector<double>& bias, bool affine_per_group,
