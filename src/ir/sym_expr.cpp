@@ -220,8 +220,17 @@ std::string SymExpr::to_string() const {
   if (terms_.empty()) return "0";
   // Highest-degree monomials first, constant last: "batch*12", "seq-1".
   std::vector<std::pair<Monomial, int64_t>> ordered(terms_.begin(), terms_.end());
-  std::stable_sort(ordered.begin(), ordered.end(),
-                   [](const auto& x, const auto& y) { return x.first.size() > y.first.size(); });
+  // Then positive terms before negative ones, and plain symbols before // and % terms.
+  auto opaque = [&](const Monomial& m) {
+    int n = 0;
+    for (const auto& k : m) n += atoms_.at(k)->kind != SymAtom::Kind::kSymbol;
+    return n;
+  };
+  std::stable_sort(ordered.begin(), ordered.end(), [&](const auto& x, const auto& y) {
+    if (x.first.size() != y.first.size()) return x.first.size() > y.first.size();
+    if ((x.second > 0) != (y.second > 0)) return x.second > 0;
+    return opaque(x.first) < opaque(y.first);
+  });
   std::string s;
   bool first = true;
   for (const auto& [m, c] : ordered) {
@@ -233,9 +242,14 @@ std::string SymExpr::to_string() const {
     }
     first = false;
     std::string body;
+    // A // or % term multiplied or negated gets parentheses, so that the text reads the same in
+    // Python: "-((-s)//2)" not "-(-s)//2".
+    bool bare = m.size() == 1 && mag == 1 && c > 0;
     for (size_t i = 0; i < m.size(); ++i) {
       if (i) body += "*";
-      body += atom_text(*atoms_.at(m[i]));
+      const SymAtom& atom = *atoms_.at(m[i]);
+      bool divmod = atom.kind == SymAtom::Kind::kFloorDiv || atom.kind == SymAtom::Kind::kMod;
+      body += divmod && !bare ? "(" + atom_text(atom) + ")" : atom_text(atom);
     }
     if (m.empty()) {
       s += std::to_string(mag);

@@ -33,6 +33,21 @@ struct CaseResult {
   double seconds = 0;
 };
 
+// ONNX's test generator stores bfloat16 tensors as UINT16 bit patterns; read those as bf16 where
+// the model declares bf16.
+Tensor bf16_from_bits(Tensor t, DType declared) {
+  if (declared != DType::kBF16 || t.dtype() != DType::kU16) return t;
+  Tensor out = Tensor::zeros(DType::kBF16, t.dims());
+  for (int64_t i = 0; i < t.numel(); ++i) out.data<BFloat16>()[i].bits = t.data<uint16_t>()[i];
+  return out;
+}
+
+DType declared_dtype(const std::vector<Value*>& values, const std::string& name, size_t index) {
+  for (const Value* v : values)
+    if (v->name == name) return v->type.dtype;
+  return index < values.size() ? values[index]->type.dtype : DType::kUndefined;
+}
+
 CaseResult run_case(const fs::path& dir, const std::string& device) {
   CaseResult r;
   r.name = dir.filename().string();
@@ -68,8 +83,14 @@ CaseResult run_case(const fs::path& dir, const std::string& device) {
     // Cases with no inputs at all are legal (constant graphs).
     std::vector<Session::NamedInput> in;
     if (inputs) in = std::move(inputs).value();
+    const Graph& graph = (*session)->graph();
+    for (size_t i = 0; i < in.size(); ++i)
+      in[i].tensor = bf16_from_bits(in[i].tensor, declared_dtype(graph.inputs(), in[i].name, i));
     auto expected = read_output_dir(set);
     if (!expected) return finish("fail", expected.status().message());
+    for (size_t i = 0; i < expected->size(); ++i)
+      (*expected)[i].tensor = bf16_from_bits((*expected)[i].tensor,
+                                             declared_dtype(graph.outputs(), (*expected)[i].name, i));
     auto outs = (*session)->run(in);
     std::string where = set.filename().string();
     if (!outs)
