@@ -134,9 +134,9 @@ Status infer_range(InferContext& ctx) {
         // Symbolic bounds: count = ceil((limit - start) / delta), clamped at 0 unless that is
         // evidently non-negative (counting up from 0 to a dim).
         Dim span = *dv > 0 ? L - S : S - L;
-        Dim mag(*dv > 0 ? *dv : -*dv);
+        int64_t mag = *dv > 0 ? *dv : -*dv;
         bool nonneg = *dv > 0 ? (sv == 0 && known_nonneg(L)) : (lv == 0 && known_nonneg(S));
-        n = span.ceildiv(mag);
+        n = ceil_div(span, mag);
         if (!nonneg) n = Dim(SymExpr::max(n.expr(), SymExpr(0)));
       }
     }

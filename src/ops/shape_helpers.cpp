@@ -69,6 +69,14 @@ Dim exact_quotient(const Dim& num, const Dim& den) {
   return q ? Dim(*q) : Dim::unknown();
 }
 
+Dim ceil_div(const Dim& x, int64_t k) {
+  if (!x.is_known() || k <= 0) return Dim::unknown();
+  if (k == 1) return x;
+  // Counts are below kHugeDim, so a larger divisor leaves 0 or 1 (and x+k-1 could overflow).
+  if (k >= kHugeDim) return Dim(SymExpr::min(x.expr(), SymExpr(1)));
+  return Dim((x.expr() + SymExpr(k - 1)).floordiv(SymExpr(k)));
+}
+
 std::optional<std::vector<int64_t>> static_values(const std::optional<std::vector<Dim>>& v) {
   if (!v) return std::nullopt;
   std::vector<int64_t> out;
@@ -129,10 +137,15 @@ Dim slice_length(const Dim& d, const Dim& start, const Dim& end, int64_t step) {
     };
     auto s = clamp_bound(start), e = clamp_bound(end);
     if (!s || !e) return Dim::unknown();
+    // x[k:] and x[-k:] are common enough to deserve the short forms max(D-k,0) and min(k,D).
+    if (*e == D && sv && *sv > 0 && *sv < kHugeDim)
+      return ceil_div(Dim(E::max(D - E(*sv), E(0))), step);
+    if (*e == D && sv && *sv < 0 && *sv > -kHugeDim)
+      return ceil_div(Dim(E::min(E(-*sv), D)), step);
     // s <= D and e >= 0 always hold, so e - s >= 0 is known when s is 0 or e is D.
     E len = *e - *s;
     if (!(*s == E(0) || *e == D || *e == *s)) len = E::max(len, E(0));
-    return step == 1 ? Dim(len) : Dim(len.ceildiv(E(step)));
+    return ceil_div(Dim(len), step);
   }
   // Negative step: start clamps into [0, D-1], end into [-1, D-1].
   if (!sv || !ev || step == INT64_MIN) return Dim::unknown();
@@ -148,7 +161,7 @@ Dim slice_length(const Dim& d, const Dim& start, const Dim& end, int64_t step) {
                           : E::max(D + E(*ev), E(-1));
   E len = s - e;
   if (!(e == E(-1))) len = E::max(len, E(0));
-  return step == -1 ? Dim(len) : Dim(len.ceildiv(E(-step)));
+  return ceil_div(Dim(len), -step);
 }
 
 namespace {

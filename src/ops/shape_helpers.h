@@ -24,6 +24,10 @@ std::optional<SymExpr> exact_quotient(const SymExpr& num, const SymExpr& den);
 // Dim version: unknown when either side is unknown or the quotient is not exact.
 Dim exact_quotient(const Dim& num, const Dim& den);
 
+// ceil(x / k) for k > 0, written (x+k-1)//k: it folds exactly like floordiv and reads
+// unambiguously, unlike -((-x)//k).
+Dim ceil_div(const Dim& x, int64_t k);
+
 // The values of a dims value when all of them are static.
 std::optional<std::vector<int64_t>> static_values(const std::optional<std::vector<Dim>>& v);
 

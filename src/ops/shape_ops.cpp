@@ -521,7 +521,7 @@ Expected<std::vector<Dim>> split_sizes(const Ctx& ctx, const Dim& d,
   }
   if (!d.is_known()) return std::vector<Dim>(nout);
   if (!uneven_ok) return std::vector<Dim>(nout, d.floordiv(Dim(n)));
-  Dim chunk = d.ceildiv(Dim(n));
+  Dim chunk = ceil_div(d, n);
   std::vector<Dim> out(nout, chunk);
   out.back() = d - chunk * Dim(n - 1);
   return out;
