@@ -96,7 +96,8 @@ Status constant_of_shape_kernel(KernelContext& ctx) {
 
 // ---- Range ----
 
-// Element count of Range over int64 values; nullopt when delta is 0.
+// Element count of Range over int64 values, capped at kHugeDim (more cannot be allocated);
+// nullopt when delta is 0.
 std::optional<int64_t> int_range_count(int64_t start, int64_t limit, int64_t delta) {
   if (delta == 0) return std::nullopt;
   __int128 span = static_cast<__int128>(limit) - start;
@@ -104,7 +105,7 @@ std::optional<int64_t> int_range_count(int64_t start, int64_t limit, int64_t del
                          : (span < 0 ? (-span + (-static_cast<__int128>(delta)) - 1) /
                                            (-static_cast<__int128>(delta))
                                      : 0);
-  return static_cast<int64_t>(n);
+  return static_cast<int64_t>(std::min<__int128>(n, kHugeDim));
 }
 
 Status infer_range(InferContext& ctx) {
@@ -122,15 +123,16 @@ Status infer_range(InferContext& ctx) {
       auto sv = S.value(), lv = L.value(), dv = D.value();
       if (dv && *dv == 0) return ctx.error("delta cannot be 0");
       if (sv && lv && dv) {
-        n = *int_range_count(*sv, *lv, *dv);
-        if (n.value() <= 1024) {
+        int64_t count = *int_range_count(*sv, *lv, *dv);
+        if (count < kHugeDim) n = count;  // larger ones fail to allocate at run time
+        if (count <= 1024) {
           std::vector<Dim> values;
           for (int64_t i = 0; i < *n.value(); ++i) values.emplace_back(*sv + i * *dv);
           ctx.set_output(0, dt, Shape(std::vector<Dim>{n}));
           ctx.set_output_dims_value(0, std::move(values));
           return Status::ok();
         }
-      } else if (dv && S.is_known() && L.is_known()) {
+      } else if (dv && S.is_known() && L.is_known() && small_static(S) && small_static(L)) {
         // Symbolic bounds: count = ceil((limit - start) / delta), clamped at 0 unless that is
         // evidently non-negative (counting up from 0 to a dim).
         Dim span = *dv > 0 ? L - S : S - L;

@@ -262,7 +262,7 @@ Status infer_gather_nd(InferContext& ctx) {
   int64_t r = static_cast<int64_t>(data.rank()), q = static_cast<int64_t>(ind.rank());
   int64_t m = *ind.dims().back().value();
   if (b < 0 || b >= std::min(r, q)) return ctx.error("batch_dims ", b, " is out of range");
-  if (m < 1 || m > r - b)
+  if (m < 0 || m > r - b)
     return ctx.error("indices ", ind.to_string(), " index ", m, " dims of data ", data.to_string(),
                      " past batch_dims ", b);
   std::vector<Dim> out(ind.dims().begin(), ind.dims().end() - 1);
@@ -279,7 +279,7 @@ Status gather_nd_kernel(KernelContext& ctx) {
   if (q < 1) return ctx.error("indices must have rank >= 1");
   if (b < 0 || b >= std::min(r, q)) return ctx.error("batch_dims ", b, " is out of range");
   int64_t m = ind.dim(q - 1);
-  if (m < 1 || m > r - b)
+  if (m < 0 || m > r - b)
     return ctx.error("indices ", ind.type_string(), " index ", m, " dims of data ",
                      x.type_string(), " past batch_dims ", b);
   for (int64_t d = 0; d < b; ++d)
@@ -292,7 +292,8 @@ Status gather_nd_kernel(KernelContext& ctx) {
   int64_t batches = 1, inner = 1;
   for (int64_t d = 0; d < b; ++d) batches *= x.dim(d);
   for (int64_t d = b + m; d < r; ++d) inner *= x.dim(d);
-  int64_t tuples = ind.numel() / m;
+  int64_t tuples = 1;
+  for (int64_t d = 0; d + 1 < q; ++d) tuples *= ind.dim(d);
   int64_t per_batch = batches ? tuples / batches : 0;
   int64_t batch_stride = batches ? x.numel() / std::max<int64_t>(batches, 1) : 0;
   auto strides = contiguous_strides(x.dims());

@@ -1,5 +1,7 @@
 #include "ops/shape_helpers.h"
 
+#include "support/checked_math.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -8,9 +10,25 @@ namespace ferrite {
 Dim dim_product(const std::vector<Dim>& dims) { return dim_product(dims, 0, dims.size()); }
 
 Dim dim_product(const std::vector<Dim>& dims, size_t begin, size_t end) {
+  // Static factors are multiplied with overflow checks (SymExpr arithmetic is unchecked); a
+  // product past kHugeDim is no tensor's element count, so it is left unknown.
+  int64_t factor = 1;
   Dim p(int64_t{1});
-  for (size_t i = begin; i < end && i < dims.size(); ++i) p = p * dims[i];
-  return p;
+  for (size_t i = begin; i < end && i < dims.size(); ++i) {
+    if (auto v = dims[i].value()) {
+      auto f = checked_mul(factor, *v);
+      if (!f || *f >= kHugeDim || *f <= -kHugeDim) return Dim::unknown();
+      factor = *f;
+    } else {
+      p = p * dims[i];
+    }
+  }
+  return p * Dim(factor);
+}
+
+bool small_static(const Dim& d) {
+  auto v = d.value();
+  return !v || (*v < kHugeDim && *v > -kHugeDim);
 }
 
 std::optional<SymExpr> exact_quotient(const SymExpr& num, const SymExpr& den) {

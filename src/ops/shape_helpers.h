@@ -18,6 +18,10 @@ inline constexpr int64_t kHugeDim = int64_t{1} << 46;
 Dim dim_product(const std::vector<Dim>& dims);
 Dim dim_product(const std::vector<Dim>& dims, size_t begin, size_t end);
 
+// False for a static value at or past kHugeDim in magnitude: such values (from user tensors)
+// must not enter SymExpr arithmetic, which does not check for overflow.
+bool small_static(const Dim& d);
+
 // num / den when the division is exact, symbolically: a constant, or a monomial (constant times
 // a product of symbols) that is verified by multiplying back. nullopt when that fails.
 std::optional<SymExpr> exact_quotient(const SymExpr& num, const SymExpr& den);
@@ -76,12 +80,12 @@ void fill_with(Tensor& t, const void* value_bytes);
 // Normalises axes (Squeeze, Unsqueeze, Slice, Pad...) against `rank`, rejecting out-of-range values and duplicates.
 template <class Ctx>
 Expected<std::vector<int64_t>> normalize_axes(const Ctx& ctx, std::vector<int64_t> axes,
-                                              int64_t rank) {
+                                              int64_t rank, bool allow_repeats = false) {
   std::vector<bool> seen(static_cast<size_t>(std::max<int64_t>(rank, 0)), false);
   for (int64_t& a : axes) {
     int64_t n = a < 0 ? a + rank : a;
     if (n < 0 || n >= rank) return ctx.error("axis ", a, " is out of range for rank ", rank);
-    if (seen[n]) return ctx.error("axis ", a, " is repeated");
+    if (seen[n] && !allow_repeats) return ctx.error("axis ", a, " is repeated");
     seen[n] = true;
     a = n;
   }

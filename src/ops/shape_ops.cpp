@@ -229,15 +229,14 @@ Status infer_squeeze(InferContext& ctx) {
   }
   int64_t rank = static_cast<int64_t>(in.rank());
   std::vector<bool> drop(in.rank(), false);
-  if (ctx.has_input(1)) {
-    auto axes = static_values(ctx.input_dims_value(1));
-    if (!axes) {
-      auto n = static_length(ctx, 1);
-      ctx.set_output(0, dt, n && *n <= in.rank() ? unknown_dims(in.rank() - *n)
-                                                 : Shape::unknown_rank());
-      return Status::ok();
-    }
-    FERRITE_ASSIGN_OR_RETURN(auto norm, normalize_axes(ctx, *axes, rank));
+  // An empty axes tensor means "no axes" (like the ONNX reference and ONNX Runtime).
+  auto axes = ctx.has_input(1) ? static_values(ctx.input_dims_value(1)) : std::nullopt;
+  if (ctx.has_input(1) && !axes && static_length(ctx, 1) != size_t{0}) {
+    ctx.set_output(0, dt, Shape::unknown_rank());
+    return Status::ok();
+  }
+  if (axes && !axes->empty()) {
+    FERRITE_ASSIGN_OR_RETURN(auto norm, normalize_axes(ctx, *axes, rank, true));
     for (int64_t a : norm) {
       if (in[a].is_static() && in[a].value() != 1)
         return ctx.error("cannot squeeze axis ", a, " of size ", in[a].to_string(), " in ",
@@ -266,9 +265,9 @@ Status infer_squeeze(InferContext& ctx) {
 Status squeeze_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   std::vector<bool> drop(x.rank(), false);
-  if (ctx.has_input(1)) {
+  if (ctx.has_input(1) && ctx.input(1).numel() > 0) {
     FERRITE_ASSIGN_OR_RETURN(auto axes, normalize_axes(ctx, ctx.input(1).to_int_vector(),
-                                                       static_cast<int64_t>(x.rank())));
+                                                       static_cast<int64_t>(x.rank()), true));
     for (int64_t a : axes) {
       if (x.dim(a) != 1)
         return ctx.error("cannot squeeze axis ", a, " of size ", x.dim(a), " in ", x.type_string());
@@ -412,7 +411,7 @@ Status infer_concat(InferContext& ctx) {
       total = Dim::unknown();
       continue;
     }
-    total = total + s[axis];
+    total = small_static(s[axis]) ? total + s[axis] : Dim::unknown();
     for (int64_t d = 0; d < rank; ++d) {
       if (d == axis) continue;
       const Dim& cur = out[d];
@@ -491,6 +490,7 @@ Expected<std::vector<Dim>> split_sizes(const Ctx& ctx, const Dim& d,
     Dim sum(int64_t{0});
     for (const Dim& s : *split) {
       if (s.value() && *s.value() < 0) return ctx.error("split sizes must be >= 0");
+      if (!small_static(s)) return ctx.error("split size ", s.to_string(), " is too large");
       sum = sum + s;
     }
     if (sum.is_static() && d.is_static() && sum != d)
@@ -654,7 +654,7 @@ Status infer_tile(InferContext& ctx) {
   std::vector<Dim> out;
   for (size_t i = 0; i < in.rank(); ++i) {
     if (auto r = (*reps)[i].value(); r && *r < 0) return ctx.error("repeats must be >= 0");
-    out.push_back(in[i] * (*reps)[i]);
+    out.push_back(small_static((*reps)[i]) ? in[i] * (*reps)[i] : Dim::unknown());
   }
   Shape result(out);
   ctx.set_output(0, dt, result);

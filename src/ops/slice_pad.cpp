@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include "ops/shape_helpers.h"
-#include "support/checked_math.h"
 
 namespace ferrite {
 
@@ -126,7 +125,8 @@ Status check_pad_axes_input(const Ctx& ctx) {
 
 Status infer_pad(InferContext& ctx) {
   DType dt = ctx.input_dtype(0);
-  FERRITE_RETURN_IF_ERROR(check_pad_mode(ctx, ctx.node().attr_string("mode", "constant")));
+  std::string mode = ctx.node().attr_string("mode", "constant");
+  FERRITE_RETURN_IF_ERROR(check_pad_mode(ctx, mode));
   FERRITE_RETURN_IF_ERROR(check_pad_axes_input(ctx));
   const Shape& in = ctx.input_shape(0);
   if (!in.rank_known()) {
@@ -156,9 +156,18 @@ Status infer_pad(InferContext& ctx) {
   if (pads->size() != 2 * n)
     return ctx.error("pads has ", pads->size(), " entries, expected ", 2 * n);
   for (size_t k = 0; k < n; ++k) {
+    if (!small_static((*pads)[k]) || !small_static((*pads)[k + n])) {
+      out[axes[k]] = Dim::unknown();
+      continue;
+    }
     out[axes[k]] = in[axes[k]] + (*pads)[k] + (*pads)[k + n];
     if (auto v = out[axes[k]].value(); v && *v < 0)
       return ctx.error("pads make axis ", axes[k], " negative (", *v, ")");
+    // Outside constant mode crops come off the original axis first, so they may not overlap.
+    auto d = in[axes[k]].value(), pb = (*pads)[k].value(), pe = (*pads)[k + n].value();
+    if (mode != "constant" && d && pb && pe &&
+        *d + std::min<int64_t>(*pb, 0) + std::min<int64_t>(*pe, 0) < 0)
+      return ctx.error("pads ", *pb, ", ", *pe, " crop more than axis ", axes[k], " of size ", *d);
   }
   ctx.set_output(0, dt, Shape(out));
   return Status::ok();
@@ -191,31 +200,42 @@ Status pad_kernel(KernelContext& ctx) {
   size_t n = axes.size();
   if (pads.size() != 2 * n)
     return ctx.error("pads has ", pads.size(), " entries, expected ", 2 * n);
-  std::vector<int64_t> before(x.rank(), 0), out = x.dims();
+  // In constant mode a negative pad crops the padded axis (output coordinate o reads input
+  // o - pads_begin). The other modes crop first and pad what is left of the axis, [lo, hi), as
+  // ONNX Runtime does.
+  bool constant = mode == "constant";
+  std::vector<int64_t> before(x.rank(), 0), lo(x.rank(), 0), hi = x.dims(), out = x.dims();
   for (size_t k = 0; k < n; ++k) {
-    int64_t a = axes[k];
-    auto grown = checked_add(x.dim(a), pads[k]);
-    if (grown) grown = checked_add(*grown, pads[k + n]);
-    if (!grown || *grown < 0)
+    int64_t a = axes[k], pb = pads[k], pe = pads[k + n];
+    bool bad = pb <= -kHugeDim || pe <= -kHugeDim || pb >= kHugeDim || pe >= kHugeDim;
+    if (!bad && constant) {
+      before[a] = pb;
+      out[a] = x.dim(a) + pb + pe;
+      bad = out[a] < 0;
+    } else if (!bad) {
+      lo[a] = std::max<int64_t>(-pb, 0);
+      hi[a] = x.dim(a) - std::max<int64_t>(-pe, 0);
+      before[a] = std::max<int64_t>(pb, 0);
+      out[a] = hi[a] - lo[a] + before[a] + std::max<int64_t>(pe, 0);
+    }
+    if (bad || hi[a] < lo[a])
       return ctx.error("pads ", dims_to_string(pads), " are invalid for input ", x.type_string());
-    before[a] = pads[k];
-    out[a] = *grown;
   }
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), out));
-  if (mode == "constant") {
+  if (constant) {
     if (ctx.has_input(2) && ctx.input(2).numel() > 0) fill_with(*y, ctx.input(2).raw());
   }
   auto strides = contiguous_strides(x.dims());
   std::vector<std::vector<int64_t>> maps;
   for (int64_t d = 0; d < rank; ++d) {
-    int64_t size = x.dim(d);
-    if (mode != "constant" && size == 0 && out[d] > 0)
+    int64_t size = hi[d] - lo[d];
+    if (!constant && size == 0 && out[d] > 0)
       return ctx.error("cannot pad the empty axis ", d, " in mode '", mode, "'");
     std::vector<int64_t> m(static_cast<size_t>(out[d]));
     for (int64_t o = 0; o < out[d]; ++o) {
       int64_t src = o - before[d];
-      if (src < 0 || src >= size) src = mode == "constant" ? -1 : pad_source(mode, src, size);
-      m[o] = src < 0 ? -1 : src * strides[d];
+      if (src < 0 || src >= size) src = constant ? -1 : pad_source(mode, src, size);
+      m[o] = src < 0 ? -1 : (lo[d] + src) * strides[d];
     }
     maps.push_back(std::move(m));
   }
@@ -318,7 +338,8 @@ Status trilu_kernel(KernelContext& ctx) {
 template <class Ctx>
 Expected<int64_t> blocksize(const Ctx& ctx) {
   int64_t b = ctx.node().attr_int("blocksize");
-  if (b <= 0) return ctx.error("blocksize must be positive, got ", b);
+  if (b <= 0 || b > (int64_t{1} << 20))
+    return ctx.error("blocksize must be in [1, 2^20], got ", b);
   return b;
 }
 
