@@ -16,12 +16,10 @@ Expected<Tensor> constant_attr_value(const Ctx& ctx) {
   const Node& n = ctx.node();
   if (n.has_attr("value_string") || n.has_attr("value_strings"))
     return unsupported(n.describe(), ": string constants are not supported");
-  static const char* kNames[] = {"value", "value_float", "value_floats", "value_int",
-                                 "value_ints"};
+  static const char* kNames[] = {"value", "value_float", "value_floats", "value_int", "value_ints"};
   int count = 0;
   for (const char* name : kNames) count += n.has_attr(name) ? 1 : 0;
-  if (count != 1)
-    return ctx.error("exactly one of the value attributes must be set, got ", count);
+  if (count != 1) return ctx.error("exactly one of the value attributes must be set, got ", count);
   if (n.has_attr("value")) return n.attrs.at("value").t();
   if (n.has_attr("value_float")) return Tensor::scalar<float>(n.attr_float("value_float"));
   if (n.has_attr("value_int")) return Tensor::scalar<int64_t>(n.attr_int("value_int"));
@@ -52,7 +50,8 @@ template <class Ctx>
 Expected<Tensor> fill_value(const Ctx& ctx) {
   if (!ctx.node().has_attr("value")) return Tensor::scalar<float>(0.0f);
   const Tensor& t = ctx.node().attrs.at("value").t();
-  if (t.numel() != 1) return ctx.error("value must have exactly one element, got ", t.type_string());
+  if (t.numel() != 1)
+    return ctx.error("value must have exactly one element, got ", t.type_string());
   return t;
 }
 
@@ -65,8 +64,8 @@ Status infer_constant_of_shape(InferContext& ctx) {
   auto dims = ctx.input_dims_value(0);
   if (!dims) {
     auto n = ss.rank_known() ? ss[0].value() : std::nullopt;
-    ctx.set_output(0, dt, n ? Shape(std::vector<Dim>(static_cast<size_t>(*n)))
-                            : Shape::unknown_rank());
+    ctx.set_output(0, dt,
+                   n ? Shape(std::vector<Dim>(static_cast<size_t>(*n))) : Shape::unknown_rank());
     return Status::ok();
   }
   for (const Dim& d : *dims)
@@ -205,6 +204,8 @@ Status range_kernel(KernelContext& ctx) {
 
 }  // namespace
 
+// One compact schema chain per op reads best.
+// clang-format off
 void register_constant_ops(OpRegistry& r) {
   r.add(OpSchemaBuilder("Constant").versions(13).inputs(0).outputs(1)
             .optional_attr("value", AttrType::kTensor)
@@ -222,5 +223,6 @@ void register_constant_ops(OpRegistry& r) {
   r.add(OpSchemaBuilder("Range").versions(13).inputs(3).outputs(1)
             .types("T", {0, 1, 2}, kRangeTypes).infer(infer_range).kernel(range_kernel));
 }
+// clang-format on
 
 }  // namespace ferrite

@@ -57,8 +57,7 @@ Status infer_gather(InferContext& ctx) {
   if (value && rank == 1 && ind.rank() <= 1) {
     std::vector<Dim> picked;
     for (int64_t v : *idx) {
-      FERRITE_RETURN_IF_ERROR(
-          wrap_index(ctx, v, static_cast<int64_t>(value->size()), "index"));
+      FERRITE_RETURN_IF_ERROR(wrap_index(ctx, v, static_cast<int64_t>(value->size()), "index"));
       picked.push_back((*value)[v]);
     }
     if (result.rank() == 0 || result[0].value() == static_cast<int64_t>(picked.size()))
@@ -106,8 +105,8 @@ Expected<int64_t> elements_axis(const Ctx& ctx, const Tensor& x, const Tensor& i
   FERRITE_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(ctx, ctx.node().attr_int("axis"), rank));
   for (int64_t d = 0; d < rank; ++d)
     if (d != axis && ind.dim(d) > x.dim(d))
-      return ctx.error("indices ", ind.type_string(), " exceed data ", x.type_string(),
-                       " in dim ", d);
+      return ctx.error("indices ", ind.type_string(), " exceed data ", x.type_string(), " in dim ",
+                       d);
   return axis;
 }
 
@@ -136,8 +135,7 @@ Status infer_gather_elements(InferContext& ctx) {
   const Shape& data = ctx.input_shape(0);
   const Shape& ind = ctx.input_shape(1);
   if (data.rank_known() && ind.rank_known() && data.rank() != ind.rank())
-    return ctx.error("indices ", ind.to_string(), " must have the rank of data ",
-                     data.to_string());
+    return ctx.error("indices ", ind.to_string(), " must have the rank of data ", data.to_string());
   if (data.rank_known())
     FERRITE_RETURN_IF_ERROR(
         normalize_axis(ctx, ctx.node().attr_int("axis"), static_cast<int64_t>(data.rank()))
@@ -155,9 +153,8 @@ Status gather_elements_kernel(KernelContext& ctx) {
   visit_elem_size(x.dtype(), [&]<class U>() {
     const U* src = static_cast<const U*>(x.raw());
     U* dst = static_cast<U*>(y->raw());
-    st = for_each_element_index(ctx, x, ind, axis, [&](int64_t i, int64_t off) {
-      dst[i] = src[off];
-    });
+    st = for_each_element_index(ctx, x, ind, axis,
+                                [&](int64_t i, int64_t off) { dst[i] = src[off]; });
   });
   return st;
 }
@@ -188,11 +185,21 @@ void reduce_into(T& dst, T v, Reduction r) {
     using C = compute_t<T>;
     C a = convert<C>(dst), b = convert<C>(v);
     switch (r) {
-      case Reduction::kNone: dst = v; return;
-      case Reduction::kAdd: dst = convert<T>(static_cast<C>(a + b)); return;
-      case Reduction::kMul: dst = convert<T>(static_cast<C>(a * b)); return;
-      case Reduction::kMax: dst = convert<T>(std::max(a, b)); return;
-      case Reduction::kMin: dst = convert<T>(std::min(a, b)); return;
+      case Reduction::kNone:
+        dst = v;
+        return;
+      case Reduction::kAdd:
+        dst = convert<T>(static_cast<C>(a + b));
+        return;
+      case Reduction::kMul:
+        dst = convert<T>(static_cast<C>(a * b));
+        return;
+      case Reduction::kMax:
+        dst = convert<T>(std::max(a, b));
+        return;
+      case Reduction::kMin:
+        dst = convert<T>(std::min(a, b));
+        return;
     }
   }
 }
@@ -224,9 +231,8 @@ Status scatter_elements_kernel(KernelContext& ctx) {
   visit_dtype(x.dtype(), [&]<class T>() {
     const T* u = upd.data<T>();
     T* dst = out.data<T>();
-    st = for_each_element_index(ctx, x, ind, axis, [&](int64_t i, int64_t off) {
-      reduce_into(dst[off], u[i], red);
-    });
+    st = for_each_element_index(ctx, x, ind, axis,
+                                [&](int64_t i, int64_t off) { reduce_into(dst[off], u[i], red); });
   });
   FERRITE_RETURN_IF_ERROR(st);
   ctx.set_output(0, std::move(out));
@@ -280,12 +286,12 @@ Status gather_nd_kernel(KernelContext& ctx) {
   if (b < 0 || b >= std::min(r, q)) return ctx.error("batch_dims ", b, " is out of range");
   int64_t m = ind.dim(q - 1);
   if (m < 0 || m > r - b)
-    return ctx.error("indices ", ind.type_string(), " index ", m, " dims of data ",
-                     x.type_string(), " past batch_dims ", b);
+    return ctx.error("indices ", ind.type_string(), " index ", m, " dims of data ", x.type_string(),
+                     " past batch_dims ", b);
   for (int64_t d = 0; d < b; ++d)
     if (ind.dim(d) != x.dim(d))
-      return ctx.error("batch dims of indices ", ind.type_string(), " and data ",
-                       x.type_string(), " differ");
+      return ctx.error("batch dims of indices ", ind.type_string(), " and data ", x.type_string(),
+                       " differ");
   std::vector<int64_t> out(ind.dims().begin(), ind.dims().end() - 1);
   out.insert(out.end(), x.dims().begin() + b + m, x.dims().end());
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), out));
@@ -317,8 +323,9 @@ Status scatter_nd_kernel(KernelContext& ctx) {
   int64_t r = static_cast<int64_t>(x.rank()), q = static_cast<int64_t>(ind.rank());
   if (q < 1) return ctx.error("indices must have rank >= 1");
   int64_t m = ind.dim(q - 1);
-  if (m > r) return ctx.error("indices ", ind.type_string(), " index past the rank of data ",
-                              x.type_string());
+  if (m > r)
+    return ctx.error("indices ", ind.type_string(), " index past the rank of data ",
+                     x.type_string());
   std::vector<int64_t> want(ind.dims().begin(), ind.dims().end() - 1);
   want.insert(want.end(), x.dims().begin() + m, x.dims().end());
   if (upd.dims() != want)
@@ -354,7 +361,8 @@ template <class Ctx>
 Expected<int64_t> onehot_axis(const Ctx& ctx, int64_t in_rank) {
   int64_t axis = ctx.node().attr_int("axis", -1);
   int64_t a = axis < 0 ? axis + in_rank + 1 : axis;
-  if (a < 0 || a > in_rank) return ctx.error("axis ", axis, " is out of range for rank ", in_rank + 1);
+  if (a < 0 || a > in_rank)
+    return ctx.error("axis ", axis, " is out of range for rank ", in_rank + 1);
   return a;
 }
 
@@ -444,6 +452,8 @@ Status nonzero_kernel(KernelContext& ctx) {
 
 }  // namespace
 
+// One compact schema chain per op reads best.
+// clang-format off
 void register_indexing_ops(OpRegistry& r) {
   r.add(OpSchemaBuilder("Gather").versions(13).inputs(2).outputs(1)
             .attr("axis", AttrType::kInt, int64_t{0})
@@ -473,5 +483,6 @@ void register_indexing_ops(OpRegistry& r) {
   r.add(OpSchemaBuilder("NonZero").versions(13).inputs(1).outputs(1).types("T", {0}, kAll)
             .infer(infer_nonzero).kernel(nonzero_kernel));
 }
+// clang-format on
 
 }  // namespace ferrite

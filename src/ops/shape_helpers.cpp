@@ -1,13 +1,15 @@
 #include "ops/shape_helpers.h"
 
-#include "support/checked_math.h"
-
 #include <algorithm>
 #include <cstring>
 
+#include "support/checked_math.h"
+
 namespace ferrite {
 
-Dim dim_product(const std::vector<Dim>& dims) { return dim_product(dims, 0, dims.size()); }
+Dim dim_product(const std::vector<Dim>& dims) {
+  return dim_product(dims, 0, dims.size());
+}
 
 Dim dim_product(const std::vector<Dim>& dims, size_t begin, size_t end) {
   // Static factors are multiplied with overflow checks (SymExpr arithmetic is unchecked); a
@@ -28,7 +30,7 @@ Dim dim_product(const std::vector<Dim>& dims, size_t begin, size_t end) {
 
 bool small_static(const Dim& d) {
   auto v = d.value();
-  return !v || (*v < kHugeDim && *v > -kHugeDim);
+  return !v || (*v<kHugeDim&& * v> - kHugeDim);
 }
 
 std::optional<SymExpr> exact_quotient(const SymExpr& num, const SymExpr& den) {
@@ -158,8 +160,7 @@ Dim slice_length(const Dim& d, const Dim& start, const Dim& end, int64_t step) {
     // x[k:] and x[-k:] are common enough to deserve the short forms max(D-k,0) and min(k,D).
     if (*e == D && sv && *sv > 0 && *sv < kHugeDim)
       return ceil_div(Dim(E::max(D - E(*sv), E(0))), step);
-    if (*e == D && sv && *sv < 0 && *sv > -kHugeDim)
-      return ceil_div(Dim(E::min(E(-*sv), D)), step);
+    if (*e == D && sv && *sv < 0 && *sv > -kHugeDim) return ceil_div(Dim(E::min(E(-*sv), D)), step);
     // s <= D and e >= 0 always hold, so e - s >= 0 is known when s is 0 or e is D.
     E len = *e - *s;
     if (!(*s == E(0) || *e == D || *e == *s)) len = E::max(len, E(0));
@@ -168,15 +169,15 @@ Dim slice_length(const Dim& d, const Dim& start, const Dim& end, int64_t step) {
   // Negative step: start clamps into [0, D-1], end into [-1, D-1].
   if (!sv || !ev || step == INT64_MIN) return Dim::unknown();
   E last = D - E(1);
-  E s = *sv >= kHugeDim  ? last
-        : *sv >= 0       ? E::min(E(*sv), last)
+  E s = *sv >= kHugeDim    ? last
+        : *sv >= 0         ? E::min(E(*sv), last)
         : *sv <= -kHugeDim ? E::min(E(0), last)
-                          : E::min(E::max(D + E(*sv), E(0)), last);
+                           : E::min(E::max(D + E(*sv), E(0)), last);
   if (*sv == -1) s = last;
-  E e = *ev >= kHugeDim  ? last
-        : *ev >= 0       ? E::min(E(*ev), last)
+  E e = *ev >= kHugeDim    ? last
+        : *ev >= 0         ? E::min(E(*ev), last)
         : *ev <= -kHugeDim ? E(-1)
-                          : E::max(D + E(*ev), E(-1));
+                           : E::max(D + E(*ev), E(-1));
   E len = s - e;
   if (!(e == E(-1))) len = E::max(len, E(0));
   return ceil_div(Dim(len), -step);

@@ -66,18 +66,28 @@ std::vector<int64_t> iota_map(int64_t n, int64_t stride, int64_t first = 0, int6
 template <class F>
 void visit_elem_size(DType t, F&& f) {
   switch (dtype_size(t)) {
-    case 1: f.template operator()<uint8_t>(); break;
-    case 2: f.template operator()<uint16_t>(); break;
-    case 4: f.template operator()<uint32_t>(); break;
-    case 8: f.template operator()<uint64_t>(); break;
-    default: FERRITE_CHECK(false);
+    case 1:
+      f.template operator()<uint8_t>();
+      break;
+    case 2:
+      f.template operator()<uint16_t>();
+      break;
+    case 4:
+      f.template operator()<uint32_t>();
+      break;
+    case 8:
+      f.template operator()<uint64_t>();
+      break;
+    default:
+      FERRITE_CHECK(false);
   }
 }
 
 // Fills every element of a freshly allocated (zeroed) t with the single element's bytes.
 void fill_with(Tensor& t, const void* value_bytes);
 
-// Normalises axes (Squeeze, Unsqueeze, Slice, Pad...) against `rank`, rejecting out-of-range values and duplicates.
+// Normalises axes (Squeeze, Unsqueeze, Slice, Pad...) against `rank`, rejecting out-of-range values
+// and duplicates.
 template <class Ctx>
 Expected<std::vector<int64_t>> normalize_axes(const Ctx& ctx, std::vector<int64_t> axes,
                                               int64_t rank, bool allow_repeats = false) {
@@ -93,7 +103,7 @@ Expected<std::vector<int64_t>> normalize_axes(const Ctx& ctx, std::vector<int64_
 }
 
 // Registration of the shape-family ops that live outside shape_ops.cpp.
-void register_slice_pad_ops(OpRegistry& r);    // Slice, Pad, CenterCropPad, Trilu, DepthToSpace...
-void register_constant_ops(OpRegistry& r);     // Constant, ConstantOfShape, Range
+void register_slice_pad_ops(OpRegistry& r);  // Slice, Pad, CenterCropPad, Trilu, DepthToSpace...
+void register_constant_ops(OpRegistry& r);   // Constant, ConstantOfShape, Range
 
 }  // namespace ferrite

@@ -14,10 +14,14 @@ namespace {
 
 using namespace dtypes;
 
-Shape vector_shape(Dim n) { return Shape(std::vector<Dim>{std::move(n)}); }
+Shape vector_shape(Dim n) {
+  return Shape(std::vector<Dim>{std::move(n)});
+}
 
 // Shape of a rank-`rank` tensor whose dims are all unknown.
-Shape unknown_dims(size_t rank) { return Shape(std::vector<Dim>(rank)); }
+Shape unknown_dims(size_t rank) {
+  return Shape(std::vector<Dim>(rank));
+}
 
 // The static length of a 1-D input (shape/axes/repeats), if known.
 std::optional<size_t> static_length(const InferContext& ctx, size_t i) {
@@ -83,7 +87,9 @@ Status size_kernel(KernelContext& ctx) {
 
 // ---- Reshape, Flatten, Squeeze, Unsqueeze ----
 
-bool reshape_allowzero(const Node& n) { return n.opset >= 14 && n.attr_int("allowzero") != 0; }
+bool reshape_allowzero(const Node& n) {
+  return n.opset >= 14 && n.attr_int("allowzero") != 0;
+}
 
 Status infer_reshape(InferContext& ctx) {
   DType dt = ctx.input_dtype(0);
@@ -114,8 +120,8 @@ Status infer_reshape(InferContext& ctx) {
       if (!in.rank_known()) {
         out.emplace_back();
       } else if (i >= in.rank()) {
-        return ctx.error("shape[", i, "] is 0 (copy the input dim) but the input ",
-                         in.to_string(), " has rank ", in.rank());
+        return ctx.error("shape[", i, "] is 0 (copy the input dim) but the input ", in.to_string(),
+                         " has rank ", in.rank());
       } else {
         out.push_back(in[i]);
       }
@@ -168,8 +174,8 @@ Status reshape_kernel(KernelContext& ctx) {
     if (v < -1) return ctx.error("invalid shape value ", v);
     if (v == 0 && !allowzero) {
       if (i >= x.rank())
-        return ctx.error("shape[", i, "] is 0 (copy the input dim) but the input ",
-                         x.type_string(), " has rank ", x.rank());
+        return ctx.error("shape[", i, "] is 0 (copy the input dim) but the input ", x.type_string(),
+                         " has rank ", x.rank());
       out[i] = x.dim(i);
     }
     literal_zero = literal_zero || (v == 0 && allowzero);
@@ -180,7 +186,8 @@ Status reshape_kernel(KernelContext& ctx) {
   if (neg >= 0) {
     if (literal_zero) return ctx.error("the shape has both -1 and 0 with allowzero=1");
     if (known == 0 || x.numel() % known != 0)
-      return ctx.error("cannot reshape ", x.type_string(), " to ", dims_to_string(s.to_int_vector()));
+      return ctx.error("cannot reshape ", x.type_string(), " to ",
+                       dims_to_string(s.to_int_vector()));
     out[neg] = x.numel() / known;
   } else if (known != x.numel()) {
     return ctx.error("cannot reshape ", x.type_string(), " to ", dims_to_string(s.to_int_vector()));
@@ -303,8 +310,8 @@ Status infer_unsqueeze(InferContext& ctx) {
   auto axes = static_values(ctx.input_dims_value(1));
   if (!in.rank_known() || !axes) {
     auto n = static_length(ctx, 1);
-    ctx.set_output(0, dt, in.rank_known() && n ? unknown_dims(in.rank() + *n)
-                                               : Shape::unknown_rank());
+    ctx.set_output(0, dt,
+                   in.rank_known() && n ? unknown_dims(in.rank() + *n) : Shape::unknown_rank());
     return Status::ok();
   }
   FERRITE_ASSIGN_OR_RETURN(auto out, unsqueeze_dims(ctx, in.dims(), *axes));
@@ -461,8 +468,8 @@ Status concat_kernel(KernelContext& ctx) {
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x0.dtype(), out));
   int64_t outer = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= out[d];
-  size_t row = static_cast<size_t>(y->numel() / std::max<int64_t>(outer, 1)) *
-               dtype_size(x0.dtype());
+  size_t row =
+      static_cast<size_t>(y->numel() / std::max<int64_t>(outer, 1)) * dtype_size(x0.dtype());
   if (outer == 0 || y->numel() == 0) return Status::ok();
   auto* dst = static_cast<uint8_t*>(y->raw());
   size_t offset = 0;
@@ -527,7 +534,9 @@ Expected<std::vector<Dim>> split_sizes(const Ctx& ctx, const Dim& d,
   return out;
 }
 
-int64_t split_axis_attr(const Node& n) { return n.attr_int("axis", 0); }
+int64_t split_axis_attr(const Node& n) {
+  return n.attr_int("axis", 0);
+}
 
 Status infer_split(InferContext& ctx) {
   DType dt = ctx.input_dtype(0);
@@ -570,8 +579,8 @@ Status split_kernel(KernelContext& ctx) {
     for (int64_t v : ctx.input(1).to_int_vector()) s.emplace_back(v);
     split = s;
   }
-  FERRITE_ASSIGN_OR_RETURN(auto sizes,
-                           split_sizes(ctx, x.dim(axis), split, ctx.has_input(1), ctx.num_outputs()));
+  FERRITE_ASSIGN_OR_RETURN(
+      auto sizes, split_sizes(ctx, x.dim(axis), split, ctx.has_input(1), ctx.num_outputs()));
   auto strides = contiguous_strides(x.dims());
   int64_t offset = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -672,8 +681,10 @@ Status tile_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   auto reps = ctx.input(1).to_int_vector();
   if (ctx.input(1).rank() != 1 || reps.size() != x.rank())
-    return ctx.error("repeats ", ctx.input(1).type_string(), " must be 1-D with one entry per "
-                     "input dim (rank ", x.rank(), ")");
+    return ctx.error("repeats ", ctx.input(1).type_string(),
+                     " must be 1-D with one entry per "
+                     "input dim (rank ",
+                     x.rank(), ")");
   std::vector<int64_t> out;
   for (size_t i = 0; i < x.rank(); ++i) {
     if (reps[i] < 0) return ctx.error("repeats must be >= 0, got ", reps[i]);
@@ -708,6 +719,8 @@ Status identity_kernel(KernelContext& ctx) {
 
 }  // namespace
 
+// One compact schema chain per op reads best.
+// clang-format off
 void register_shape_ops(OpRegistry& r) {
   r.add(OpSchemaBuilder("Shape").versions(13).inputs(1).outputs(1)
             .attr("start", AttrType::kInt, int64_t{0}).optional_attr("end", AttrType::kInt)
@@ -749,5 +762,6 @@ void register_shape_ops(OpRegistry& r) {
   register_slice_pad_ops(r);
   register_constant_ops(r);
 }
+// clang-format on
 
 }  // namespace ferrite

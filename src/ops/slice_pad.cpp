@@ -61,8 +61,7 @@ Status infer_slice(InferContext& ctx) {
   auto s = static_values(starts), e = static_values(ends);
   if (value && rank == 1 && n == 0) ctx.set_output_dims_value(0, *value);
   if (value && rank == 1 && n == 1 && s && e && out[0].value()) {
-    SliceRange r =
-        static_slice(static_cast<int64_t>(value->size()), (*s)[0], (*e)[0], (*steps)[0]);
+    SliceRange r = static_slice(static_cast<int64_t>(value->size()), (*s)[0], (*e)[0], (*steps)[0]);
     std::vector<Dim> sliced;
     for (int64_t i = 0; i < r.count; ++i) sliced.push_back((*value)[r.start + i * r.step]);
     if (static_cast<int64_t>(sliced.size()) == *out[0].value())
@@ -338,8 +337,7 @@ Status trilu_kernel(KernelContext& ctx) {
 template <class Ctx>
 Expected<int64_t> blocksize(const Ctx& ctx) {
   int64_t b = ctx.node().attr_int("blocksize");
-  if (b <= 0 || b > (int64_t{1} << 20))
-    return ctx.error("blocksize must be in [1, 2^20], got ", b);
+  if (b <= 0 || b > (int64_t{1} << 20)) return ctx.error("blocksize must be in [1, 2^20], got ", b);
   return b;
 }
 
@@ -416,6 +414,8 @@ Status space_to_depth_kernel(KernelContext& ctx) {
 
 }  // namespace
 
+// One compact schema chain per op reads best.
+// clang-format off
 void register_slice_pad_ops(OpRegistry& r) {
   r.add(OpSchemaBuilder("Slice").versions(13).inputs(3, 5).outputs(1)
             .types("T", {0}, kAll).types("Tind", {1, 2, 3, 4}, kIndex)
@@ -442,5 +442,6 @@ void register_slice_pad_ops(OpRegistry& r) {
             .infer([](InferContext& ctx) { return infer_depth_to_space(ctx, false); })
             .kernel(space_to_depth_kernel));
 }
+// clang-format on
 
 }  // namespace ferrite
