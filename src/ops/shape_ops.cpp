@@ -486,13 +486,14 @@ Status concat_kernel(KernelContext& ctx) {
 
 // Split sizes along the axis: from the `split` input, else num_outputs (opset 18, last chunk
 // smaller) or an equal split into the outputs. Works on Dims so inference and kernel share it.
+// There may be more pieces than `nout` node outputs: the importer drops trailing unused ones.
 template <class Ctx>
 Expected<std::vector<Dim>> split_sizes(const Ctx& ctx, const Dim& d,
                                        const std::optional<std::vector<Dim>>& split,
                                        bool split_given, size_t nout) {
   if (split_given) {
     if (!split) return std::vector<Dim>(nout);
-    if (split->size() != nout)
+    if (split->size() < nout)
       return ctx.error("split has ", split->size(), " entries but there are ", nout, " outputs");
     Dim sum(int64_t{0});
     for (const Dim& s : *split) {
@@ -509,27 +510,27 @@ Expected<std::vector<Dim>> split_sizes(const Ctx& ctx, const Dim& d,
   bool uneven_ok = false;
   if (ctx.opset() >= 18 && ctx.node().has_attr("num_outputs")) {
     n = ctx.node().attr_int("num_outputs");
-    if (n < 1) return ctx.error("num_outputs must be >= 1, got ", n);
-    if (n != static_cast<int64_t>(nout))
+    if (n < 1 || n > (1 << 16)) return ctx.error("num_outputs must be in [1, 65536], got ", n);
+    if (n < static_cast<int64_t>(nout))
       return ctx.error("num_outputs is ", n, " but the node has ", nout, " outputs");
     uneven_ok = true;
   }
   if (auto v = d.value()) {
-    if (*v % n == 0) return std::vector<Dim>(nout, Dim(*v / n));
+    if (*v % n == 0) return std::vector<Dim>(n, Dim(*v / n));
     if (!uneven_ok)
       return ctx.error("axis of size ", *v, " cannot be split evenly into ", n, " outputs");
     int64_t chunk = *v / n + 1;
     int64_t last = *v - chunk * (n - 1);
     if (last < 0)
       return ctx.error("axis of size ", *v, " cannot be split into ", n, " chunks of ", chunk);
-    std::vector<Dim> out(nout, Dim(chunk));
+    std::vector<Dim> out(n, Dim(chunk));
     out.back() = last;
     return out;
   }
-  if (!d.is_known()) return std::vector<Dim>(nout);
-  if (!uneven_ok) return std::vector<Dim>(nout, d.floordiv(Dim(n)));
+  if (!d.is_known()) return std::vector<Dim>(n);
+  if (!uneven_ok) return std::vector<Dim>(n, d.floordiv(Dim(n)));
   Dim chunk = ceil_div(d, n);
-  std::vector<Dim> out(nout, chunk);
+  std::vector<Dim> out(n, chunk);
   out.back() = d - chunk * Dim(n - 1);
   return out;
 }
