@@ -376,7 +376,9 @@ Status infer_onehot(InferContext& ctx) {
   FERRITE_ASSIGN_OR_RETURN(int64_t a, onehot_axis(ctx, static_cast<int64_t>(in.rank())));
   Dim depth;
   if (const Tensor* c = ctx.input_constant(1); c && c->numel() == 1) {
-    depth = static_cast<int64_t>(c->double_at(0));
+    double d = c->double_at(0);
+    if (!(d >= 1)) return ctx.error("depth must be positive, got ", d);
+    if (d < static_cast<double>(kHugeDim)) depth = static_cast<int64_t>(d);
   } else if (auto v = ctx.input_dims_value(1); v && v->size() == 1) {
     depth = (*v)[0];
   }
