@@ -46,6 +46,21 @@ std::string TensorType::to_string() const {
   return std::string(dtype_name(dtype)) + shape.to_string();
 }
 
+namespace {
+// True when m is min(x, c) for a bare symbol x and a constant c >= 1 (what Slice infers for
+// t[:x] of a static axis c). Broadcasting x with such an m gives x for every valid input: either
+// the two are equal, or one of them is 1, and min(x, c) = 1 with c >= 1 means x = 1 or c = 1.
+bool is_min_of(const Dim& m, const Dim& x) {
+  if (!m.is_known() || !x.is_known() || !x.expr().is_symbol()) return false;
+  std::vector<std::string> xs, ms;
+  x.expr().collect_symbols(xs);
+  m.expr().collect_symbols(ms);
+  if (ms.size() != 1 || ms[0] != xs[0]) return false;
+  auto c = m.expr().evaluate({{xs[0], int64_t{1} << 40}});
+  return c && *c >= 1 && SymExpr::min(x.expr(), SymExpr(*c)) == m.expr();
+}
+}  // namespace
+
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b, std::string* error) {
   if (!a.rank_known() || !b.rank_known()) return Shape::unknown_rank();
   size_t rank = std::max(a.rank(), b.rank());
@@ -68,6 +83,8 @@ std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b, std::strin
     // unless one side is a static non-1 value.
     if (da->is_static()) out[i] = *da;
     else if (db->is_static()) out[i] = *db;
+    else if (is_min_of(*db, *da)) out[i] = *da;
+    else if (is_min_of(*da, *db)) out[i] = *db;
     else out[i] = Dim::unknown();
   }
   return Shape(std::move(out));

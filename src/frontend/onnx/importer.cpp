@@ -61,6 +61,9 @@ Expected<Attribute> import_attribute(const onnx::AttributeProto& a, const std::s
       if (!t) return t.status().with_context(where + ": attribute '" + a.name() + "'");
       return Attribute(std::move(t).value());
     }
+    case onnx::AttributeProto::SPARSE_TENSOR:
+    case onnx::AttributeProto::SPARSE_TENSORS:
+      return unsupported(where, ": attribute '", a.name(), "' is a sparse tensor (not supported)");
     case onnx::AttributeProto::GRAPH:
     case onnx::AttributeProto::GRAPHS:
       return unsupported(where, ": attribute '", a.name(), "' is a subgraph (control flow is not supported yet)");
