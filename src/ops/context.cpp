@@ -87,6 +87,12 @@ Status infer_node(Node& node) {
     }
   }
 
+  // Re-inference (after a pass) must not see facts recorded by an earlier run.
+  for (Value* v : node.outputs) {
+    if (!v) continue;
+    v->sym_value.reset();
+    v->constant.reset();
+  }
   InferContext ctx(node);
   FERRITE_RETURN_IF_ERROR(s->infer(ctx));
   for (int i = 0; i < nout; ++i) {

@@ -17,7 +17,8 @@ bool fully_known(const Shape& s) {
 // Input index whose value the node passes through unchanged, or -1.
 int passthrough_input(const Node& n, const std::unordered_map<const Value*, std::vector<Use>>& uses) {
   const std::string& op = n.op_type;
-  if (!n.domain.empty() || n.outputs.empty() || !n.outputs[0] || !n.inputs[0]) return -1;
+  if (!n.domain.empty() || n.inputs.empty() || n.outputs.empty() || !n.outputs[0] || !n.inputs[0])
+    return -1;
   const TensorType& in = n.inputs[0]->type;
   const TensorType& out = n.outputs[0]->type;
   bool same_type = in.dtype == out.dtype && fully_known(in.shape) && in.shape == out.shape;

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Whole-model test: materialize a shared model, run both of its data sets in ONE `ferrite run`
 # (one compile), compare with the expected outputs and check run.json reports one compile.
-#   run_model.sh FERRITE MATERIALIZE SHARED_CASE_DIR WORK_DIR [DEVICE]
+#   run_model.sh FERRITE MATERIALIZE SHARED_CASE_DIR WORK_DIR [DEVICE] [PASSES]
 set -euo pipefail
-ferrite=$1 materialize=$2 src=$3 work=$4 device=${5:-reference}
+ferrite=$1 materialize=$2 src=$3 work=$4 device=${5:-reference} passes=${6:-none}
 if [ ! -f "$src/model.onnx" ]; then
   echo "SKIP: $src not found (the shared model zoo is expected at ../shared/models)"
   exit 77
@@ -14,9 +14,11 @@ if [ ! -f "$work/model.onnx" ] || [ "$src/model.onnx" -nt "$work/model.onnx" ]; 
 fi
 sets=()
 for d in "$work"/test_data_set_*; do sets+=(--inputs "$d"); done
-rm -rf "$work/out"
-"$ferrite" run "$work/model.onnx" "${sets[@]}" --device "$device" --check --output-dir "$work/out"
-compiles=$(sed -n 's/.*"compiles": \([0-9]*\).*/\1/p' "$work/out/run.json")
+out="$work/out-$device-$passes"
+rm -rf "$out"
+"$ferrite" run "$work/model.onnx" "${sets[@]}" --device "$device" --passes "$passes" --check \
+  --output-dir "$out"
+compiles=$(sed -n 's/.*"compiles": \([0-9]*\).*/\1/p' "$out/run.json")
 if [ "$compiles" != 1 ]; then
   echo "FAIL: run.json reports $compiles compiles for ${#sets[@]} data sets, expected 1"
   exit 1

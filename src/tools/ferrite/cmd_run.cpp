@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "frontend/onnx/tensor_proto.h"
+#include "passes/pass.h"
 #include "runtime/compare.h"
 #include "tools/ferrite/cli.h"
 
@@ -22,6 +23,9 @@ const char* kRunHelp = R"(usage: ferrite run MODEL [--inputs DIR]... [--input NA
   --device NAME       device to run on (default: reference; see `ferrite devices`)
   --check             compare each run's outputs with DIR/output_*.pb (when present) using the
                       per-dtype tolerances of `ferrite test-onnx --help`; exit 1 on a mismatch
+  --passes LIST       run graph passes before preparing: "default", "none" (the default for the
+                      reference device, which is the oracle) or a comma-separated list
+                      (see `ferrite info --list-passes`)
   --quiet             do not print the per-output summary
 )";
 
@@ -32,7 +36,7 @@ int fail(const Status& s) {
 }  // namespace
 
 int run_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"help", "quiet", "check"}, {"inputs", "input", "output-dir", "device"});
+  auto args = Args::parse(argc, argv, {"help", "quiet", "check"}, {"inputs", "input", "output-dir", "device", "passes"});
   if (!args) return fail(args.status());
   if (args->flag("help")) {
     std::fputs(kRunHelp, stdout);
@@ -46,6 +50,24 @@ int run_command(int argc, char** argv) {
   auto t0 = std::chrono::steady_clock::now();
   auto graph = import_onnx_file(args->positional()[0]);
   if (!graph) return fail(graph.status());
+  if (std::string passes = args->get("passes", "none"); passes != "none") {
+    std::vector<std::string> pipeline;
+    if (passes == "default") {
+      pipeline = default_pipeline();
+    } else {
+      for (size_t pos = 0; pos <= passes.size();) {
+        size_t end = passes.find(',', pos);
+        if (end == std::string::npos) end = passes.size();
+        if (end > pos) pipeline.push_back(passes.substr(pos, end - pos));
+        pos = end + 1;
+      }
+    }
+    size_t before = (*graph)->nodes().size();
+    Status st = run_pipeline(**graph, pipeline);
+    if (!st) return fail(st);
+    if (!args->flag("quiet"))
+      std::printf("passes: %zu -> %zu nodes\n", before, (*graph)->nodes().size());
+  }
   auto t1 = std::chrono::steady_clock::now();
   auto session = Session::from_graph(std::move(graph).value(), device);
   if (!session) return fail(session.status());
