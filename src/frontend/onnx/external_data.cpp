@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "frontend/onnx/tensor_proto.h"
 #include "support/checked_math.h"
 
 namespace ferrite {
@@ -13,11 +14,17 @@ namespace fs = std::filesystem;
 namespace {
 Expected<int64_t> parse_non_negative(const std::string& tensor, const std::string& key,
                                      const std::string& text) {
-  if (text.empty() || text.size() > 19) return err("tensor '", tensor, "': bad external ", key, " '", text, "'");
+  auto bad = [&] {
+    return err("tensor '", tensor, "': bad external ", key, " '", printable_name(text), "'");
+  };
+  if (text.empty()) return bad();
   int64_t v = 0;
   for (char c : text) {
-    if (c < '0' || c > '9') return err("tensor '", tensor, "': bad external ", key, " '", text, "'");
-    v = v * 10 + (c - '0');
+    if (c < '0' || c > '9') return bad();
+    auto r = checked_mul(v, 10);
+    if (r) r = checked_add(*r, c - '0');
+    if (!r) return bad();
+    v = *r;
   }
   return v;
 }
@@ -34,7 +41,7 @@ bool is_within(const fs::path& child, const fs::path& parent) {
 
 Expected<std::string> read_external_data(const onnx::TensorProto& proto, const fs::path& model_dir,
                                          int64_t expected_bytes) {
-  const std::string& name = proto.name();
+  const std::string name = printable_name(proto.name());
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : proto.external_data()) {
@@ -47,8 +54,10 @@ Expected<std::string> read_external_data(const onnx::TensorProto& proto, const f
     }
   }
   if (location.empty()) return err("tensor '", name, "': external data has no location");
-  if (location.find('\0') != std::string::npos)
-    return err("tensor '", name, "': external data location contains a NUL byte");
+  for (unsigned char c : location)
+    if (c < 0x20 || c == 0x7f)
+      return err("tensor '", name, "': external data location '", printable_name(location),
+                 "' contains a control character");
   fs::path rel(location);
   if (rel.is_absolute() || (!location.empty() && (location[0] == '/' || location[0] == '\\')))
     return err("tensor '", name, "': external data path '", location, "' is absolute");

@@ -2,6 +2,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -26,7 +27,7 @@ void copy_bits16(Tensor& t, const google::protobuf::RepeatedField<int32_t>& fiel
 }
 
 Status fill_from_typed_fields(const onnx::TensorProto& p, Tensor& t) {
-  const std::string& name = p.name();
+  const std::string name = printable_name(p.name());
   auto expect = [&](int64_t got, const char* field) -> Status {
     if (got != t.numel())
       return err("tensor '", name, "': ", field, " has ", got, " values, but dims ",
@@ -73,10 +74,57 @@ Status fill_from_typed_fields(const onnx::TensorProto& p, Tensor& t) {
   return Status::ok();
 }
 
+// Bytes copied into a bool tensor must be 0 or 1: any other byte is not a valid C++ bool.
+void normalize_bools(Tensor& t) {
+  if (t.dtype() != DType::kBool || t.numel() == 0) return;
+  auto* p = static_cast<uint8_t*>(t.raw());
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = p[i] != 0;
+}
+
+Expected<Tensor> tensor_from_bytes(DType dtype, const std::vector<int64_t>& dims,
+                                   const std::string& bytes) {
+  FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(dtype, dims));
+  if (t.nbytes()) std::memcpy(t.raw(), bytes.data(), t.nbytes());
+  normalize_bools(t);
+  return t;
+}
+
 }  // namespace
 
+std::string printable_name(const std::string& name) {
+  constexpr size_t kMaxShown = 200;
+  std::string out;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (i == kMaxShown) {
+      out += str_cat("...(", name.size(), " bytes)");
+      break;
+    }
+    auto c = static_cast<unsigned char>(name[i]);
+    if (c < 0x20 || c == 0x7f || c == '\\') {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+Status check_dims(const std::string& what, const std::vector<int64_t>& dims) {
+  for (int64_t d : dims)
+    if (d < 0) return err(what, ": negative dimension in ", dims_to_string(dims));
+  int64_t extent = 1;  // product of the non-zero dims: the largest stride times its dim
+  for (int64_t d : dims) {
+    auto r = checked_mul(extent, d == 0 ? 1 : d);
+    if (!r) return err(what, ": element count of ", dims_to_string(dims), " overflows int64");
+    extent = *r;
+  }
+  return Status::ok();
+}
+
 Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const TensorProtoOptions& opts) {
-  const std::string& name = p.name();
+  const std::string name = printable_name(p.name());
   auto dtype = dtype_from_onnx(p.data_type());
   if (!dtype) {
     if (p.data_type() > 0 && p.data_type() <= 23)
@@ -84,10 +132,9 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const TensorProto
     return err("tensor '", name, "': invalid data_type ", p.data_type());
   }
   std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
-  for (int64_t d : dims)
-    if (d < 0) return err("tensor '", name, "': negative dimension in ", dims_to_string(dims));
+  FERRITE_RETURN_IF_ERROR(check_dims(str_cat("tensor '", name, "'"), dims));
   auto n = checked_numel(dims);
-  if (!n) return err("tensor '", name, "': element count of ", dims_to_string(dims), " overflows");
+  FERRITE_CHECK(n.has_value());  // check_dims bounds the count
   auto nbytes = checked_mul(*n, static_cast<int64_t>(dtype_size(*dtype)));
   if (!nbytes) return err("tensor '", name, "': byte size of ", dims_to_string(dims), " overflows");
   if (p.has_segment()) return err("tensor '", name, "': segmented tensors are not supported");
@@ -97,20 +144,16 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const TensorProto
       return err("tensor '", name, "': external data is not allowed here");
     FERRITE_ASSIGN_OR_RETURN(std::string bytes,
                              read_external_data(p, opts.external_data_dir, *nbytes));
-    FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(*dtype, dims));
-    if (*nbytes) std::memcpy(t.raw(), bytes.data(), static_cast<size_t>(*nbytes));
-    return t;
+    return tensor_from_bytes(*dtype, dims, bytes);
   }
   // Refuse absurd sizes before allocating: data must actually be present in the file.
   if (p.has_raw_data()) {
     if (static_cast<int64_t>(p.raw_data().size()) != *nbytes)
       return err("tensor '", name, "': raw_data has ", p.raw_data().size(), " bytes, but ",
                  dtype_name(*dtype), dims_to_string(dims), " needs ", *nbytes);
-    FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(*dtype, dims));
-    if (*nbytes) std::memcpy(t.raw(), p.raw_data().data(), static_cast<size_t>(*nbytes));
-    return t;
+    return tensor_from_bytes(*dtype, dims, p.raw_data());
   }
-  int64_t typed_count = p.float_data_size() + p.int32_data_size() + p.int64_data_size() +
+  int64_t typed_count = int64_t{p.float_data_size()} + p.int32_data_size() + p.int64_data_size() +
                         p.double_data_size() + p.uint64_data_size();
   if (typed_count != *n)
     return err("tensor '", name, "': has ", typed_count, " values, but dims ",
