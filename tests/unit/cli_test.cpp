@@ -155,7 +155,7 @@ TEST(Cli, ExternalDataOutsideModelDir) {
   b.output("y");
   auto m = dir.write("model/m.onnx", b.bytes());
   EXPECT_TRUE(clean_failure(run_cli(dir, {"run", m.string(), "--input", "x=random:2x3"}),
-                            {"tensor 'w'", "contains '..'"}));
+                            {"initializer 'w'", "contains '..'"}));
 }
 
 TEST(Cli, RuntimeInputErrors) {

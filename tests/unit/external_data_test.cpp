@@ -75,12 +75,12 @@ TEST_F(ExternalData, ValidWithoutOffsetOrLengthAndThroughInnerSymlink) {
 TEST_F(ExternalData, AbsolutePath) {
   write(outside_ / "w.bin", f32_bytes(kWeights));
   std::string abs = (outside_ / "w.bin").string();
-  EXPECT_TRUE(failed_with(load(external_model(abs)), {"tensor 'w'", "is absolute"}));
+  EXPECT_TRUE(failed_with(load(external_model(abs)), {"initializer 'w'", "is absolute"}));
 }
 
 TEST_F(ExternalData, DotDotPath) {
   write(outside_ / "w.bin", f32_bytes(kWeights));
-  EXPECT_TRUE(failed_with(load(external_model("../outside/w.bin")), {"tensor 'w'", "contains '..'"}));
+  EXPECT_TRUE(failed_with(load(external_model("../outside/w.bin")), {"initializer 'w'", "contains '..'"}));
   write(model_dir_ / "sub" / "w.bin", f32_bytes(kWeights));
   EXPECT_TRUE(failed_with(load(external_model("sub/../sub/w.bin")), {"contains '..'"}));
 }
@@ -89,7 +89,7 @@ TEST_F(ExternalData, SymlinkResolvingOutside) {
   write(outside_ / "secret.bin", f32_bytes(kWeights));
   fs::create_symlink(outside_ / "secret.bin", model_dir_ / "w.bin");
   EXPECT_TRUE(failed_with(load(external_model("w.bin")),
-                          {"tensor 'w'", "'w.bin'", "resolves outside the model directory"}));
+                          {"initializer 'w'", "'w.bin'", "resolves outside the model directory"}));
   // A symlinked directory is no way around it either.
   fs::create_directory_symlink(outside_, model_dir_ / "linkdir");
   EXPECT_TRUE(failed_with(load(external_model("linkdir/secret.bin")), {"resolves outside"}));
@@ -101,18 +101,18 @@ TEST_F(ExternalData, SymlinkResolvingOutside) {
 }
 
 TEST_F(ExternalData, MissingFileAndNotAFile) {
-  EXPECT_TRUE(failed_with(load(external_model("absent.bin")), {"tensor 'w'", "'absent.bin' does not exist"}));
+  EXPECT_TRUE(failed_with(load(external_model("absent.bin")), {"initializer 'w'", "'absent.bin' does not exist"}));
   fs::create_directories(model_dir_ / "adir");
-  EXPECT_TRUE(failed_with(load(external_model("adir")), {"tensor 'w'", "not a regular file"}));
+  EXPECT_TRUE(failed_with(load(external_model("adir")), {"initializer 'w'", "not a regular file"}));
   fs::create_symlink("nowhere.bin", model_dir_ / "dangling.bin");
-  EXPECT_TRUE(failed_with(load(external_model("dangling.bin")), {"tensor 'w'", "does not exist"}));
-  EXPECT_TRUE(failed_with(load(external_model("")), {"tensor 'w'", "no location"}));
+  EXPECT_TRUE(failed_with(load(external_model("dangling.bin")), {"initializer 'w'", "does not exist"}));
+  EXPECT_TRUE(failed_with(load(external_model("")), {"initializer 'w'", "no location"}));
 }
 
 TEST_F(ExternalData, RangeOutsideFile) {
   write(model_dir_ / "w.bin", f32_bytes(kWeights));  // 24 bytes
   EXPECT_TRUE(failed_with(load(external_model("w.bin", "4")),
-                          {"tensor 'w'", "range [4, +24)", "(24 bytes)"}));
+                          {"initializer 'w'", "range [4, +24)", "(24 bytes)"}));
   EXPECT_TRUE(failed_with(load(external_model("w.bin", "100", "24")), {"lies outside 'w.bin'"}));
   // offset + length overflows int64.
   EXPECT_TRUE(failed_with(load(external_model("w.bin", "9223372036854775807", "24")),
@@ -124,7 +124,7 @@ TEST_F(ExternalData, RangeOutsideFile) {
 TEST_F(ExternalData, LengthMismatchAndBadNumbers) {
   write(model_dir_ / "w.bin", f32_bytes(kWeights) + std::string(16, '\0'));
   EXPECT_TRUE(failed_with(load(external_model("w.bin", "0", "20")),
-                          {"tensor 'w'", "length 20 does not match the 24 bytes"}));
+                          {"initializer 'w'", "length 20 does not match the 24 bytes"}));
   EXPECT_TRUE(failed_with(load(external_model("w.bin", "0", "40")), {"length 40"}));
   EXPECT_TRUE(failed_with(load(external_model("w.bin", "-8")), {"bad external offset '-8'"}));
   EXPECT_TRUE(failed_with(load(external_model("w.bin", "0x10")), {"bad external offset"}));

@@ -2,6 +2,7 @@
 // crash. Every model here is built in-process and differs from a valid one in one place.
 #include <climits>
 
+#include "frontend/onnx/tensor_proto.h"
 #include "test_util.h"
 
 namespace ferrite::testing {
@@ -228,7 +229,7 @@ TEST(OnnxImport, BadInitializerDtype) {
   EXPECT_TRUE(failed_with(import_bytes(c.bytes()), {"initializer 'w'", "invalid data_type 0"}));
   ModelBuilder d = valid_model();
   d.graph()->mutable_initializer(0)->set_data_type(kOnnxString);
-  EXPECT_TRUE(failed_with(import_bytes(d.bytes()), {"initializer 'w'", "data_type 8 is not supported"},
+  EXPECT_TRUE(failed_with(import_bytes(d.bytes()), {"initializer 'w'", "data_type 8 (string) is not supported"},
                           StatusCode::kUnsupported));
 }
 
@@ -241,7 +242,7 @@ TEST(OnnxImport, BadInputElemType) {
   }
   ModelBuilder c = valid_model();
   c.graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(kOnnxString);
-  EXPECT_TRUE(failed_with(import_bytes(c.bytes()), {"value 'x'", "elem_type 8 is not supported"},
+  EXPECT_TRUE(failed_with(import_bytes(c.bytes()), {"value 'x'", "elem_type 8 (string) is not supported"},
                           StatusCode::kUnsupported));
 }
 
@@ -255,7 +256,7 @@ TEST(OnnxImport, NonTensorInput) {
 TEST(OnnxImport, NegativeDims) {
   ModelBuilder b = valid_model();
   b.graph()->mutable_initializer(0)->set_dims(0, -2);
-  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"tensor 'w'", "negative dimension", "[-2,3]"}));
+  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"initializer 'w'", "negative dimension", "[-2,3]"}));
   ModelBuilder c = valid_model();
   c.graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()
       ->mutable_dim(1)->set_dim_value(-3);
@@ -266,15 +267,15 @@ TEST(OnnxImport, ElementCountOverflow) {
   ModelBuilder b = valid_model();
   auto* t = b.init_raw("huge", kOnnxFloat, {int64_t{1} << 32, int64_t{1} << 32}, "");
   (void)t;
-  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"tensor 'huge'", "overflows"}));
+  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"initializer 'huge'", "overflows"}));
   // A zero dim makes the count 0, but the strides of the other dims still overflow.
   ModelBuilder c = valid_model();
   c.init_raw("hollow", kOnnxFloat, {0, int64_t{1} << 40, int64_t{1} << 40}, "");
-  EXPECT_TRUE(failed_with(import_bytes(c.bytes()), {"tensor 'hollow'", "overflows"}));
+  EXPECT_TRUE(failed_with(import_bytes(c.bytes()), {"initializer 'hollow'", "overflows"}));
   // Count fits int64 but the byte size does not.
   ModelBuilder d = valid_model();
   d.init_raw("wide", kOnnxDouble, {int64_t{1} << 61}, "");
-  EXPECT_TRUE(failed_with(import_bytes(d.bytes()), {"tensor 'wide'", "byte size", "overflows"}));
+  EXPECT_TRUE(failed_with(import_bytes(d.bytes()), {"initializer 'wide'", "byte size", "overflows"}));
 }
 
 TEST(OnnxImport, EmptyButHugeTypedTensorIsFine) {
@@ -301,10 +302,10 @@ TEST(OnnxImport, RawDataSizeMismatch) {
 TEST(OnnxImport, TypedFieldCountMismatch) {
   ModelBuilder b = valid_model();
   b.init_f32("five", {2, 3}, {1, 2, 3, 4, 5});
-  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"tensor 'five'", "has 5 values", "need 6"}));
+  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"initializer 'five'", "has 5 values", "need 6"}));
   ModelBuilder c = valid_model();
   c.init_f32("seven", {2, 3}, {1, 2, 3, 4, 5, 6, 7});
-  EXPECT_TRUE(failed_with(import_bytes(c.bytes()), {"tensor 'seven'", "has 7 values"}));
+  EXPECT_TRUE(failed_with(import_bytes(c.bytes()), {"initializer 'seven'", "has 7 values"}));
   // Right count, wrong field for the dtype.
   ModelBuilder d = valid_model();
   auto* t = d.graph()->add_initializer();
@@ -313,14 +314,14 @@ TEST(OnnxImport, TypedFieldCountMismatch) {
   t->add_dims(2);
   t->add_int64_data(1);
   t->add_int64_data(2);
-  EXPECT_TRUE(failed_with(import_bytes(d.bytes()), {"tensor 'misfiled'", "float_data has 0 values"}));
+  EXPECT_TRUE(failed_with(import_bytes(d.bytes()), {"initializer 'misfiled'", "float_data has 0 values"}));
   // Huge dims and no data at all.
   ModelBuilder e = valid_model();
   auto* u = e.graph()->add_initializer();
   u->set_name("hollow");
   u->set_data_type(kOnnxInt64);
   u->add_dims(int64_t{1} << 40);
-  EXPECT_TRUE(failed_with(import_bytes(e.bytes()), {"tensor 'hollow'", "has 0 values"}));
+  EXPECT_TRUE(failed_with(import_bytes(e.bytes()), {"initializer 'hollow'", "has 0 values"}));
 }
 
 TEST(OnnxImport, BoolRawDataIsNormalised) {
@@ -523,7 +524,7 @@ TEST(OnnxImport, ExternalDataRefusedWithoutModelDir) {
   auto* kv = t->add_external_data();
   kv->set_key("location");
   kv->set_value("w.bin");
-  EXPECT_TRUE(failed_with(import_onnx_bytes(b.bytes(), ""), {"tensor 'w'", "external data is not allowed"}));
+  EXPECT_TRUE(failed_with(import_onnx_bytes(b.bytes(), ""), {"initializer 'w'", "external data is not allowed"}));
 }
 
 TEST(OnnxImport, AllowUnknownOpsReportsAllAndSessionRefusesTheGraph) {
@@ -542,6 +543,65 @@ TEST(OnnxImport, AllowUnknownOpsReportsAllAndSessionRefusesTheGraph) {
   // The partially imported graph cannot be run: Session says why instead of crashing.
   auto s = Session::from_graph(std::move(g).value(), "reference");
   EXPECT_TRUE(failed_with(s, {"node 'f1' (Foo)", "not supported"}, StatusCode::kUnsupported));
+}
+
+TEST(OnnxImport, BadTensorAttributeNamesNodeAndAttribute) {
+  ModelBuilder b = valid_model();
+  auto* n = b.node("MyConstant", {}, {"k"}, "const0");
+  auto* a = n->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(999);
+  b.output("k");
+  ImportOptions opts;
+  opts.allow_unknown_ops = true;
+  ImportReport report;
+  EXPECT_TRUE(failed_with(import_onnx_bytes(b.bytes(), "", opts, &report),
+                          {"node 'const0' (MyConstant): attribute 'value': invalid data_type 999"}));
+  a->mutable_t()->set_data_type(kOnnxFloat);
+  a->mutable_t()->add_dims(4);
+  a->mutable_t()->set_raw_data("abc");
+  EXPECT_TRUE(failed_with(import_onnx_bytes(b.bytes(), "", opts, &report),
+                          {"node 'const0' (MyConstant): attribute 'value': raw_data has 3 bytes"}));
+}
+
+TEST(TensorFiles, HostileInputFiles) {
+  TempDir dir;
+  onnx::TensorProto liar;
+  liar.set_name("a");
+  liar.set_data_type(kOnnxFloat);
+  liar.add_dims(int64_t{1} << 40);
+  liar.set_raw_data(std::string(12, '\0'));
+  auto p = dir.write("liar.pb", liar.SerializeAsString());
+  EXPECT_TRUE(failed_with(read_tensor_file(p), {"liar.pb", "tensor 'a'", "raw_data has 12 bytes"}));
+  // External data is never allowed for input files.
+  onnx::TensorProto ext;
+  ext.set_name("e");
+  ext.set_data_type(kOnnxFloat);
+  ext.set_data_location(onnx::TensorProto::EXTERNAL);
+  p = dir.write("ext.pb", ext.SerializeAsString());
+  EXPECT_TRUE(failed_with(read_tensor_file(p), {"tensor 'e'", "external data is not allowed"}));
+  p = dir.write("empty.pb", "");
+  EXPECT_TRUE(failed_with(read_tensor_file(p), {"empty.pb", "not a valid TensorProto"}));
+  // A name with a newline is escaped in messages.
+  onnx::TensorProto odd;
+  odd.set_name("x\ny");
+  odd.set_data_type(999);
+  p = dir.write("odd.pb", odd.SerializeAsString());
+  EXPECT_TRUE(failed_with(read_tensor_file(p), {"tensor 'x\\x0ay'", "invalid data_type 999"}));
+  // Bool bytes other than 0/1 read as true.
+  onnx::TensorProto mask;
+  mask.set_name("m");
+  mask.set_data_type(kOnnxBool);
+  mask.add_dims(3);
+  mask.set_raw_data(std::string("\x00\x05\x01", 3));
+  p = dir.write("mask.pb", mask.SerializeAsString());
+  auto t = read_tensor_file(p);
+  ASSERT_TRUE(t) << t.status().message();
+  auto raw = static_cast<const uint8_t*>(t->tensor.raw());
+  EXPECT_EQ(raw[0], 0);
+  EXPECT_EQ(raw[1], 1);
+  EXPECT_EQ(raw[2], 1);
 }
 
 TEST(OnnxImport, UnknownDevice) {

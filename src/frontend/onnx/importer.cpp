@@ -34,7 +34,8 @@ Expected<TensorType> import_type(const onnx::ValueInfoProto& vi) {
   auto dtype = dtype_from_onnx(tt.elem_type());
   if (!dtype) {
     if (tt.elem_type() > 0 && tt.elem_type() <= 23)  // a valid ONNX type ferrite lacks (string, fp8...)
-      return unsupported("value '", vi.name(), "': elem_type ", tt.elem_type(), " is not supported");
+      return unsupported("value '", vi.name(), "': elem_type ",
+                         onnx_dtype_description(tt.elem_type()), " is not supported");
     return err("value '", vi.name(), "': invalid elem_type ", tt.elem_type());
   }
   if (!tt.has_shape()) return TensorType{*dtype, Shape::unknown_rank()};
@@ -69,9 +70,10 @@ Expected<Attribute> import_attribute(const onnx::AttributeProto& a, const std::s
     case onnx::AttributeProto::STRINGS:
       return Attribute(std::vector<std::string>(a.strings().begin(), a.strings().end()));
     case onnx::AttributeProto::TENSOR: {
-      auto t = tensor_from_proto(a.t(), topts);
-      if (!t) return t.status().with_context(where + ": attribute '" + a.name() + "'");
-      return Attribute(std::move(t).value());
+      TensorProtoOptions o = topts;
+      o.label = where + ": attribute '" + a.name() + "'";
+      FERRITE_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(a.t(), o));
+      return Attribute(std::move(t));
     }
     case onnx::AttributeProto::GRAPH:
     case onnx::AttributeProto::GRAPHS:
@@ -162,7 +164,8 @@ Expected<std::unique_ptr<Graph>> import_model(const onnx::ModelProto& model,
 
   const onnx::GraphProto& gp = model.graph();
   g.name = gp.name();
-  TensorProtoOptions topts{model_dir};
+  TensorProtoOptions topts;
+  topts.external_data_dir = model_dir;
 
   std::unordered_map<std::string, bool> defined;
   // Initializers.
@@ -171,9 +174,10 @@ Expected<std::unique_ptr<Graph>> import_model(const onnx::ModelProto& model,
     if (init.name().empty()) return err("an initializer has an empty name");
     FERRITE_RETURN_IF_ERROR(check_name(init.name(), "initializer"));
     if (init_data.count(init.name())) return err("initializer '", init.name(), "' is defined twice");
-    auto t = tensor_from_proto(init, topts);
-    if (!t) return t.status().with_context("initializer '" + init.name() + "'");
-    init_data.emplace(init.name(), std::move(t).value());
+    TensorProtoOptions o = topts;
+    o.label = "initializer '" + init.name() + "'";
+    FERRITE_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(init, o));
+    init_data.emplace(init.name(), std::move(t));
   }
   for (const auto& sp : gp.sparse_initializer())
     return err("sparse initializer '", sp.values().name(), "' is not supported");

@@ -18,11 +18,16 @@ namespace ferrite {
 struct TensorProtoOptions {
   // Directory that external data must live in; empty forbids external data.
   std::filesystem::path external_data_dir;
+  // How diagnostics name the tensor ("initializer 'w'"); empty: "tensor '<proto name>'".
+  std::string label;
 };
 
 // `name` with control characters escaped (\xNN) and very long names shortened, so that a
 // diagnostic quoting an untrusted name stays one readable line.
 std::string printable_name(const std::string& name);
+
+// "8 (string)": an ONNX TensorProto.DataType value with its name, for messages.
+std::string onnx_dtype_description(int onnx_type);
 
 // Refuses dims that are negative or whose element count or row-major strides overflow int64
 // (a zero dim makes the count 0, but the strides of the other dims must still be representable).
