@@ -202,6 +202,18 @@ TEST(Cli, RuntimeInputErrors) {
                             {"raw_data has 12 bytes"}));
 }
 
+TEST(Cli, OversizedRandomInputAndInfoOnGarbage) {
+  TempDir dir;
+  auto model = dir.write("m.onnx", add_model());
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--input",
+                                          "a=random:999999999999x999999999999"}),
+                            {"overflowing"}));
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--input", "a=random:10000000x10000000"}),
+                            {"too large"}));
+  auto garbage = dir.write("garbage.onnx", std::string(100, '\xff'));
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"info", garbage.string()}), {"not a valid ONNX protobuf"}));
+}
+
 TEST(Cli, RuntimeKernelError) {
   TempDir dir;
   ModelBuilder b;
