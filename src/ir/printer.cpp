@@ -6,6 +6,7 @@ namespace ferrite {
 
 namespace {
 std::string ref(const Value* v) { return v ? "%" + v->name : "_"; }
+std::string type_of(const Value* v) { return v ? v->type.to_string() : "_"; }
 }  // namespace
 
 std::string print_graph(const Graph& g, const PrintOptions& opts) {
@@ -17,11 +18,13 @@ std::string print_graph(const Graph& g, const PrintOptions& opts) {
     first = false;
   }
   os << "\n";
-  for (const Value* v : g.inputs()) os << "  input " << ref(v) << ": " << v->type.to_string() << "\n";
+  // Tolerates null entries: the printer is also used to show graphs that failed verification.
+  for (const Value* v : g.inputs()) os << "  input " << ref(v) << ": " << type_of(v) << "\n";
   for (const Value* v : g.initializers()) {
-    if (v->is_graph_input) continue;
-    os << "  const " << ref(v) << ": " << v->type.to_string();
-    if (!opts.elide_constants && v->constant && v->constant->numel() <= 16) {
+    if (v && v->is_graph_input) continue;
+    os << "  const " << ref(v) << ": " << type_of(v);
+    if (v && !opts.elide_constants && v->constant && v->constant->defined() &&
+        v->constant->numel() <= 16) {
       os << " = [";
       for (int64_t i = 0; i < v->constant->numel(); ++i)
         os << (i ? "," : "") << v->constant->double_at(i);
@@ -30,6 +33,7 @@ std::string print_graph(const Graph& g, const PrintOptions& opts) {
     os << "\n";
   }
   for (const auto& n : g.nodes()) {
+    if (!n) continue;
     os << "  ";
     for (size_t i = 0; i < n->outputs.size(); ++i) os << (i ? ", " : "") << ref(n->outputs[i]);
     os << " = " << (n->domain.empty() ? "" : n->domain + ".") << n->op_type << "(";
@@ -46,7 +50,7 @@ std::string print_graph(const Graph& g, const PrintOptions& opts) {
     }
     os << " :";
     for (size_t i = 0; i < n->outputs.size(); ++i)
-      os << (i ? ", " : " ") << (n->outputs[i] ? n->outputs[i]->type.to_string() : "_");
+      os << (i ? ", " : " ") << type_of(n->outputs[i]);
     if (opts.show_node_names && !n->name.empty()) os << "  # " << n->name;
     os << "\n";
   }

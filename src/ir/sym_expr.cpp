@@ -8,12 +8,32 @@
 namespace ferrite {
 
 namespace {
+// Coefficients come from untrusted model dims, so arithmetic on them wraps instead of being
+// undefined; a wrapped dim can never match a real tensor, so the mismatch surfaces as an error.
+int64_t wrap_add(int64_t a, int64_t b) {
+  int64_t r;
+  __builtin_add_overflow(a, b, &r);
+  return r;
+}
+int64_t wrap_mul(int64_t a, int64_t b) {
+  int64_t r;
+  __builtin_mul_overflow(a, b, &r);
+  return r;
+}
+int64_t wrap_neg(int64_t a) { return wrap_mul(a, -1); }
+// b != 0. INT64_MIN / -1 wraps to INT64_MIN.
 int64_t floor_div(int64_t a, int64_t b) {
+  if (b == -1) return wrap_neg(a);
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
   return q;
 }
-int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, b) * b; }
+int64_t floor_mod(int64_t a, int64_t b) {
+  if (b == -1) return 0;
+  int64_t r = a % b;
+  return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
+bool divisible(int64_t a, int64_t b) { return b == -1 || a % b == 0; }
 }  // namespace
 
 SymExpr::SymExpr(int64_t constant) {
@@ -39,7 +59,7 @@ void SymExpr::add_term(const Monomial& m, int64_t c) {
   if (c == 0) return;
   auto [it, inserted] = terms_.emplace(m, c);
   if (!inserted) {
-    it->second += c;
+    it->second = wrap_add(it->second, c);
     if (it->second == 0) terms_.erase(it);
   }
 }
@@ -65,7 +85,7 @@ SymExpr SymExpr::operator+(const SymExpr& o) const {
 }
 SymExpr SymExpr::operator-() const {
   SymExpr r = *this;
-  for (auto& [m, c] : r.terms_) c = -c;
+  for (auto& [m, c] : r.terms_) c = wrap_neg(c);
   return r;
 }
 SymExpr SymExpr::operator-(const SymExpr& o) const { return *this + (-o); }
@@ -78,7 +98,7 @@ SymExpr SymExpr::operator*(const SymExpr& o) const {
       Monomial m = m1;
       m.insert(m.end(), m2.begin(), m2.end());
       std::sort(m.begin(), m.end());
-      r.add_term(m, c1 * c2);
+      r.add_term(m, wrap_mul(c1, c2));
     }
   }
   return r;
@@ -91,10 +111,10 @@ SymExpr SymExpr::floordiv(const SymExpr& o) const {
   if (b && *b != 0) {
     // Exact when every coefficient is divisible by b.
     bool exact = true;
-    for (const auto& [m, c] : terms_) exact = exact && (c % *b == 0);
+    for (const auto& [m, c] : terms_) exact = exact && divisible(c, *b);
     if (exact) {
       SymExpr r = *this;
-      for (auto& [m, c] : r.terms_) c /= *b;
+      for (auto& [m, c] : r.terms_) c = floor_div(c, *b);
       return r;
     }
   }
@@ -111,7 +131,7 @@ SymExpr SymExpr::mod(const SymExpr& o) const {
   if (a && b && *b != 0) return SymExpr(floor_mod(*a, *b));
   if (b && *b != 0) {
     bool exact = true;
-    for (const auto& [m, c] : terms_) exact = exact && (c % *b == 0);
+    for (const auto& [m, c] : terms_) exact = exact && divisible(c, *b);
     if (exact) return SymExpr(0);
   }
   auto atom = std::make_shared<SymAtom>();

@@ -6,6 +6,25 @@
 
 namespace ferrite {
 
+namespace {
+// Constant data must match the type that inference and the devices rely on.
+Status check_constant_type(const Value& v) {
+  if (!v.constant) return Status::ok();
+  const Tensor& t = *v.constant;
+  if (t.dtype() != v.type.dtype)
+    return err("value '", v.name, "' holds ", t.type_string(), " data but is typed ",
+               v.type.to_string());
+  const Shape& s = v.type.shape;
+  if (!s.rank_known()) return Status::ok();
+  bool ok = s.rank() == t.rank();
+  for (size_t d = 0; ok && d < s.rank(); ++d) ok = !s[d].value() || *s[d].value() == t.dim(d);
+  if (!ok)
+    return err("value '", v.name, "' holds ", t.type_string(), " data but is typed ",
+               v.type.to_string());
+  return Status::ok();
+}
+}  // namespace
+
 Status verify_graph(const Graph& g) {
   std::unordered_set<const Value*> defined;
   std::unordered_set<std::string> names;
@@ -18,15 +37,21 @@ Status verify_graph(const Graph& g) {
     return Status::ok();
   };
   for (const Value* v : g.inputs()) {
+    if (!v) return err("a graph input is null");
     FERRITE_RETURN_IF_ERROR(define(v, "graph input"));
     if (v->producer) return err("graph input '", v->name, "' has a producer");
+    FERRITE_RETURN_IF_ERROR(check_constant_type(*v));
   }
   for (const Value* v : g.initializers()) {
+    if (!v) return err("an initializer is null");
     if (defined.count(v)) continue;  // an initializer may double as a graph input (IR < 4 style)
     FERRITE_RETURN_IF_ERROR(define(v, "initializer"));
     if (!v->constant) return err("initializer '", v->name, "' has no data");
+    if (v->producer) return err("initializer '", v->name, "' has a producer");
+    FERRITE_RETURN_IF_ERROR(check_constant_type(*v));
   }
   for (const auto& node : g.nodes()) {
+    if (!node) return err("the graph holds a null node");
     for (const Value* in : node->inputs) {
       if (in && !defined.count(in))
         return err(node->describe(), ": input '", in->name,
@@ -40,7 +65,9 @@ Status verify_graph(const Graph& g) {
       FERRITE_RETURN_IF_ERROR(define(out, node->describe()));
     }
   }
+  if (g.outputs().empty()) return err("the graph has no outputs");
   for (const Value* v : g.outputs()) {
+    if (!v) return err("a graph output is null");
     if (!defined.count(v)) return err("graph output '", v->name, "' is never defined");
     if (v->type.dtype == DType::kUndefined)
       return err("graph output '", v->name, "' has no inferred dtype");

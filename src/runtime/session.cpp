@@ -1,5 +1,7 @@
 #include "runtime/session.h"
 
+#include "frontend/onnx/tensor_proto.h"
+
 namespace ferrite {
 
 Expected<std::unique_ptr<Session>> Session::load(const std::filesystem::path& model,
@@ -12,6 +14,13 @@ Expected<std::unique_ptr<Session>> Session::load(const std::filesystem::path& mo
 Expected<std::unique_ptr<Session>> Session::from_graph(std::unique_ptr<Graph> graph,
                                                        const std::string& device,
                                                        const RunOptions& opts) {
+  if (!graph) return err("no graph to run");
+  // A graph imported with allow_unknown_ops, or built by hand, may not be runnable: refuse it
+  // here rather than let a device meet a node without a kernel.
+  for (const auto& node : graph->nodes())
+    if (!node->schema)
+      return unsupported(node->describe(), ": op '", node->op_type, "' is not supported");
+  FERRITE_RETURN_IF_ERROR(verify_graph(*graph));
   auto s = std::unique_ptr<Session>(new Session());
   s->graph_ = std::move(graph);
   s->opts_ = opts;
@@ -59,6 +68,8 @@ Expected<std::vector<Tensor>> Session::bind_inputs(const std::vector<NamedInput>
       return err("missing input '", v->name, "' (", v->type.to_string(), ")");
     }
     const Tensor& t = bound[i];
+    if (!t.defined()) return err("input '", v->name, "' is an empty (undefined) tensor");
+    FERRITE_RETURN_IF_ERROR(check_dims(str_cat("input '", v->name, "'"), t.dims()));
     if (t.dtype() != v->type.dtype)
       return err("input '", v->name, "' has dtype ", dtype_name(t.dtype()), ", but the model expects ",
                  dtype_name(v->type.dtype));

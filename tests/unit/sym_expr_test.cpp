@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
+
+#include "ir/shape.h"
+
 namespace ferrite {
 
 TEST(SymExpr, CanonicalArithmetic) {
@@ -24,6 +29,93 @@ TEST(SymExpr, EvaluateAndOpaqueTerms) {
   EXPECT_EQ(e.evaluate({}), std::nullopt);
   EXPECT_EQ(SymExpr::max(h, SymExpr(3)).evaluate({{"h", 1}}), 3);
   EXPECT_EQ(h.mod(4).evaluate({{"h", 10}}), 2);
+}
+
+}  // namespace ferrite
+
+namespace ferrite {
+
+TEST(SymExpr, CanonicalFormsAndPrinting) {
+  SymExpr b = SymExpr::symbol("batch"), s = SymExpr::symbol("seq");
+  EXPECT_EQ((b * s).to_string(), (s * b).to_string());
+  EXPECT_EQ(((b + s) * (b - s)), b * b - s * s);
+  EXPECT_EQ((-b).to_string(), "-batch");
+  EXPECT_EQ((SymExpr(3) - b * 2).to_string(), "-batch*2+3");
+  EXPECT_EQ((b * 0).to_string(), "0");
+  EXPECT_TRUE((b * 0).is_constant());
+  EXPECT_TRUE(b.is_symbol());
+  EXPECT_FALSE((b * 2).is_symbol());
+  EXPECT_FALSE((b + 1).is_symbol());
+  EXPECT_EQ(b.constant(), std::nullopt);
+  EXPECT_EQ(SymExpr().constant(), 0);
+}
+
+TEST(SymExpr, DivisionModMaxMin) {
+  SymExpr h = SymExpr::symbol("h");
+  EXPECT_EQ((h * 6 + 4).floordiv(2), h * 3 + 2);
+  EXPECT_EQ((h * 4).mod(2), SymExpr(0));
+  EXPECT_EQ(h.floordiv(h), SymExpr(1));
+  EXPECT_EQ(h.floordiv(1), h);
+  EXPECT_EQ(SymExpr(7).ceildiv(2).constant(), 4);
+  EXPECT_EQ(SymExpr(-7).ceildiv(2).constant(), -3);
+  EXPECT_EQ(SymExpr(-7).mod(3).constant(), 2);
+  EXPECT_EQ(SymExpr(7).mod(-3).constant(), -2);
+  EXPECT_EQ(h.ceildiv(4).evaluate({{"h", 9}}), 3);
+  // Conv-style output size: (h + 2*1 - 3)//2 + 1.
+  SymExpr out = (h + 2 - 3).floordiv(2) + 1;
+  EXPECT_EQ(out.to_string(), "(h-1)//2+1");
+  EXPECT_EQ(out.evaluate({{"h", 224}}), 112);
+  // max/min operands are ordered canonically.
+  SymExpr w = SymExpr::symbol("w");
+  EXPECT_EQ(SymExpr::max(h, w), SymExpr::max(w, h));
+  EXPECT_EQ(SymExpr::min(h, w).evaluate({{"h", 3}, {"w", 5}}), 3);
+  EXPECT_EQ(SymExpr::max(SymExpr(2), SymExpr(9)).constant(), 9);
+  EXPECT_EQ(SymExpr::max(h, h), h);
+}
+
+TEST(SymExpr, DivisionByZeroStaysSymbolic) {
+  SymExpr h = SymExpr::symbol("h");
+  SymExpr z = h.floordiv(0);
+  EXPECT_FALSE(z.is_constant());
+  EXPECT_EQ(z.evaluate({{"h", 3}}), std::nullopt);
+  EXPECT_EQ(h.mod(h - h).evaluate({{"h", 3}}), std::nullopt);
+  SymExpr n = SymExpr::symbol("n");
+  EXPECT_EQ(h.floordiv(n).evaluate({{"h", 3}, {"n", 0}}), std::nullopt);
+}
+
+TEST(SymExpr, CollectSymbolsIncludesNestedOnes) {
+  SymExpr e = (SymExpr::symbol("a") + 1).floordiv(SymExpr::symbol("b")) * SymExpr::symbol("c");
+  std::vector<std::string> names;
+  e.collect_symbols(names);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "b", "c"}));
+}
+
+// Dims come from untrusted files: extreme values must not be undefined behaviour (UBSan aborts
+// the sanitizer build on any of these if the arithmetic overflows).
+TEST(SymExpr, ExtremeValuesAreDefined) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  SymExpr big(kMax);
+  EXPECT_TRUE((big + 1).is_constant());
+  EXPECT_TRUE((big * big).is_constant());
+  EXPECT_TRUE((-SymExpr(kMin)).is_constant());
+  EXPECT_EQ(SymExpr(kMin).floordiv(-1).constant(), kMin);  // wraps
+  EXPECT_EQ(SymExpr(kMin).mod(-1).constant(), 0);
+  SymExpr x = SymExpr::symbol("x");
+  SymExpr huge = x * kMin;
+  EXPECT_FALSE(huge.floordiv(-1).is_constant());
+  EXPECT_EQ(huge.mod(-1), SymExpr(0));
+  EXPECT_FALSE((x * kMax * kMax).is_constant());
+  EXPECT_FALSE((-(x * kMin)).is_constant());
+  // Evaluation reports overflow instead of wrapping.
+  EXPECT_EQ((x * 2).evaluate({{"x", kMax}}), std::nullopt);
+  EXPECT_EQ((x + 1).evaluate({{"x", kMax}}), std::nullopt);
+  EXPECT_EQ(x.floordiv(SymExpr::symbol("y")).evaluate({{"x", kMin}, {"y", -1}}).has_value(), true);
+  EXPECT_EQ(x.mod(SymExpr::symbol("y")).evaluate({{"x", kMin}, {"y", -1}}), 0);
+  // Dims built from huge static values propagate rather than trap.
+  Dim d = Dim(kMax) * Dim(2);
+  EXPECT_TRUE(d.is_known());
 }
 
 }  // namespace ferrite

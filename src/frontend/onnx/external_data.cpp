@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "frontend/onnx/tensor_proto.h"
 #include "support/checked_math.h"
 
 namespace ferrite {
@@ -11,13 +12,19 @@ namespace ferrite {
 namespace fs = std::filesystem;
 
 namespace {
-Expected<int64_t> parse_non_negative(const std::string& tensor, const std::string& key,
+Expected<int64_t> parse_non_negative(const std::string& what, const std::string& key,
                                      const std::string& text) {
-  if (text.empty() || text.size() > 19) return err("tensor '", tensor, "': bad external ", key, " '", text, "'");
+  auto bad = [&] {
+    return err(what, ": bad external ", key, " '", printable_name(text), "'");
+  };
+  if (text.empty()) return bad();
   int64_t v = 0;
   for (char c : text) {
-    if (c < '0' || c > '9') return err("tensor '", tensor, "': bad external ", key, " '", text, "'");
-    v = v * 10 + (c - '0');
+    if (c < '0' || c > '9') return bad();
+    auto r = checked_mul(v, 10);
+    if (r) r = checked_add(*r, c - '0');
+    if (!r) return bad();
+    v = *r;
   }
   return v;
 }
@@ -32,59 +39,60 @@ bool is_within(const fs::path& child, const fs::path& parent) {
 }
 }  // namespace
 
-Expected<std::string> read_external_data(const onnx::TensorProto& proto, const fs::path& model_dir,
-                                         int64_t expected_bytes) {
-  const std::string& name = proto.name();
+Expected<std::string> read_external_data(const onnx::TensorProto& proto, const std::string& what,
+                                         const fs::path& model_dir, int64_t expected_bytes) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : proto.external_data()) {
     if (kv.key() == "location") {
       location = kv.value();
     } else if (kv.key() == "offset") {
-      FERRITE_ASSIGN_OR_RETURN(offset, parse_non_negative(name, "offset", kv.value()));
+      FERRITE_ASSIGN_OR_RETURN(offset, parse_non_negative(what, "offset", kv.value()));
     } else if (kv.key() == "length") {
-      FERRITE_ASSIGN_OR_RETURN(length, parse_non_negative(name, "length", kv.value()));
+      FERRITE_ASSIGN_OR_RETURN(length, parse_non_negative(what, "length", kv.value()));
     }
   }
-  if (location.empty()) return err("tensor '", name, "': external data has no location");
-  if (location.find('\0') != std::string::npos)
-    return err("tensor '", name, "': external data location contains a NUL byte");
+  if (location.empty()) return err(what, ": external data has no location");
+  for (unsigned char c : location)
+    if (c < 0x20 || c == 0x7f)
+      return err(what, ": external data location '", printable_name(location),
+                 "' contains a control character");
   fs::path rel(location);
   if (rel.is_absolute() || (!location.empty() && (location[0] == '/' || location[0] == '\\')))
-    return err("tensor '", name, "': external data path '", location, "' is absolute");
+    return err(what, ": external data path '", location, "' is absolute");
   for (const auto& part : rel)
     if (part == "..")
-      return err("tensor '", name, "': external data path '", location, "' contains '..'");
+      return err(what, ": external data path '", location, "' contains '..'");
 
   std::error_code ec;
   fs::path dir = fs::canonical(model_dir, ec);
   if (ec) return err("cannot resolve model directory '", model_dir.string(), "'");
   fs::path full = dir / rel;
   if (!fs::exists(full, ec))
-    return err("tensor '", name, "': external data file '", location, "' does not exist");
+    return err(what, ": external data file '", location, "' does not exist");
   fs::path resolved = fs::canonical(full, ec);
-  if (ec) return err("tensor '", name, "': cannot resolve external data file '", location, "'");
+  if (ec) return err(what, ": cannot resolve external data file '", location, "'");
   if (!is_within(resolved, dir))
-    return err("tensor '", name, "': external data file '", location,
+    return err(what, ": external data file '", location,
                "' resolves outside the model directory");
   if (!fs::is_regular_file(resolved, ec))
-    return err("tensor '", name, "': external data '", location, "' is not a regular file");
+    return err(what, ": external data '", location, "' is not a regular file");
   auto fsize = static_cast<int64_t>(fs::file_size(resolved, ec));
-  if (ec) return err("tensor '", name, "': cannot stat '", location, "'");
+  if (ec) return err(what, ": cannot stat '", location, "'");
   if (length < 0) length = expected_bytes;
   if (length != expected_bytes)
-    return err("tensor '", name, "': external data length ", length, " does not match the ",
+    return err(what, ": external data length ", length, " does not match the ",
                expected_bytes, " bytes its dims need");
   auto end = checked_add(offset, length);
   if (!end || *end > fsize)
-    return err("tensor '", name, "': external data range [", offset, ", +", length,
+    return err(what, ": external data range [", offset, ", +", length,
                ") lies outside '", location, "' (", fsize, " bytes)");
   std::ifstream in(resolved, std::ios::binary);
-  if (!in) return err("tensor '", name, "': cannot open '", location, "'");
+  if (!in) return err(what, ": cannot open '", location, "'");
   in.seekg(offset);
   std::string bytes(static_cast<size_t>(length), '\0');
   in.read(bytes.data(), length);
-  if (in.gcount() != length) return err("tensor '", name, "': short read from '", location, "'");
+  if (in.gcount() != length) return err(what, ": short read from '", location, "'");
   return bytes;
 }
 

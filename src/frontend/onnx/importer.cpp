@@ -3,6 +3,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <onnx/onnx_pb.h>
 
+#include <climits>
 #include <deque>
 #include <unordered_map>
 
@@ -14,7 +15,17 @@ namespace ferrite {
 
 namespace {
 
-constexpr size_t kMaxModelBytes = size_t{2} << 30;  // protobuf's own limit is 2 GiB
+// protobuf parses at most INT_MAX bytes from one buffer.
+constexpr size_t kMaxModelBytes = static_cast<size_t>(INT_MAX);
+
+// Names end up in diagnostics (one line each) and in generated identifiers, so control
+// characters are refused rather than passed through.
+Status check_name(const std::string& name, const char* what) {
+  for (unsigned char c : name)
+    if (c < 0x20 || c == 0x7f)
+      return err(what, " name '", printable_name(name), "' contains a control character");
+  return Status::ok();
+}
 
 Expected<TensorType> import_type(const onnx::ValueInfoProto& vi) {
   if (!vi.type().has_tensor_type())
@@ -23,12 +34,14 @@ Expected<TensorType> import_type(const onnx::ValueInfoProto& vi) {
   auto dtype = dtype_from_onnx(tt.elem_type());
   if (!dtype) {
     if (tt.elem_type() > 0 && tt.elem_type() <= 23)  // a valid ONNX type ferrite lacks (string, fp8...)
-      return unsupported("value '", vi.name(), "': elem_type ", tt.elem_type(), " is not supported");
+      return unsupported("value '", vi.name(), "': elem_type ",
+                         onnx_dtype_description(tt.elem_type()), " is not supported");
     return err("value '", vi.name(), "': invalid elem_type ", tt.elem_type());
   }
   if (!tt.has_shape()) return TensorType{*dtype, Shape::unknown_rank()};
   std::vector<Dim> dims;
   for (const auto& d : tt.shape().dim()) {
+    if (d.has_dim_param()) FERRITE_RETURN_IF_ERROR(check_name(d.dim_param(), "dimension"));
     if (d.has_dim_value()) {
       if (d.dim_value() < 0)
         return err("value '", vi.name(), "': negative dimension ", d.dim_value());
@@ -57,9 +70,10 @@ Expected<Attribute> import_attribute(const onnx::AttributeProto& a, const std::s
     case onnx::AttributeProto::STRINGS:
       return Attribute(std::vector<std::string>(a.strings().begin(), a.strings().end()));
     case onnx::AttributeProto::TENSOR: {
-      auto t = tensor_from_proto(a.t(), topts);
-      if (!t) return t.status().with_context(where + ": attribute '" + a.name() + "'");
-      return Attribute(std::move(t).value());
+      TensorProtoOptions o = topts;
+      o.label = where + ": attribute '" + a.name() + "'";
+      FERRITE_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(a.t(), o));
+      return Attribute(std::move(t));
     }
     case onnx::AttributeProto::SPARSE_TENSOR:
     case onnx::AttributeProto::SPARSE_TENSORS:
@@ -126,11 +140,20 @@ Expected<std::unique_ptr<Graph>> import_model(const onnx::ModelProto& model,
   if (!model.has_graph()) return err("model has no graph");
   auto graph = std::make_unique<Graph>();
   Graph& g = *graph;
-  for (const auto& op : model.opset_import()) {
-    std::string domain = op.domain() == "ai.onnx" ? "" : op.domain();
-    g.opsets()[domain] = static_cast<int>(op.version());
-  }
   if (model.opset_import_size() == 0) return err("model declares no opset_import");
+  for (const auto& op : model.opset_import()) {
+    FERRITE_RETURN_IF_ERROR(check_name(op.domain(), "opset domain"));
+    std::string domain = op.domain() == "ai.onnx" ? "" : op.domain();
+    std::string shown = domain.empty() ? "ai.onnx" : domain;
+    // Checked before narrowing: a version of 2^32+13 must not pass as 13.
+    if (op.version() < 1 || op.version() > INT_MAX)
+      return err("opset_import of domain '", shown, "' has invalid version ", op.version());
+    int version = static_cast<int>(op.version());
+    auto [it, inserted] = g.opsets().emplace(domain, version);
+    if (!inserted && it->second != version)
+      return err("opset_import lists domain '", shown, "' twice, with versions ", it->second,
+                 " and ", version);
+  }
   auto def = g.opsets().find("");
   if (def == g.opsets().end()) {
     std::string domains;
@@ -144,23 +167,27 @@ Expected<std::unique_ptr<Graph>> import_model(const onnx::ModelProto& model,
 
   const onnx::GraphProto& gp = model.graph();
   g.name = gp.name();
-  TensorProtoOptions topts{model_dir};
+  TensorProtoOptions topts;
+  topts.external_data_dir = model_dir;
 
   std::unordered_map<std::string, bool> defined;
   // Initializers.
   std::unordered_map<std::string, Tensor> init_data;
   for (const auto& init : gp.initializer()) {
     if (init.name().empty()) return err("an initializer has an empty name");
+    FERRITE_RETURN_IF_ERROR(check_name(init.name(), "initializer"));
     if (init_data.count(init.name())) return err("initializer '", init.name(), "' is defined twice");
-    auto t = tensor_from_proto(init, topts);
-    if (!t) return t.status().with_context("initializer '" + init.name() + "'");
-    init_data.emplace(init.name(), std::move(t).value());
+    TensorProtoOptions o = topts;
+    o.label = "initializer '" + init.name() + "'";
+    FERRITE_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(init, o));
+    init_data.emplace(init.name(), std::move(t));
   }
   for (const auto& sp : gp.sparse_initializer())
     return err("sparse initializer '", sp.values().name(), "' is not supported");
   // Graph inputs (an input may carry a default via a same-named initializer).
   for (const auto& vi : gp.input()) {
     if (vi.name().empty()) return err("a graph input has an empty name");
+    FERRITE_RETURN_IF_ERROR(check_name(vi.name(), "graph input"));
     if (defined.count(vi.name())) return err("graph input '", vi.name(), "' is declared twice");
     FERRITE_ASSIGN_OR_RETURN(TensorType type, import_type(vi));
     Value* v = g.add_value(vi.name(), type);
@@ -183,17 +210,28 @@ Expected<std::unique_ptr<Graph>> import_model(const onnx::ModelProto& model,
     defined[init.name()] = true;
   }
 
-  // Producers: one per name.
+  // Producers: one per name. Names are checked first so that every later message is one line.
   std::unordered_map<std::string, int> producer;
   for (int i = 0; i < gp.node_size(); ++i) {
-    for (const auto& out : gp.node(i).output()) {
+    const onnx::NodeProto& np = gp.node(i);
+    FERRITE_RETURN_IF_ERROR(check_name(np.name(), "node"));
+    FERRITE_RETURN_IF_ERROR(check_name(np.op_type(), "op type"));
+    FERRITE_RETURN_IF_ERROR(check_name(np.domain(), "domain"));
+    if (np.op_type().empty()) return err(node_label(np, i), ": node has no op_type");
+    for (const auto& in : np.input()) FERRITE_RETURN_IF_ERROR(check_name(in, "value"));
+    for (const auto& a : np.attribute()) FERRITE_RETURN_IF_ERROR(check_name(a.name(), "attribute"));
+    for (const auto& out : np.output()) {
       if (out.empty()) continue;
+      FERRITE_RETURN_IF_ERROR(check_name(out, "value"));
       if (defined.count(out))
-        return err(node_label(gp.node(i), i), ": output '", out,
+        return err(node_label(np, i), ": output '", out,
                    "' is already defined as a graph input or initializer");
-      if (!producer.emplace(out, i).second)
-        return err(node_label(gp.node(i), i), ": output '", out,
-                   "' is also produced by another node");
+      auto [it, inserted] = producer.emplace(out, i);
+      if (!inserted) {
+        if (it->second == i) return err(node_label(np, i), ": lists output '", out, "' twice");
+        return err(node_label(np, i), ": output '", out, "' is also produced by ",
+                   node_label(gp.node(it->second), it->second));
+      }
     }
   }
   FERRITE_ASSIGN_OR_RETURN(std::vector<int> order, topological_order(gp, producer, defined));
@@ -243,6 +281,7 @@ Expected<std::unique_ptr<Graph>> import_model(const onnx::ModelProto& model,
     }
   }
   for (const auto& vi : gp.output()) {
+    FERRITE_RETURN_IF_ERROR(check_name(vi.name(), "graph output"));
     Value* v = g.find_value(vi.name());
     if (!v) return err("graph output '", vi.name(), "' is not produced by any node");
     g.outputs().push_back(v);
@@ -269,6 +308,9 @@ Expected<std::unique_ptr<Graph>> import_onnx_bytes(const std::string& bytes,
                                                    const ImportOptions& opts,
                                                    ImportReport* report) {
   if (bytes.empty()) return err("model file is empty");
+  if (bytes.size() > kMaxModelBytes)
+    return err("model is ", bytes.size(), " bytes; protobuf models are limited to ", kMaxModelBytes,
+               " bytes (use external data for the weights)");
   onnx::ModelProto model;
   google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
                                                 static_cast<int>(bytes.size()));

@@ -2,8 +2,10 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "frontend/onnx/external_data.h"
 #include "support/checked_math.h"
@@ -25,11 +27,10 @@ void copy_bits16(Tensor& t, const google::protobuf::RepeatedField<int32_t>& fiel
   for (int64_t i = 0; i < t.numel(); ++i) out[i].bits = static_cast<uint16_t>(field.Get(static_cast<int>(i)));
 }
 
-Status fill_from_typed_fields(const onnx::TensorProto& p, Tensor& t) {
-  const std::string& name = p.name();
+Status fill_from_typed_fields(const onnx::TensorProto& p, const std::string& what, Tensor& t) {
   auto expect = [&](int64_t got, const char* field) -> Status {
     if (got != t.numel())
-      return err("tensor '", name, "': ", field, " has ", got, " values, but dims ",
+      return err(what, ": ", field, " has ", got, " values, but dims ",
                  dims_to_string(t.dims()), " need ", t.numel());
     return Status::ok();
   };
@@ -73,51 +74,106 @@ Status fill_from_typed_fields(const onnx::TensorProto& p, Tensor& t) {
   return Status::ok();
 }
 
+// Bytes copied into a bool tensor must be 0 or 1: any other byte is not a valid C++ bool.
+void normalize_bools(Tensor& t) {
+  if (t.dtype() != DType::kBool || t.numel() == 0) return;
+  auto* p = static_cast<uint8_t*>(t.raw());
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = p[i] != 0;
+}
+
+Expected<Tensor> tensor_from_bytes(DType dtype, const std::vector<int64_t>& dims,
+                                   const std::string& bytes) {
+  FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(dtype, dims));
+  if (t.nbytes()) std::memcpy(t.raw(), bytes.data(), t.nbytes());
+  normalize_bools(t);
+  return t;
+}
+
 }  // namespace
 
+std::string printable_name(const std::string& name) {
+  constexpr size_t kMaxShown = 200;
+  std::string out;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (i == kMaxShown) {
+      out += str_cat("...(", name.size(), " bytes)");
+      break;
+    }
+    auto c = static_cast<unsigned char>(name[i]);
+    if (c < 0x20 || c == 0x7f || c == '\\') {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::string onnx_dtype_description(int onnx_type) {
+  static const char* const kNames[] = {
+      "undefined", "float", "uint8",     "int8",       "uint16",     "int16",
+      "int32",     "int64", "string",    "bool",       "float16",    "double",
+      "uint32",    "uint64", "complex64", "complex128", "bfloat16",   "float8e4m3fn",
+      "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4", "int4", "float4e2m1"};
+  if (onnx_type >= 0 && onnx_type < static_cast<int>(std::size(kNames)))
+    return str_cat(onnx_type, " (", kNames[onnx_type], ")");
+  return std::to_string(onnx_type);
+}
+
+Status check_dims(const std::string& what, const std::vector<int64_t>& dims) {
+  for (int64_t d : dims)
+    if (d < 0) return err(what, ": negative dimension in ", dims_to_string(dims));
+  int64_t extent = 1;  // product of the non-zero dims: the largest stride times its dim
+  for (int64_t d : dims) {
+    auto r = checked_mul(extent, d == 0 ? 1 : d);
+    if (!r) return err(what, ": element count of ", dims_to_string(dims), " overflows int64");
+    extent = *r;
+  }
+  return Status::ok();
+}
+
 Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const TensorProtoOptions& opts) {
-  const std::string& name = p.name();
+  const std::string what =
+      opts.label.empty() ? str_cat("tensor '", printable_name(p.name()), "'") : opts.label;
   auto dtype = dtype_from_onnx(p.data_type());
   if (!dtype) {
     if (p.data_type() > 0 && p.data_type() <= 23)
-      return unsupported("tensor '", name, "': data_type ", p.data_type(), " is not supported");
-    return err("tensor '", name, "': invalid data_type ", p.data_type());
+      return unsupported(what, ": data_type ", onnx_dtype_description(p.data_type()),
+                         " is not supported");
+    return err(what, ": invalid data_type ", p.data_type());
   }
   std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
-  for (int64_t d : dims)
-    if (d < 0) return err("tensor '", name, "': negative dimension in ", dims_to_string(dims));
+  FERRITE_RETURN_IF_ERROR(check_dims(what, dims));
   auto n = checked_numel(dims);
-  if (!n) return err("tensor '", name, "': element count of ", dims_to_string(dims), " overflows");
+  FERRITE_CHECK(n.has_value());  // check_dims bounds the count
   auto nbytes = checked_mul(*n, static_cast<int64_t>(dtype_size(*dtype)));
-  if (!nbytes) return err("tensor '", name, "': byte size of ", dims_to_string(dims), " overflows");
-  if (p.has_segment()) return err("tensor '", name, "': segmented tensors are not supported");
+  if (!nbytes) return err(what, ": byte size of ", dims_to_string(dims), " overflows");
+  if (p.has_segment()) return err(what, ": segmented tensors are not supported");
 
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
     if (opts.external_data_dir.empty())
-      return err("tensor '", name, "': external data is not allowed here");
+      return err(what, ": external data is not allowed here");
     FERRITE_ASSIGN_OR_RETURN(std::string bytes,
-                             read_external_data(p, opts.external_data_dir, *nbytes));
-    FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(*dtype, dims));
-    if (*nbytes) std::memcpy(t.raw(), bytes.data(), static_cast<size_t>(*nbytes));
-    return t;
+                             read_external_data(p, what, opts.external_data_dir, *nbytes));
+    return tensor_from_bytes(*dtype, dims, bytes);
   }
   // Refuse absurd sizes before allocating: data must actually be present in the file.
   if (p.has_raw_data()) {
     if (static_cast<int64_t>(p.raw_data().size()) != *nbytes)
-      return err("tensor '", name, "': raw_data has ", p.raw_data().size(), " bytes, but ",
+      return err(what, ": raw_data has ", p.raw_data().size(), " bytes, but ",
                  dtype_name(*dtype), dims_to_string(dims), " needs ", *nbytes);
-    FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(*dtype, dims));
-    if (*nbytes) std::memcpy(t.raw(), p.raw_data().data(), static_cast<size_t>(*nbytes));
-    return t;
+    return tensor_from_bytes(*dtype, dims, p.raw_data());
   }
-  int64_t typed_count = p.float_data_size() + p.int32_data_size() + p.int64_data_size() +
+  int64_t typed_count = int64_t{p.float_data_size()} + p.int32_data_size() + p.int64_data_size() +
                         p.double_data_size() + p.uint64_data_size();
   if (typed_count != *n)
-    return err("tensor '", name, "': has ", typed_count, " values, but dims ",
+    return err(what, ": has ", typed_count, " values, but dims ",
                dims_to_string(dims), " need ", *n, (p.doc_string() == "materialize"
                    ? " (weights were stripped: materialize the model first)" : ""));
   FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(*dtype, dims));
-  FERRITE_RETURN_IF_ERROR(fill_from_typed_fields(p, t));
+  FERRITE_RETURN_IF_ERROR(fill_from_typed_fields(p, what, t));
   return t;
 }
 

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "ir/tensor.h"
 #include "support/status.h"
@@ -17,7 +18,21 @@ namespace ferrite {
 struct TensorProtoOptions {
   // Directory that external data must live in; empty forbids external data.
   std::filesystem::path external_data_dir;
+  // How diagnostics name the tensor ("initializer 'w'"); empty: "tensor '<proto name>'".
+  std::string label;
 };
+
+// `name` with control characters escaped (\xNN) and very long names shortened, so that a
+// diagnostic quoting an untrusted name stays one readable line.
+std::string printable_name(const std::string& name);
+
+// "8 (string)": an ONNX TensorProto.DataType value with its name, for messages.
+std::string onnx_dtype_description(int onnx_type);
+
+// Refuses dims that are negative or whose element count or row-major strides overflow int64
+// (a zero dim makes the count 0, but the strides of the other dims must still be representable).
+// `what` names the tensor in the message.
+Status check_dims(const std::string& what, const std::vector<int64_t>& dims);
 
 Expected<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const TensorProtoOptions& opts);
 void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* proto);

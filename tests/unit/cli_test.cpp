@@ -1,0 +1,231 @@
+// The `ferrite run` binary on hostile models and inputs: a non-zero exit, exactly one stderr line
+// starting with "error:", and no crash signal.
+#include <sys/wait.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "frontend/onnx/tensor_proto.h"
+#include "test_util.h"
+
+#ifndef FERRITE_CLI_PATH
+#error "FERRITE_CLI_PATH must name the ferrite binary"
+#endif
+
+namespace ferrite::testing {
+namespace {
+
+struct CliResult {
+  bool exited = false;  // false: killed by a signal
+  int code = -1;
+  int signal = 0;
+  std::string out, err;
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+CliResult run_cli(const TempDir& dir, const std::vector<std::string>& args) {
+  std::string cmd = "exec " + shell_quote(FERRITE_CLI_PATH);
+  for (const auto& a : args) cmd += " " + shell_quote(a);
+  fs::path out = dir / "cli.stdout", err = dir / "cli.stderr";
+  cmd += " >" + shell_quote(out.string()) + " 2>" + shell_quote(err.string());
+  int status = std::system(cmd.c_str());
+  CliResult r;
+  r.exited = WIFEXITED(status);
+  if (r.exited) r.code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+// Exit code 1 (not a signal, not a shell-reported 128+N), one "error:" line containing every
+// fragment.
+::testing::AssertionResult clean_failure(const CliResult& r,
+                                         std::initializer_list<std::string> fragments) {
+  if (!r.exited) return ::testing::AssertionFailure() << "killed by signal " << r.signal << "\n" << r.err;
+  if (r.code == 0) return ::testing::AssertionFailure() << "exit code 0";
+  if (r.code >= 128) return ::testing::AssertionFailure() << "exit code " << r.code << "\n" << r.err;
+  if (r.err.rfind("error: ", 0) != 0)
+    return ::testing::AssertionFailure() << "stderr does not start with 'error: ': " << r.err;
+  if (r.err.empty() || r.err.back() != '\n' ||
+      r.err.find('\n') != r.err.size() - 1)
+    return ::testing::AssertionFailure() << "stderr is not exactly one line: [" << r.err << "]";
+  for (const auto& f : fragments)
+    if (r.err.find(f) == std::string::npos)
+      return ::testing::AssertionFailure() << "stderr lacks '" << f << "': " << r.err;
+  return ::testing::AssertionSuccess();
+}
+
+std::string add_model() {
+  ModelBuilder b;
+  b.input("a", kOnnxFloat, {"batch", 3});
+  b.input("b", kOnnxFloat, {"batch", 3});
+  b.node("Add", {"a", "b"}, {"y"}, "add");
+  b.output("y");
+  return b.bytes();
+}
+
+TEST(Cli, ValidRunSucceeds) {
+  TempDir dir;
+  auto model = dir.write("m.onnx", add_model());
+  auto r = run_cli(dir, {"run", model.string(), "--input", "a=random:2x3", "--input", "b=random:2x3",
+                         "--output-dir", (dir / "out").string()});
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("y: f32[2,3]"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(dir / "out" / "0" / "output_0.pb"));
+  auto t = read_tensor_file(dir / "out" / "0" / "output_0.pb");
+  ASSERT_TRUE(t) << t.status().message();
+  EXPECT_EQ(t->tensor.dims(), (std::vector<int64_t>{2, 3}));
+}
+
+TEST(Cli, GarbageEmptyAndMissingModels) {
+  TempDir dir;
+  auto garbage = dir.write("garbage.onnx", std::string(100, '\xff'));
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", garbage.string(), "--input", "a=random:1x3"}),
+                            {"garbage.onnx", "not a valid ONNX protobuf"}));
+  auto empty = dir.write("empty.onnx", "");
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", empty.string(), "--input", "a=random:1x3"}),
+                            {"model file is empty"}));
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", (dir / "absent.onnx").string(), "--input", "a=random:1"}),
+                            {"absent.onnx", "not a readable file"}));
+  std::string bytes = add_model();
+  auto truncated = dir.write("trunc.onnx", bytes.substr(0, bytes.size() / 2));
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", truncated.string(), "--input", "a=random:1x3"}),
+                            {"trunc.onnx"}));
+}
+
+TEST(Cli, CycleAndUnknownOp) {
+  TempDir dir;
+  ModelBuilder b;
+  b.input("x", kOnnxFloat, {2});
+  b.node("Add", {"x", "z"}, {"y"}, "loop_a");
+  b.node("Relu", {"y"}, {"z"}, "loop_b");
+  b.output("z");
+  auto cyc = dir.write("cycle.onnx", b.bytes());
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", cyc.string(), "--input", "x=random:2"}),
+                            {"cycle", "loop_"}));
+  ModelBuilder c;
+  c.input("x", kOnnxFloat, {2});
+  c.node("NotAnOp", {"x"}, {"y"}, "mystery");
+  c.output("y");
+  auto unk = dir.write("unknown.onnx", c.bytes());
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", unk.string(), "--input", "x=random:2"}),
+                            {"node 'mystery'", "unsupported op 'NotAnOp'"}));
+}
+
+TEST(Cli, ForgedNewlineInNodeNameStaysOneLine) {
+  TempDir dir;
+  ModelBuilder b;
+  b.input("x", kOnnxFloat, {2});
+  b.node("Relu", {"x"}, {"y"}, "a\nerror: forged");
+  b.output("y");
+  auto m = dir.write("forged.onnx", b.bytes());
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", m.string(), "--input", "x=random:2"}),
+                            {"control character"}));
+}
+
+TEST(Cli, ExternalDataOutsideModelDir) {
+  TempDir dir;
+  dir.write("secret.bin", std::string(24, '\0'));
+  ModelBuilder b;
+  b.input("x", kOnnxFloat, {2, 3});
+  auto* t = b.graph()->add_initializer();
+  t->set_name("w");
+  t->set_data_type(kOnnxFloat);
+  t->add_dims(2);
+  t->add_dims(3);
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* kv = t->add_external_data();
+  kv->set_key("location");
+  kv->set_value("../secret.bin");
+  b.node("Add", {"x", "w"}, {"y"}, "add");
+  b.output("y");
+  auto m = dir.write("model/m.onnx", b.bytes());
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", m.string(), "--input", "x=random:2x3"}),
+                            {"initializer 'w'", "contains '..'"}));
+}
+
+TEST(Cli, RuntimeInputErrors) {
+  TempDir dir;
+  auto model = dir.write("m.onnx", add_model());
+  // Wrong dtype through an input file.
+  fs::path in1 = dir / "in1";
+  fs::create_directories(in1);
+  ASSERT_TRUE(write_tensor_file(in1 / "input_0.pb", "a", Tensor::zeros(DType::kF32, {2, 3})));
+  ASSERT_TRUE(write_tensor_file(in1 / "input_1.pb", "b", Tensor::zeros(DType::kI32, {2, 3})));
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--inputs", in1.string()}),
+                            {"input 'b' has dtype i32"}));
+  // Inconsistent symbolic dim.
+  fs::path in2 = dir / "in2";
+  fs::create_directories(in2);
+  ASSERT_TRUE(write_tensor_file(in2 / "input_0.pb", "a", Tensor::zeros(DType::kF32, {2, 3})));
+  ASSERT_TRUE(write_tensor_file(in2 / "input_1.pb", "b", Tensor::zeros(DType::kF32, {3, 3})));
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--inputs", in2.string()}),
+                            {"symbol 'batch' is already 2"}));
+  // Missing input.
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--input", "a=random:2x3"}),
+                            {"missing input 'b'"}));
+  // Wrong rank via a random input.
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--input", "a=random:2x3x1",
+                                          "--input", "b=random:2x3"}),
+                            {"input 'a' has rank 3"}));
+  // A corrupt input file.
+  fs::path in3 = dir / "in3";
+  fs::create_directories(in3);
+  dir.write("in3/input_0.pb", std::string(16, '\xff'));
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--inputs", in3.string()}),
+                            {"input_0.pb", "not a valid TensorProto"}));
+  // An input file that lies about its size.
+  onnx::TensorProto liar;
+  liar.set_name("a");
+  liar.set_data_type(kOnnxFloat);
+  liar.add_dims(int64_t{1} << 40);
+  liar.add_dims(3);
+  liar.set_raw_data(std::string(12, '\0'));
+  fs::path in4 = dir / "in4";
+  fs::create_directories(in4);
+  dir.write("in4/input_0.pb", liar.SerializeAsString());
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--inputs", in4.string()}),
+                            {"raw_data has 12 bytes"}));
+}
+
+TEST(Cli, OversizedRandomInputAndInfoOnGarbage) {
+  TempDir dir;
+  auto model = dir.write("m.onnx", add_model());
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--input",
+                                          "a=random:999999999999x999999999999"}),
+                            {"overflowing"}));
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--input", "a=random:10000000x10000000"}),
+                            {"too large"}));
+  auto garbage = dir.write("garbage.onnx", std::string(100, '\xff'));
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"info", garbage.string()}), {"not a valid ONNX protobuf"}));
+}
+
+TEST(Cli, RuntimeKernelError) {
+  TempDir dir;
+  ModelBuilder b;
+  b.input("a", kOnnxFloat, {"n"});
+  b.input("b", kOnnxFloat, {"m"});
+  b.node("Add", {"a", "b"}, {"y"}, "late_add");
+  b.output("y");
+  auto model = dir.write("m.onnx", b.bytes());
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--input", "a=random:3",
+                                          "--input", "b=random:4"}),
+                            {"node 'late_add' (Add)", "cannot broadcast [3] with [4]"}));
+}
+
+}  // namespace
+}  // namespace ferrite::testing
