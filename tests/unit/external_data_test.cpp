@@ -141,6 +141,34 @@ TEST_F(ExternalData, ControlCharacterInLocation) {
   EXPECT_TRUE(failed_with(load(external_model("w\n.bin")), {"'w\\x0a.bin'", "control character"}));
 }
 
+// A sparse file can claim terabytes while costing nothing on disk. The tensor must be refused
+// through the allocator's failure (an error), not by reading terabytes into memory (bad_alloc).
+TEST_F(ExternalData, SparseTerabyteFileIsRefusedCleanly) {
+  std::ifstream oc("/proc/sys/vm/overcommit_memory");
+  int mode = -1;
+  if (!(oc >> mode) || mode == 1) GTEST_SKIP() << "needs heuristic or strict overcommit";
+  constexpr int64_t kBytes = int64_t{1} << 43;  // 8 TiB, within ext4's file size limit
+  fs::path file = model_dir_ / "huge.bin";
+  { std::ofstream(file, std::ios::binary); }
+  std::error_code ec;
+  fs::resize_file(file, static_cast<uintmax_t>(kBytes), ec);
+  if (ec) GTEST_SKIP() << "file system cannot hold a sparse 8 TiB file: " << ec.message();
+  ModelBuilder b;
+  b.input("x", kOnnxFloat, {1});
+  auto* t = b.graph()->add_initializer();
+  t->set_name("w");
+  t->set_data_type(kOnnxFloat);
+  t->add_dims(kBytes / 4);
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* kv = t->add_external_data();
+  kv->set_key("location");
+  kv->set_value("huge.bin");
+  b.node("Add", {"x", "w"}, {"y"}, "add");
+  b.output("y");
+  EXPECT_TRUE(failed_with(load(b.bytes()), {"out of memory allocating 8796093022208 bytes"}));
+  fs::remove(file);
+}
+
 TEST_F(ExternalData, BoolExternalDataIsNormalised) {
   write(model_dir_ / "m.bin", std::string("\x00\x07\x01", 3));
   ModelBuilder b;

@@ -39,8 +39,10 @@ bool is_within(const fs::path& child, const fs::path& parent) {
 }
 }  // namespace
 
-Expected<std::string> read_external_data(const onnx::TensorProto& proto, const std::string& what,
-                                         const fs::path& model_dir, int64_t expected_bytes) {
+Expected<ExternalDataRange> locate_external_data(const onnx::TensorProto& proto,
+                                                 const std::string& what,
+                                                 const fs::path& model_dir,
+                                                 int64_t expected_bytes) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : proto.external_data()) {
@@ -87,13 +89,18 @@ Expected<std::string> read_external_data(const onnx::TensorProto& proto, const s
   if (!end || *end > fsize)
     return err(what, ": external data range [", offset, ", +", length,
                ") lies outside '", location, "' (", fsize, " bytes)");
-  std::ifstream in(resolved, std::ios::binary);
-  if (!in) return err(what, ": cannot open '", location, "'");
-  in.seekg(offset);
-  std::string bytes(static_cast<size_t>(length), '\0');
-  in.read(bytes.data(), length);
-  if (in.gcount() != length) return err(what, ": short read from '", location, "'");
-  return bytes;
+  return ExternalDataRange{resolved, location, offset, length};
+}
+
+Status read_external_data(const ExternalDataRange& range, const std::string& what, void* dst) {
+  if (range.length == 0) return Status::ok();
+  std::ifstream in(range.file, std::ios::binary);
+  if (!in) return err(what, ": cannot open '", range.location, "'");
+  in.seekg(range.offset);
+  in.read(static_cast<char*>(dst), range.length);
+  if (!in || in.gcount() != range.length)
+    return err(what, ": short read from '", range.location, "'");
+  return Status::ok();
 }
 
 }  // namespace ferrite

@@ -5,6 +5,7 @@
 
 #include <climits>
 #include <deque>
+#include <new>
 #include <unordered_map>
 
 #include "frontend/onnx/tensor_proto.h"
@@ -316,9 +317,14 @@ Expected<std::unique_ptr<Graph>> import_onnx_bytes(const std::string& bytes,
                                                 static_cast<int>(bytes.size()));
   stream.SetTotalBytesLimit(INT_MAX);
   stream.SetRecursionLimit(64);
-  if (!model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage())
-    return err("model file is not a valid ONNX protobuf (truncated or corrupt)");
-  return import_model(model, model_dir, opts, report);
+  // The model is untrusted and may be large: running out of memory is an error, not a crash.
+  try {
+    if (!model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage())
+      return err("model file is not a valid ONNX protobuf (truncated or corrupt)");
+    return import_model(model, model_dir, opts, report);
+  } catch (const std::bad_alloc&) {
+    return err("out of memory while importing the model (", bytes.size(), " bytes)");
+  }
 }
 
 Expected<std::unique_ptr<Graph>> import_onnx_file(const std::filesystem::path& path,

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <new>
 
 #include "frontend/onnx/external_data.h"
 #include "support/checked_math.h"
@@ -155,9 +156,13 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const TensorProto
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
     if (opts.external_data_dir.empty())
       return err(what, ": external data is not allowed here");
-    FERRITE_ASSIGN_OR_RETURN(std::string bytes,
-                             read_external_data(p, what, opts.external_data_dir, *nbytes));
-    return tensor_from_bytes(*dtype, dims, bytes);
+    FERRITE_ASSIGN_OR_RETURN(ExternalDataRange range,
+                             locate_external_data(p, what, opts.external_data_dir, *nbytes));
+    // Allocated only after the range is known to exist in a real file.
+    FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(*dtype, dims));
+    FERRITE_RETURN_IF_ERROR(read_external_data(range, what, t.raw()));
+    normalize_bools(t);
+    return t;
   }
   // Refuse absurd sizes before allocating: data must actually be present in the file.
   if (p.has_raw_data()) {
@@ -195,7 +200,12 @@ Expected<std::string> read_file_bytes(const std::filesystem::path& path, size_t 
     return err("'", path.string(), "' is ", size, " bytes, larger than the limit of ", max_bytes);
   std::ifstream in(path, std::ios::binary);
   if (!in) return err("cannot open '", path.string(), "'");
-  std::string bytes(size, '\0');
+  std::string bytes;
+  try {
+    bytes.resize(size);
+  } catch (const std::bad_alloc&) {
+    return err("out of memory reading '", path.string(), "' (", size, " bytes)");
+  }
   in.read(bytes.data(), static_cast<std::streamsize>(size));
   if (static_cast<size_t>(in.gcount()) != size) return err("short read from '", path.string(), "'");
   return bytes;
