@@ -33,11 +33,20 @@ class Dim {
   Dim operator*(const Dim& o) const { return known_ && o.known_ ? Dim(expr_ * o.expr_) : Dim(); }
   Dim floordiv(const Dim& o) const {
     if (!known_ || !o.known_ || o.value() == 0) return Dim();
-    return Dim(expr_.floordiv(o.expr_));
+    return bounded(expr_.floordiv(o.expr_));
   }
   Dim ceildiv(const Dim& o) const {
     if (!known_ || !o.known_ || o.value() == 0) return Dim();
-    return Dim(expr_.ceildiv(o.expr_));
+    return bounded(expr_.ceildiv(o.expr_));
+  }
+
+  // Division nests expressions (a chain of strided convolutions nests one level per layer).
+  // Past this size a dim becomes unknown instead, so that hostile or absurdly deep models cannot
+  // make inference quadratic; run-time shapes still come out exact.
+  static constexpr size_t kMaxExprChars = 512;
+  static Dim bounded(SymExpr e) {
+    if (e.is_constant()) return Dim(std::move(e));
+    return e.to_string().size() > kMaxExprChars ? Dim() : Dim(std::move(e));
   }
 
  private:

@@ -1,5 +1,6 @@
 #include "ir/tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -24,6 +25,13 @@ Expected<Tensor> Tensor::create(DType dtype, std::vector<int64_t> dims) {
   if (dtype == DType::kUndefined) return err("tensor of undefined dtype");
   auto n = checked_numel(dims);
   if (!n) return err("invalid tensor dims ", dims_to_string(dims), " (negative or overflowing)");
+  // With a zero dim the element count is 0, but strides over the other dims must still fit.
+  int64_t stride_product = 1;
+  for (int64_t d : dims) {
+    auto p = checked_mul(stride_product, std::max<int64_t>(d, 1));
+    if (!p) return err("invalid tensor dims ", dims_to_string(dims), " (strides overflow)");
+    stride_product = *p;
+  }
   auto bytes = checked_mul(*n, static_cast<int64_t>(dtype_size(dtype)));
   if (!bytes || *bytes > (int64_t{1} << 46))
     return err("tensor ", dims_to_string(dims), " is too large to allocate");

@@ -62,7 +62,9 @@ Expected<std::vector<Session::NamedInput>> read_numbered(const fs::path& dir,
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     std::smatch m;
     std::string name = e.path().filename().string();
-    if (std::regex_match(name, m, pattern)) files.emplace_back(std::stol(m[1]), e.path());
+    // Numbers beyond 9 digits are not test-data indices; skip rather than overflow stol.
+    if (std::regex_match(name, m, pattern) && m[1].length() <= 9)
+      files.emplace_back(std::stol(m[1]), e.path());
   }
   std::sort(files.begin(), files.end());
   std::vector<Session::NamedInput> out;
