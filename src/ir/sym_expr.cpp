@@ -282,4 +282,37 @@ std::string SymExpr::to_string() const {
   return s;
 }
 
+std::string SymExpr::to_c_code(const std::function<std::string(const std::string&)>& ident) const {
+  if (terms_.empty()) return "0";
+  std::string s;
+  for (const auto& [m, c] : terms_) {
+    std::string term;
+    for (const auto& k : m) {
+      const SymAtom& atom = *atoms_.at(k);
+      std::string a;
+      switch (atom.kind) {
+        case SymAtom::Kind::kSymbol: a = ident(atom.name); break;
+        case SymAtom::Kind::kFloorDiv:
+          a = "fe_floordiv(" + atom.a.to_c_code(ident) + ", " + atom.b.to_c_code(ident) + ")";
+          break;
+        case SymAtom::Kind::kMod:
+          a = "fe_mod(" + atom.a.to_c_code(ident) + ", " + atom.b.to_c_code(ident) + ")";
+          break;
+        case SymAtom::Kind::kMax:
+          a = "fe_max(" + atom.a.to_c_code(ident) + ", " + atom.b.to_c_code(ident) + ")";
+          break;
+        case SymAtom::Kind::kMin:
+          a = "fe_min(" + atom.a.to_c_code(ident) + ", " + atom.b.to_c_code(ident) + ")";
+          break;
+      }
+      term += (term.empty() ? "" : "*") + a;
+    }
+    std::string coeff = std::to_string(c < 0 ? -c : c) + "LL";
+    if (term.empty()) term = coeff;
+    else if (c != 1 && c != -1) term = term + "*" + coeff;
+    s += (s.empty() ? (c < 0 ? "-" : "") : (c < 0 ? " - " : " + ")) + term;
+  }
+  return "(" + s + ")";
+}
+
 }  // namespace ferrite

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -51,6 +52,9 @@ class SymExpr {
   // Names of all symbols that occur (recursively).
   void collect_symbols(std::vector<std::string>& out) const;
   std::string to_string() const;
+  // C/C++ source for the expression over int64_t; symbols are renamed by `ident`, and // % max
+  // min become calls to fe_floordiv, fe_mod, fe_max, fe_min (defined by the code generator).
+  std::string to_c_code(const std::function<std::string(const std::string&)>& ident) const;
 
   // A monomial: sorted atom keys with multiplicity.
   using Monomial = std::vector<std::string>;

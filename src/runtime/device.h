@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@ namespace ferrite {
 
 struct RunOptions {
   int threads = 0;  // 0 = device default
+  // Graph passes to run before preparing; unset = the device's default_passes().
+  std::optional<std::vector<std::string>> passes;
 };
 
 // A graph prepared for one device. Inputs are in graph-input order, already validated.
@@ -31,6 +34,9 @@ class Device {
   virtual ~Device() = default;
   virtual std::string name() const = 0;
   virtual std::string description() const = 0;
+  // Passes a Session runs before prepare() unless the user chose: none for the `reference`
+  // oracle, {"default"} (the default pipeline) for compiling devices.
+  virtual std::vector<std::string> default_passes() const { return {}; }
   // Prepares (compiles) `graph`; the graph outlives the prepared model.
   virtual Expected<std::unique_ptr<PreparedModel>> prepare(const Graph& graph,
                                                            const RunOptions& opts) = 0;

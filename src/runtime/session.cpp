@@ -1,5 +1,7 @@
 #include "runtime/session.h"
 
+#include "passes/pass.h"
+
 #include "frontend/onnx/tensor_proto.h"
 
 namespace ferrite {
@@ -30,6 +32,9 @@ Expected<std::unique_ptr<Session>> Session::from_graph(std::unique_ptr<Graph> gr
 }
 
 Status Session::prepare() {
+  std::vector<std::string> pipeline = opts_.passes ? *opts_.passes : device_->default_passes();
+  if (pipeline.size() == 1 && pipeline[0] == "default") pipeline = default_pipeline();
+  if (!pipeline.empty()) FERRITE_RETURN_IF_ERROR(run_pipeline(*graph_, pipeline));
   FERRITE_ASSIGN_OR_RETURN(prepared_, device_->prepare(*graph_, opts_));
   ++compiles_;
   return Status::ok();

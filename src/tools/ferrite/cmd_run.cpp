@@ -23,9 +23,10 @@ const char* kRunHelp = R"(usage: ferrite run MODEL [--inputs DIR]... [--input NA
   --device NAME       device to run on (default: reference; see `ferrite devices`)
   --check             compare each run's outputs with DIR/output_*.pb (when present) using the
                       per-dtype tolerances of `ferrite test-onnx --help`; exit 1 on a mismatch
-  --passes LIST       run graph passes before preparing: "default", "none" (the default for the
-                      reference device, which is the oracle) or a comma-separated list
-                      (see `ferrite info --list-passes`)
+  --passes LIST       graph passes before preparing: "default", "none" or a comma-separated list
+                      (see `ferrite info --list-passes`); by default none on `reference` (the
+                      oracle) and the default pipeline on compiling devices such as `cpu`
+  --threads N         worker threads for devices that use them (default: all cores)
   --quiet             do not print the per-output summary
 )";
 
@@ -36,7 +37,7 @@ int fail(const Status& s) {
 }  // namespace
 
 int run_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"help", "quiet", "check"}, {"inputs", "input", "output-dir", "device", "passes"});
+  auto args = Args::parse(argc, argv, {"help", "quiet", "check"}, {"inputs", "input", "output-dir", "device", "passes", "threads"});
   if (!args) return fail(args.status());
   if (args->flag("help")) {
     std::fputs(kRunHelp, stdout);
@@ -50,11 +51,12 @@ int run_command(int argc, char** argv) {
   auto t0 = std::chrono::steady_clock::now();
   auto graph = import_onnx_file(args->positional()[0]);
   if (!graph) return fail(graph.status());
-  if (std::string passes = args->get("passes", "none"); passes != "none") {
+  RunOptions run_opts;
+  if (std::string passes = args->get("passes"); !passes.empty()) {
     std::vector<std::string> pipeline;
     if (passes == "default") {
       pipeline = default_pipeline();
-    } else {
+    } else if (passes != "none") {
       for (size_t pos = 0; pos <= passes.size();) {
         size_t end = passes.find(',', pos);
         if (end == std::string::npos) end = passes.size();
@@ -62,14 +64,16 @@ int run_command(int argc, char** argv) {
         pos = end + 1;
       }
     }
-    size_t before = (*graph)->nodes().size();
-    Status st = run_pipeline(**graph, pipeline);
-    if (!st) return fail(st);
-    if (!args->flag("quiet"))
-      std::printf("passes: %zu -> %zu nodes\n", before, (*graph)->nodes().size());
+    run_opts.passes = pipeline;
   }
+  if (std::string threads = args->get("threads"); !threads.empty()) {
+    if (threads.find_first_not_of("0123456789") != std::string::npos || threads.size() > 4)
+      return fail(err("--threads expects a positive integer, got '", threads, "'"));
+    run_opts.threads = std::stoi(threads);
+  }
+  size_t nodes_before = (*graph)->nodes().size();
   auto t1 = std::chrono::steady_clock::now();
-  auto session = Session::from_graph(std::move(graph).value(), device);
+  auto session = Session::from_graph(std::move(graph).value(), device, run_opts);
   if (!session) return fail(session.status());
   auto t2 = std::chrono::steady_clock::now();
 
@@ -147,8 +151,9 @@ int run_command(int argc, char** argv) {
   double load_s = std::chrono::duration<double>(t1 - t0).count();
   double prepare_s = std::chrono::duration<double>(t2 - t1).count();
   if (!args->flag("quiet"))
-    std::printf("device %s: load %.3f s, prepare %.3f s, %zu run(s), compiles %d\n", device.c_str(),
-                load_s, prepare_s, seconds.size(), (*session)->compiles());
+    std::printf("device %s: load %.3f s, prepare %.3f s (%zu -> %zu nodes), %zu run(s), compiles %d\n",
+                device.c_str(), load_s, prepare_s, nodes_before, (*session)->graph().nodes().size(),
+                seconds.size(), (*session)->compiles());
   if (!out_dir.empty()) {
     std::ofstream js(out_dir / "run.json");
     js << "{\"device\": \"" << json_escape(device) << "\", \"model\": \""

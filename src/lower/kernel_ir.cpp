@@ -1,0 +1,83 @@
+#include "lower/kernel_ir.h"
+
+#include <sstream>
+
+namespace ferrite {
+
+std::string loop_var(size_t i) { return "__loop_" + std::to_string(i); }
+
+bool is_loop_var(const std::string& symbol, size_t* index) {
+  static const std::string prefix = "__loop_";
+  if (symbol.rfind(prefix, 0) != 0) return false;
+  if (index) *index = std::stoul(symbol.substr(prefix.size()));
+  return true;
+}
+
+int KernelBody::add(ScalarExpr e) {
+  // Identical loads and constants are shared (common subexpressions within a kernel).
+  if (e.kind == ScalarKind::kLoad || e.kind == ScalarKind::kConst) {
+    for (size_t i = 0; i < exprs_.size(); ++i) {
+      const ScalarExpr& o = exprs_[i];
+      if (o.kind == e.kind && o.dtype == e.dtype && o.input == e.input && o.address == e.address &&
+          o.value == e.value)
+        return static_cast<int>(i);
+    }
+  }
+  exprs_.push_back(std::move(e));
+  return static_cast<int>(exprs_.size()) - 1;
+}
+
+int KernelBody::load(int input, DType dtype, SymExpr address) {
+  ScalarExpr e{ScalarKind::kLoad, dtype};
+  e.input = input;
+  e.address = std::move(address);
+  return add(std::move(e));
+}
+int KernelBody::constant(DType dtype, double value) {
+  ScalarExpr e{ScalarKind::kConst, dtype};
+  e.value = value;
+  return add(std::move(e));
+}
+int KernelBody::unary(const std::string& fn, int a, DType dtype, std::vector<double> params) {
+  ScalarExpr e{ScalarKind::kUnary, dtype, fn, {a}};
+  e.params = std::move(params);
+  return add(std::move(e));
+}
+int KernelBody::binary(const std::string& fn, int a, int b, DType dtype) {
+  return add(ScalarExpr{ScalarKind::kBinary, dtype, fn, {a, b}});
+}
+int KernelBody::select(int cond, int a, int b) {
+  return add(ScalarExpr{ScalarKind::kSelect, exprs_[a].dtype, "select", {cond, a, b}});
+}
+int KernelBody::cast(int a, DType to) {
+  if (exprs_[a].dtype == to) return a;
+  return add(ScalarExpr{ScalarKind::kCast, to, "cast", {a}});
+}
+
+std::string print_kernel(const PointwiseKernel& k) {
+  std::ostringstream os;
+  os << "kernel " << k.name << " pointwise [";
+  for (size_t i = 0; i < k.shape.size(); ++i) os << (i ? "," : "") << k.shape[i].to_string();
+  os << "] -> buf" << k.output_buffer << ":" << dtype_name(k.out_dtype) << "  # ";
+  for (size_t i = 0; i < k.source_nodes.size(); ++i) os << (i ? ", " : "") << k.source_nodes[i];
+  os << "\n";
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    const ScalarExpr& e = k.body.at(static_cast<int>(i));
+    os << "  t" << i << ": " << dtype_name(e.dtype) << " = ";
+    switch (e.kind) {
+      case ScalarKind::kLoad:
+        os << "load buf" << k.input_buffers[e.input] << "[" << e.address.to_string() << "]";
+        break;
+      case ScalarKind::kConst: os << e.value; break;
+      default:
+        os << e.fn << "(";
+        for (size_t a = 0; a < e.args.size(); ++a) os << (a ? ", " : "") << "t" << e.args[a];
+        for (double p : e.params) os << ", " << p;
+        os << ")";
+    }
+    os << (static_cast<int>(i) == k.root ? "  <- stored" : "") << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace ferrite

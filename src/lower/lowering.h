@@ -1,0 +1,59 @@
+// Lowering + fusion: turns a typed Graph into an ordered list of steps over buffers.
+//
+// Pointwise ops (arithmetic, activations, comparisons, Where, Cast, Clip...) become scalar
+// expressions that are inlined into their consumer; view ops (Transpose, Expand, Slice,
+// Unsqueeze, Squeeze, Reshape, Flatten) only remap load addresses. A value is *realized* into a
+// buffer by a generated PointwiseKernel when it is a graph output, has several users, feeds an op
+// without a lowering, or its expression grows too large. Ops without a lowering yet run their
+// op-table kernel on realized, contiguous buffers (a "library" step), so every graph lowers.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "lower/kernel_ir.h"
+
+namespace ferrite {
+
+struct Buffer {
+  enum class Kind { kInput, kConstant, kIntermediate, kOutput } kind;
+  DType dtype;
+  Shape shape;                 // dims may be symbolic; unknown only after data-dependent ops
+  const Value* value = nullptr;  // the graph value it holds (null for internal copies)
+  std::string name;
+};
+
+struct Step {
+  enum class Kind { kKernel, kLibrary } kind;
+  PointwiseKernel kernel;         // kKernel
+  const Node* node = nullptr;     // kLibrary: run node->schema->kernel
+  std::vector<int> inputs;        // kLibrary: contiguous input buffers (-1 for omitted)
+  // kLibrary: the dims each input is viewed with (a Reshape view shares its buffer); empty when
+  // the dims are only known at run time (then the buffer's own dims apply).
+  std::vector<std::optional<std::vector<Dim>>> input_dims;
+  std::vector<int> outputs;       // kLibrary: output buffers (-1 for omitted)
+};
+
+struct LoweredGraph {
+  std::vector<Buffer> buffers;
+  std::vector<Step> steps;
+  std::vector<int> inputs;             // buffer per graph input
+  std::vector<int> outputs;            // buffer per graph output
+  std::vector<std::string> symbols;    // shape symbols the kernels take, in argument order
+  // Statistics for reports.
+  int fused_nodes = 0;                 // graph nodes folded into generated kernels
+  int library_steps = 0;
+  int kernels = 0;
+};
+
+struct LoweringOptions {
+  size_t max_inline_exprs = 96;  // realize an expression beyond this size
+};
+
+Expected<LoweredGraph> lower_graph(const Graph& g, const LoweringOptions& opts = {});
+std::string print_lowered(const LoweredGraph& lg);
+
+}  // namespace ferrite
