@@ -36,7 +36,8 @@ struct Result {
   std::string out, err;
 };
 
-Result bench(const TempDir& dir, const std::vector<std::string>& args, const std::string& env = "") {
+Result bench(const TempDir& dir, const std::vector<std::string>& args,
+             const std::string& env = "") {
   std::string cmd = env + " exec " + quote(FERRITE_CLI_PATH) + " bench";
   for (const auto& a : args) cmd += " " + quote(a);
   cmd += " >" + quote((dir / "stdout").string()) + " 2>" + quote((dir / "stderr").string());
@@ -88,8 +89,9 @@ void expect_stats(const std::string& js, const std::string& runtime, int min_run
 TEST(BenchCli, RandomInputsJsonFields) {
   TempDir dir;
   auto model = dir.write("m.onnx", tiny_model());
-  auto r = bench(dir, {model.string(), "--input", "x=random:2x8", "--runs", "3", "--warmup", "1",
-                       "--min-seconds", "0", "--threads", "1", "--json", (dir / "b.json").string()});
+  auto r =
+      bench(dir, {model.string(), "--input", "x=random:2x8", "--runs", "3", "--warmup", "1",
+                  "--min-seconds", "0", "--threads", "1", "--json", (dir / "b.json").string()});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("median"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("compile      cold"), std::string::npos) << r.out;
@@ -119,8 +121,9 @@ TEST(BenchCli, InputsDirAndMinSeconds) {
   fs::create_directories(dir / "set");
   Tensor x = Tensor::from_vector<float>(std::vector<float>(24, 0.5f), {3, 8});
   ASSERT_TRUE(write_tensor_file(dir / "set" / "input_0.pb", "x", x));
-  auto r = bench(dir, {model.string(), "--inputs", (dir / "set").string(), "--runs", "3",
-                       "--warmup", "0", "--min-seconds", "0.05", "--json", (dir / "b.json").string()});
+  auto r =
+      bench(dir, {model.string(), "--inputs", (dir / "set").string(), "--runs", "3", "--warmup",
+                  "0", "--min-seconds", "0.05", "--json", (dir / "b.json").string()});
   ASSERT_EQ(r.code, 0) << r.err;
   std::string js = read_all(dir / "b.json");
   size_t at = js.find("\"ferrite\": {");
@@ -180,11 +183,11 @@ TEST(BenchCli, CompareOnnxRuntime) {
   if (py.empty()) GTEST_SKIP() << "no python with onnxruntime (set FERRITE_PYTHON)";
   TempDir dir;
   auto model = dir.write("m.onnx", tiny_model());
-  auto r = bench(dir,
-                 {model.string(), "--input", "x=random:4x8", "--runs", "3", "--warmup", "1",
-                  "--min-seconds", "0", "--threads", "1", "--compare", "onnxruntime", "--json",
-                  (dir / "b.json").string()},
-                 "FERRITE_PYTHON=" + quote(py));
+  auto r = bench(
+      dir,
+      {model.string(), "--input", "x=random:4x8", "--runs", "3", "--warmup", "1", "--min-seconds",
+       "0", "--threads", "1", "--compare", "onnxruntime", "--json", (dir / "b.json").string()},
+      "FERRITE_PYTHON=" + quote(py));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(std::regex_search(
       r.out, std::regex("ferrite [0-9.]+ ms \\| onnxruntime [0-9.]+ ms \\| ratio \\(ort/ferrite\\) "

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -26,7 +27,8 @@ namespace ferrite::cli {
 namespace fs = std::filesystem;
 
 namespace {
-const char* kBenchHelp = R"(usage: ferrite bench MODEL (--inputs DIR | --input NAME=random:DIMS ...) [--device NAME]
+const char* kBenchHelp =
+    R"(usage: ferrite bench MODEL (--inputs DIR | --input NAME=random:DIMS ...) [--device NAME]
                     [--threads N] [--warmup K] [--runs R] [--min-seconds S] [--block B]
                     [--compare onnxruntime] [--json FILE] [--quiet]
 
@@ -85,7 +87,9 @@ Comparison with ONNX Runtime (--compare onnxruntime)
 
 using Clock = std::chrono::steady_clock;
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 int fail(const Status& s) {
   std::fprintf(stderr, "error: %s\n", s.message().c_str());
@@ -142,11 +146,12 @@ Stats summarize(std::vector<double> s) {
 
 std::string stats_json(const Stats& st, const std::vector<double>& samples,
                        const std::string& extra = "") {
-  std::string o = str_cat("{", extra, "\"runs\": ", st.n, ", \"median_ms\": ", jnum(st.median * 1e3),
-                          ", \"p10_ms\": ", jnum(st.p10 * 1e3), ", \"p90_ms\": ", jnum(st.p90 * 1e3),
-                          ", \"min_ms\": ", jnum(st.min * 1e3), ", \"mean_ms\": ", jnum(st.mean * 1e3),
-                          ", \"max_ms\": ", jnum(st.max * 1e3), ", \"total_seconds\": ", jnum(st.total),
-                          ", \"samples_ms\": [");
+  std::string o =
+      str_cat("{", extra, "\"runs\": ", st.n, ", \"median_ms\": ", jnum(st.median * 1e3),
+              ", \"p10_ms\": ", jnum(st.p10 * 1e3), ", \"p90_ms\": ", jnum(st.p90 * 1e3),
+              ", \"min_ms\": ", jnum(st.min * 1e3), ", \"mean_ms\": ", jnum(st.mean * 1e3),
+              ", \"max_ms\": ", jnum(st.max * 1e3), ", \"total_seconds\": ", jnum(st.total),
+              ", \"samples_ms\": [");
   for (size_t i = 0; i < samples.size(); ++i) o += (i ? ", " : "") + jnum(samples[i] * 1e3);
   return o + "]}";
 }
@@ -201,7 +206,8 @@ class TempDir {
     fs::path base = fs::temp_directory_path(ec);
     if (ec) base = "/tmp";
     std::string tmpl = (base / "ferrite-bench-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) return err("cannot create a temp directory in '", base.string(), "'");
+    if (!mkdtemp(tmpl.data()))
+      return err("cannot create a temp directory in '", base.string(), "'");
     path_ = tmpl;
     return Status::ok();
   }
@@ -223,7 +229,8 @@ std::vector<fs::path> repo_roots() {
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) roots.push_back(exe.parent_path().parent_path().parent_path());
 #ifdef FERRITE_SOURCE_DIR
-  roots.emplace_back(FERRITE_SOURCE_DIR);
+  if (roots.empty() || !fs::equivalent(roots[0], FERRITE_SOURCE_DIR, ec))
+    roots.emplace_back(FERRITE_SOURCE_DIR);
 #endif
   return roots;
 }
@@ -243,8 +250,10 @@ Expected<std::pair<fs::path, fs::path>> find_python_and_script() {
       script = root / "scripts" / "ort_bench.py";
   }
   if (python.empty())
-    return err("--compare onnxruntime: no Python found; set FERRITE_PYTHON to a python with "
-               "onnxruntime (tried", tried, ")");
+    return err(
+        "--compare onnxruntime: no Python found; set FERRITE_PYTHON to a python with "
+        "onnxruntime (tried",
+        tried, ")");
   if (script.empty()) return err("--compare onnxruntime: scripts/ort_bench.py not found");
   return std::make_pair(python, script);
 }
@@ -264,15 +273,22 @@ class OrtChild {
     std::vector<char*> cargv;
     for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
     cargv.push_back(nullptr);
+    // Built before fork: the child makes only async-signal-safe calls.
+    std::string prefix = "error cannot run " + argv[0] + ": ";
     pid_t pid = fork();
-    if (pid < 0) return err("fork: ", std::strerror(errno));
+    if (pid < 0) {
+      for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
+      return err("fork: ", std::strerror(errno));
+    }
     if (pid == 0) {
       dup2(in[0], 0);
       dup2(out[1], 1);
       execv(cargv[0], cargv.data());
-      std::string msg = std::string("error cannot run ") + cargv[0] + ": " + std::strerror(errno) + "\n";
-      ssize_t ignored = write(1, msg.data(), msg.size());
-      (void)ignored;
+      const char* why = errno == ENOENT   ? "no such file\n"
+                        : errno == EACCES ? "permission denied\n"
+                                          : "exec failed\n";
+      if (write(1, prefix.data(), prefix.size()) > 0 && write(1, why, std::strlen(why)) > 0) {
+      }
       _exit(127);
     }
     close(in[0]);
@@ -489,12 +505,12 @@ int bench_command(int argc, char** argv) {
     fs::create_directories(in_dir, ec);
     if (ec) return fail(err("cannot create '", in_dir.string(), "': ", ec.message()));
     for (size_t i = 0; i < inputs.size(); ++i) {
-      Status st = write_tensor_file(in_dir / str_cat("input_", i, ".pb"), inputs[i].name,
-                                    inputs[i].tensor);
+      Status st =
+          write_tensor_file(in_dir / str_cat("input_", i, ".pb"), inputs[i].name, inputs[i].tensor);
       if (!st) return fail(st);
     }
-    progress.line(str_cat("starting onnxruntime (", found->first.string(), " ",
-                          found->second.string(), ")"));
+    progress.line(
+        str_cat("starting onnxruntime (", found->first.string(), " ", found->second.string(), ")"));
     auto child = OrtChild::start({found->first.string(), found->second.string(), "--model", model,
                                   "--inputs", in_dir.string(), "--output-dir", out_dir.string(),
                                   "--threads", std::to_string(opts.threads)});
@@ -512,8 +528,9 @@ int bench_command(int argc, char** argv) {
     if (expected->size() != first->size()) {
       outputs_match = false;
       overall_diff = INFINITY;
-      diffs.push_back({"", str_cat("ferrite has ", first->size(), " outputs, onnxruntime ",
-                                   expected->size()), INFINITY, false});
+      diffs.push_back(
+          {"", str_cat("ferrite has ", first->size(), " outputs, onnxruntime ", expected->size()),
+           INFINITY, false});
     }
     for (size_t i = 0; i < std::min(expected->size(), first->size()); ++i) {
       const Tensor& ours = (*first)[i];
@@ -541,12 +558,12 @@ int bench_command(int argc, char** argv) {
   auto status_text = [&] {
     std::string s;
     for (Runner* r : runners)
-      s += str_cat(s.empty() ? "" : " | ", r->name, " ", r->samples.size(), "/", min_runs,
-                   " runs ", jnum(std::round(r->total * 10) / 10), "/", jnum(*min_s), " s");
+      s += str_cat(s.empty() ? "" : " | ", r->name, " ", r->samples.size(), "/", min_runs, " runs ",
+                   jnum(std::round(r->total * 10) / 10), "/", jnum(*min_s), " s");
     return s;
   };
-  progress.line(str_cat("timing: at least ", min_runs, " runs and ", jnum(*min_s),
-                        " s per runtime", runners.size() > 1 ? ", interleaved" : ""));
+  progress.line(str_cat("timing: at least ", min_runs, " runs and ", jnum(*min_s), " s per runtime",
+                        runners.size() > 1 ? ", interleaved" : ""));
   auto bench_start = Clock::now();
   for (bool any = true; any;) {
     any = false;
@@ -580,10 +597,11 @@ int bench_command(int argc, char** argv) {
   std::printf("device       %s (threads %s)\n", device.c_str(),
               opts.threads ? std::to_string(opts.threads).c_str() : "default");
   std::printf("inputs       %s\n", in_text.c_str());
-  std::printf("compile      cold %.3f s (import %.3f + prepare %.3f), warm %.3f s (import %.3f + "
-              "prepare %.3f), first run %s\n",
-              cold_import + cold_prepare, cold_import, cold_prepare, warm_import + warm_prepare,
-              warm_import, warm_prepare, ms(first_run).c_str());
+  std::printf(
+      "compile      cold %.3f s (import %.3f + prepare %.3f), warm %.3f s (import %.3f + "
+      "prepare %.3f), first run %s\n",
+      cold_import + cold_prepare, cold_import, cold_prepare, warm_import + warm_prepare,
+      warm_import, warm_prepare, ms(first_run).c_str());
   for (const Runner* r : runners) {
     Stats st = summarize(r->samples);
     std::printf("%-12s median %s  p10 %s  p90 %s  min %s  mean %s  (%zu runs)\n", r->name.c_str(),
@@ -592,10 +610,11 @@ int bench_command(int argc, char** argv) {
   }
   double ratio = NAN;
   if (!compare.empty()) {
-    std::printf("onnxruntime  %s, CPU EP, ORT_ENABLE_ALL, intra-op threads %s, inter-op 1, "
-                "sequential\n",
-                json_field(ort_ready, "version").c_str(),
-                opts.threads ? std::to_string(opts.threads).c_str() : "default");
+    std::printf(
+        "onnxruntime  %s, CPU EP, ORT_ENABLE_ALL, intra-op threads %s, inter-op 1, "
+        "sequential\n",
+        json_field(ort_ready, "version").c_str(),
+        opts.threads ? std::to_string(opts.threads).c_str() : "default");
     std::printf("outputs      max abs diff vs onnxruntime %.3g (%zu output(s), %s)\n", overall_diff,
                 diffs.size(), outputs_match ? "all within tolerance" : "MISMATCH");
     for (const auto& d : diffs)
@@ -627,7 +646,8 @@ int bench_command(int argc, char** argv) {
        << ", \"timed_wall_seconds\": " << jnum(bench_wall)
        << ", \"ferrite\": " << stats_json(fs_, fer.samples);
     if (!compare.empty()) {
-      js << ", \"onnxruntime\": " << stats_json(os_, ortr.samples, "\"session\": " + ort_ready + ", ")
+      js << ", \"onnxruntime\": "
+         << stats_json(os_, ortr.samples, "\"session\": " + ort_ready + ", ")
          << ", \"outputs\": {\"match\": " << (outputs_match ? "true" : "false")
          << ", \"max_abs_diff\": " << jnum(overall_diff) << ", \"per_output\": [";
       for (size_t i = 0; i < diffs.size(); ++i)
