@@ -42,5 +42,6 @@ int run_command(int argc, char** argv);
 int info_command(int argc, char** argv);
 int test_onnx_command(int argc, char** argv);
 int ops_command(int argc, char** argv);
+int bench_command(int argc, char** argv);
 
 }  // namespace ferrite::cli

@@ -21,6 +21,10 @@ commands:
   test-onnx [--device NAME] [--json FILE] [--verbose] CASE_DIR...
       Run ONNX test-case directories (model.onnx + test_data_set_*/) and report
       pass / fail / unsupported per case.
+  bench MODEL (--inputs DIR | --input NAME=random:DIMS ...) [--device NAME] [--threads N]
+        [--warmup K] [--runs R] [--min-seconds S] [--compare onnxruntime] [--json FILE]
+      Compile time (cold and warm) and run latency (median, p10, p90, min, mean), optionally
+      interleaved with ONNX Runtime on the same inputs with an output check and a speed ratio.
   ops [--names]
       List the op table: every supported op with its opset range and attributes.
   devices
@@ -40,6 +44,7 @@ int main(int argc, char** argv) {
   if (cmd == "run") return ferrite::cli::run_command(argc - 2, argv + 2);
   if (cmd == "info") return ferrite::cli::info_command(argc - 2, argv + 2);
   if (cmd == "test-onnx") return ferrite::cli::test_onnx_command(argc - 2, argv + 2);
+  if (cmd == "bench") return ferrite::cli::bench_command(argc - 2, argv + 2);
   if (cmd == "ops") return ferrite::cli::ops_command(argc - 2, argv + 2);
   if (cmd == "devices") {
     auto& reg = ferrite::DeviceRegistry::global();

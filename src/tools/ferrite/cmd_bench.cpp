@@ -1,0 +1,670 @@
+// `ferrite bench`: compile time (cold and warm) and run latency of one model on one device,
+// optionally interleaved with ONNX Runtime on the same inputs.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <regex>
+#include <sstream>
+#include <utility>
+
+#include "frontend/onnx/tensor_proto.h"
+#include "runtime/compare.h"
+#include "tools/ferrite/cli.h"
+
+namespace ferrite::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+const char* kBenchHelp =
+    R"(usage: ferrite bench MODEL (--inputs DIR | --input NAME=random:DIMS ...) [--device NAME]
+                    [--threads N] [--warmup K] [--runs R] [--min-seconds S] [--block B]
+                    [--compare onnxruntime] [--json FILE] [--quiet]
+
+Measures how long MODEL takes to compile and to run on one device (any name `ferrite devices`
+lists).
+
+What is measured
+  compile (cold)   import MODEL + Session::from_graph (the device's prepare/compile step), the
+                   first time in this process
+  compile (warm)   a fresh import of the same file + a second Session::from_graph in the same
+                   process while the first session is alive: with a compile cache this is the
+                   cache-hit time. (A persistent on-disk cache may make "cold" warm too.)
+  first run        the first Session::run of the warm session (lazy first-use work shows here);
+                   the timed runs below also use the warm session
+  latency          K warm-up runs are discarded, then timed runs continue until there are at
+                   least R runs AND at least S seconds of summed run time. One sample is one
+                   Session::run call: input validation, execution, output allocation. Reported:
+                   median, p10, p90 (linear interpolation between order statistics), min, mean
+                   and max, in milliseconds.
+
+Options
+  --inputs DIR        one input set: DIR/input_*.pb, matched to the model's inputs by name,
+                      else by position
+  --input SPEC        NAME=random:DIMS, e.g. input=random:1x3x224x224 (repeat per input;
+                      seeded, so every bench sees the same values)
+  --device NAME       default: reference. `reference` is the unoptimised correctness oracle,
+                      not a performance device: its numbers are a baseline only
+  --threads N         RunOptions.threads for ferrite and intra_op_num_threads for ONNX Runtime
+                      (default 0: each runtime's own default)
+  --warmup K          warm-up runs per runtime (default 2)
+  --runs R            minimum timed runs per runtime (default 10)
+  --min-seconds S     minimum summed run time per runtime (default 1; 0: stop after R runs)
+  --block B           runs per block (default: about 0.2 s of runs, re-estimated as it goes)
+  --compare onnxruntime
+                      also time ONNX Runtime on the same inputs (see below)
+  --json FILE         write every number (including all samples) as JSON
+  --quiet             no progress on stderr
+
+Comparison with ONNX Runtime (--compare onnxruntime)
+  ONNX Runtime runs in a long-lived child process, scripts/ort_bench.py, started with the
+  Python of $FERRITE_PYTHON, else <repo>/.venv/bin/python (found from the ferrite binary at
+  <repo>/build*/bin/ferrite, or the source tree it was built from). Its session uses the CPU
+  execution provider, graph_optimization_level ORT_ENABLE_ALL, intra_op_num_threads = --threads,
+  inter_op_num_threads 1 and sequential execution. ferrite writes its input tensors to a temp
+  directory; ORT reads the same files. Warm-up and timed runs alternate in blocks (ferrite,
+  ORT, ferrite, ORT, ...) of about the same wall time, so machine noise hits both alike; each
+  runtime stops once it has R runs and S seconds. ORT is timed around session.run inside the
+  child (pipe traffic is not counted). ORT's outputs are compared with ferrite's first-run
+  outputs: the max abs diff is printed, and a warning if they differ beyond the tolerances of
+  `ferrite test-onnx --help` (the benchmark then compares different computations).
+  The summary line
+      ferrite 12.3 ms | onnxruntime 10.1 ms | ratio (ort/ferrite) 0.82x
+  gives medians; ratio = ORT median / ferrite median = ferrite's speedup over ORT: >1 means
+  ferrite is faster, <1 slower.
+)";
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "error: %s\n", s.message().c_str());
+  return 1;
+}
+
+Expected<double> number_option(const Args& a, const std::string& name, double def, double lo,
+                               bool integer) {
+  std::string s = a.get(name);
+  if (s.empty()) return def;
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(s.c_str(), &end);
+  if (errno || end == s.c_str() || *end || !std::isfinite(v) || v < lo || v > 1e9 ||
+      (integer && v != std::floor(v)))
+    return err("--", name, " expects ", integer ? "an integer" : "a number", " >= ", lo, ", got '",
+               s, "'");
+  return v;
+}
+
+// JSON number; non-finite values (e.g. no samples) become null.
+std::string jnum(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+struct Stats {
+  size_t n = 0;
+  double median = NAN, p10 = NAN, p90 = NAN, min = NAN, max = NAN, mean = NAN, total = 0;
+};
+
+Stats summarize(std::vector<double> s) {
+  Stats st;
+  st.n = s.size();
+  if (s.empty()) return st;
+  std::sort(s.begin(), s.end());
+  auto pct = [&](double q) {
+    double pos = q * static_cast<double>(s.size() - 1);
+    size_t lo = static_cast<size_t>(std::floor(pos));
+    size_t hi = std::min(lo + 1, s.size() - 1);
+    return s[lo] + (s[hi] - s[lo]) * (pos - static_cast<double>(lo));
+  };
+  st.median = pct(0.5);
+  st.p10 = pct(0.1);
+  st.p90 = pct(0.9);
+  st.min = s.front();
+  st.max = s.back();
+  for (double v : s) st.total += v;
+  st.mean = st.total / static_cast<double>(s.size());
+  return st;
+}
+
+std::string stats_json(const Stats& st, const std::vector<double>& samples,
+                       const std::string& extra = "") {
+  std::string o =
+      str_cat("{", extra, "\"runs\": ", st.n, ", \"median_ms\": ", jnum(st.median * 1e3),
+              ", \"p10_ms\": ", jnum(st.p10 * 1e3), ", \"p90_ms\": ", jnum(st.p90 * 1e3),
+              ", \"min_ms\": ", jnum(st.min * 1e3), ", \"mean_ms\": ", jnum(st.mean * 1e3),
+              ", \"max_ms\": ", jnum(st.max * 1e3), ", \"total_seconds\": ", jnum(st.total),
+              ", \"samples_ms\": [");
+  for (size_t i = 0; i < samples.size(); ++i) o += (i ? ", " : "") + jnum(samples[i] * 1e3);
+  return o + "]}";
+}
+
+std::string ms(double seconds) {
+  char buf[32];
+  double v = seconds * 1e3;
+  std::snprintf(buf, sizeof buf, v >= 100 ? "%.1f ms" : v >= 1 ? "%.2f ms" : "%.3f ms", v);
+  return buf;
+}
+
+// Progress on stderr: a rewritten \r line on a terminal, occasional plain lines otherwise.
+class Progress {
+ public:
+  explicit Progress(bool quiet) : quiet_(quiet), tty_(isatty(2) != 0) {}
+  ~Progress() { clear(); }
+  void line(const std::string& s) {
+    if (quiet_) return;
+    clear();
+    std::fprintf(stderr, "bench: %s\n", s.c_str());
+  }
+  void update(const std::string& s) {
+    if (quiet_) return;
+    double now = since(start_);
+    if (tty_) {
+      if (now - last_ < 0.1 && dirty_) return;
+      std::fprintf(stderr, "\r\033[Kbench: %s", s.c_str());
+      dirty_ = true;
+    } else {
+      if (now - last_ < 5) return;
+      std::fprintf(stderr, "bench: %s\n", s.c_str());
+    }
+    std::fflush(stderr);
+    last_ = now;
+  }
+  void clear() {
+    if (dirty_) std::fprintf(stderr, "\r\033[K");
+    dirty_ = false;
+  }
+
+ private:
+  bool quiet_, tty_, dirty_ = false;
+  Clock::time_point start_ = Clock::now();
+  double last_ = 0;
+};
+
+// A directory under $TMPDIR removed with everything in it when this goes away.
+class TempDir {
+ public:
+  Status create() {
+    std::error_code ec;
+    fs::path base = fs::temp_directory_path(ec);
+    if (ec) base = "/tmp";
+    std::string tmpl = (base / "ferrite-bench-XXXXXX").string();
+    if (!mkdtemp(tmpl.data()))
+      return err("cannot create a temp directory in '", base.string(), "'");
+    path_ = tmpl;
+    return Status::ok();
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// Candidate repository roots: the one the binary sits in (<repo>/build*/bin/ferrite) and the
+// source tree it was configured from.
+std::vector<fs::path> repo_roots() {
+  std::vector<fs::path> roots;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) roots.push_back(exe.parent_path().parent_path().parent_path());
+#ifdef FERRITE_SOURCE_DIR
+  if (roots.empty() || !fs::equivalent(roots[0], FERRITE_SOURCE_DIR, ec))
+    roots.emplace_back(FERRITE_SOURCE_DIR);
+#endif
+  return roots;
+}
+
+Expected<std::pair<fs::path, fs::path>> find_python_and_script() {
+  std::error_code ec;
+  fs::path python, script;
+  std::string tried;
+  if (const char* env = std::getenv("FERRITE_PYTHON"); env && *env) python = env;
+  for (const fs::path& root : repo_roots()) {
+    if (python.empty()) {
+      fs::path p = root / ".venv" / "bin" / "python";
+      tried += " " + p.string();
+      if (fs::exists(p, ec)) python = p;
+    }
+    if (script.empty() && fs::is_regular_file(root / "scripts" / "ort_bench.py", ec))
+      script = root / "scripts" / "ort_bench.py";
+  }
+  if (python.empty())
+    return err(
+        "--compare onnxruntime: no Python found; set FERRITE_PYTHON to a python with "
+        "onnxruntime (tried",
+        tried, ")");
+  if (script.empty()) return err("--compare onnxruntime: scripts/ort_bench.py not found");
+  return std::make_pair(python, script);
+}
+
+// scripts/ort_bench.py as a child process: we write commands to its stdin, read replies from
+// its stdout; its stderr is ours.
+class OrtChild {
+ public:
+  static Expected<std::unique_ptr<OrtChild>> start(const std::vector<std::string>& argv) {
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) != 0) return err("pipe: ", std::strerror(errno));
+    if (pipe2(out, O_CLOEXEC) != 0) {
+      close(in[0]);
+      close(in[1]);
+      return err("pipe: ", std::strerror(errno));
+    }
+    std::vector<char*> cargv;
+    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    // Built before fork: the child makes only async-signal-safe calls.
+    std::string prefix = "error cannot run " + argv[0] + ": ";
+    pid_t pid = fork();
+    if (pid < 0) {
+      for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
+      return err("fork: ", std::strerror(errno));
+    }
+    if (pid == 0) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      execv(cargv[0], cargv.data());
+      const char* why = errno == ENOENT   ? "no such file\n"
+                        : errno == EACCES ? "permission denied\n"
+                                          : "exec failed\n";
+      if (write(1, prefix.data(), prefix.size()) > 0 && write(1, why, std::strlen(why)) > 0) {
+      }
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    auto c = std::unique_ptr<OrtChild>(new OrtChild());
+    c->pid_ = pid;
+    c->to_ = fdopen(in[1], "w");
+    c->from_ = fdopen(out[0], "r");
+    if (!c->to_ || !c->from_) return err("fdopen: ", std::strerror(errno));
+    return c;
+  }
+  ~OrtChild() {
+    if (to_) {
+      std::fputs("quit\n", to_);
+      std::fclose(to_);
+    }
+    if (from_) std::fclose(from_);
+    free(line_);
+    if (pid_ > 0) {
+      if (broken_) kill(pid_, SIGKILL);
+      int status;
+      waitpid(pid_, &status, 0);
+    }
+  }
+
+  // One reply line; "error ..." replies become errors.
+  Expected<std::string> read_reply(const std::string& expect) {
+    ssize_t n = getline(&line_, &cap_, from_);
+    if (n <= 0) {
+      broken_ = true;
+      return err("onnxruntime child (scripts/ort_bench.py) exited unexpectedly");
+    }
+    std::string s(line_, static_cast<size_t>(n));
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    if (s.rfind("error ", 0) == 0) {
+      broken_ = true;
+      return err("onnxruntime: ", s.substr(6));
+    }
+    if (s.rfind(expect + " ", 0) != 0) {
+      broken_ = true;
+      return err("onnxruntime child: unexpected reply '", s.substr(0, 200), "'");
+    }
+    return s.substr(expect.size() + 1);
+  }
+
+  Expected<std::vector<double>> run(int n) {
+    if (std::fprintf(to_, "run %d\n", n) < 0 || std::fflush(to_) != 0) {
+      broken_ = true;
+      return err("onnxruntime child: cannot send a command");
+    }
+    FERRITE_ASSIGN_OR_RETURN(std::string reply, read_reply("times"));
+    std::istringstream is(reply);
+    std::vector<double> t;
+    for (double v; is >> v;) t.push_back(v);
+    if (static_cast<int>(t.size()) != n) return err("onnxruntime child: expected ", n, " times");
+    return t;
+  }
+
+ private:
+  OrtChild() = default;
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+  char* line_ = nullptr;
+  size_t cap_ = 0;
+  bool broken_ = false;
+};
+
+std::string json_field(const std::string& json, const std::string& key) {
+  std::smatch m;
+  std::regex re("\"" + key + "\": *(\"([^\"]*)\"|[-0-9.eE+]+)");
+  if (!std::regex_search(json, m, re)) return "";
+  return m[2].matched ? m[2].str() : m[1].str();
+}
+
+// One runtime's timed loop state.
+struct Runner {
+  using Fn = std::function<Expected<std::vector<double>>(int)>;  // n runs -> their seconds
+  Runner(std::string n, Fn f) : name(std::move(n)), run(std::move(f)) {}
+  std::string name;
+  Fn run;
+  std::vector<double> samples;
+  double total = 0;
+  double per_run = 0;  // current estimate, for block sizing
+  bool done(size_t runs, double min_s) const { return samples.size() >= runs && total >= min_s; }
+};
+
+struct OutputDiff {
+  std::string name, note;
+  double max_abs_diff = 0;
+  bool ok = true;
+};
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  double m = 0;
+  if (a.dims() != b.dims()) return INFINITY;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    double x = a.double_at(i), y = b.double_at(i);
+    if (std::isnan(x) && std::isnan(y)) continue;
+    if (x == y) continue;  // equal infinities too
+    m = std::max(m, std::fabs(x - y));
+    if (std::isnan(m)) m = INFINITY;
+  }
+  return m;
+}
+}  // namespace
+
+int bench_command(int argc, char** argv) {
+  auto args = Args::parse(argc, argv, {"help", "quiet"},
+                          {"inputs", "input", "device", "threads", "warmup", "runs", "min-seconds",
+                           "block", "compare", "json"});
+  if (!args) return fail(args.status());
+  if (args->flag("help")) {
+    std::fputs(kBenchHelp, stdout);
+    return 0;
+  }
+  if (args->positional().size() != 1) {
+    std::fputs(kBenchHelp, stderr);
+    return fail(Status::error("bench takes exactly one MODEL"));
+  }
+  const std::string model = args->positional()[0];
+  const std::string device = args->get("device", "reference");
+  auto threads = number_option(*args, "threads", 0, 0, true);
+  auto warmup = number_option(*args, "warmup", 2, 0, true);
+  auto runs = number_option(*args, "runs", 10, 1, true);
+  auto min_s = number_option(*args, "min-seconds", 1.0, 0, false);
+  auto block = number_option(*args, "block", 0, 0, true);
+  for (const auto* e : {&threads, &warmup, &runs, &min_s, &block})
+    if (!*e) return fail(e->status());
+  if (args->all("inputs").size() > 1) return fail(err("bench takes one --inputs DIR"));
+  if (!args->all("inputs").empty() && !args->all("input").empty())
+    return fail(err("give either --inputs DIR or --input SPEC, not both"));
+  if (args->all("inputs").empty() && args->all("input").empty())
+    return fail(err("no inputs: give --inputs DIR or --input NAME=random:DIMS"));
+  std::string compare = args->get("compare");
+  if (!compare.empty() && compare != "onnxruntime")
+    return fail(err("--compare supports only 'onnxruntime', got '", compare, "'"));
+  const std::string json_path = args->get("json");
+  RunOptions opts;
+  opts.threads = static_cast<int>(*threads);
+  Progress progress(args->flag("quiet"));
+  signal(SIGPIPE, SIG_IGN);  // a dead child must give an error, not kill us
+
+  // Compile, cold then warm (the cold session stays alive while the warm one is built).
+  progress.line(str_cat("cold compile of ", model, " on ", device));
+  auto c0 = Clock::now();
+  auto g1 = import_onnx_file(model);
+  if (!g1) return fail(g1.status());
+  double cold_import = since(c0);
+  auto c1 = Clock::now();
+  auto cold = Session::from_graph(std::move(g1).value(), device, opts);
+  if (!cold) return fail(cold.status());
+  double cold_prepare = since(c1);
+  progress.line("warm compile");
+  auto w0 = Clock::now();
+  auto g2 = import_onnx_file(model);
+  if (!g2) return fail(g2.status());
+  double warm_import = since(w0);
+  auto w1 = Clock::now();
+  auto warm = Session::from_graph(std::move(g2).value(), device, opts);
+  if (!warm) return fail(warm.status());
+  double warm_prepare = since(w1);
+  cold->reset();
+  Session& session = **warm;
+  const Graph& graph = session.graph();
+
+  std::vector<Session::NamedInput> inputs;
+  if (!args->all("inputs").empty()) {
+    auto in = read_input_dir(args->get("inputs"));
+    if (!in) return fail(in.status());
+    inputs = std::move(in).value();
+  } else {
+    for (const auto& spec : args->all("input")) {
+      auto in = random_input(graph, spec);
+      if (!in) return fail(in.status());
+      inputs.push_back(std::move(in).value());
+    }
+  }
+
+  progress.line("first run");
+  auto f0 = Clock::now();
+  auto first = session.run(inputs);
+  if (!first) return fail(first.status().with_context("first run"));
+  double first_run = since(f0);
+
+  Runner fer{"ferrite", [&](int n) -> Expected<std::vector<double>> {
+               std::vector<double> t;
+               for (int i = 0; i < n; ++i) {
+                 auto r0 = Clock::now();
+                 auto outs = session.run(inputs);
+                 double s = since(r0);
+                 if (!outs) return outs.status();
+                 t.push_back(s);
+               }
+               return t;
+             }};
+  fer.per_run = first_run;
+  std::vector<Runner*> runners{&fer};
+
+  // ONNX Runtime: start, check its outputs against ours.
+  TempDir tmp;
+  std::unique_ptr<OrtChild> ort;
+  Runner ortr{"onnxruntime", nullptr};
+  std::string ort_ready;
+  std::vector<OutputDiff> diffs;
+  bool outputs_match = true;
+  double overall_diff = 0;
+  if (!compare.empty()) {
+    auto found = find_python_and_script();
+    if (!found) return fail(found.status());
+    if (Status st = tmp.create(); !st) return fail(st);
+    fs::path in_dir = tmp.path() / "inputs", out_dir = tmp.path() / "ort_outputs";
+    std::error_code ec;
+    fs::create_directories(in_dir, ec);
+    if (ec) return fail(err("cannot create '", in_dir.string(), "': ", ec.message()));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      Status st =
+          write_tensor_file(in_dir / str_cat("input_", i, ".pb"), inputs[i].name, inputs[i].tensor);
+      if (!st) return fail(st);
+    }
+    progress.line(
+        str_cat("starting onnxruntime (", found->first.string(), " ", found->second.string(), ")"));
+    auto child = OrtChild::start({found->first.string(), found->second.string(), "--model", model,
+                                  "--inputs", in_dir.string(), "--output-dir", out_dir.string(),
+                                  "--threads", std::to_string(opts.threads)});
+    if (!child) return fail(child.status());
+    ort = std::move(child).value();
+    auto ready = ort->read_reply("ready");
+    if (!ready) return fail(ready.status());
+    ort_ready = *ready;
+    ortr.per_run = std::atof(json_field(ort_ready, "first_run_seconds").c_str());
+    ortr.run = [&](int n) { return ort->run(n); };
+    runners.push_back(&ortr);
+
+    auto expected = read_output_dir(out_dir);
+    if (!expected) return fail(expected.status());
+    if (expected->size() != first->size()) {
+      outputs_match = false;
+      overall_diff = INFINITY;
+      diffs.push_back(
+          {"", str_cat("ferrite has ", first->size(), " outputs, onnxruntime ", expected->size()),
+           INFINITY, false});
+    }
+    for (size_t i = 0; i < std::min(expected->size(), first->size()); ++i) {
+      const Tensor& ours = (*first)[i];
+      const Tensor& theirs = (*expected)[i].tensor;
+      OutputDiff d{graph.outputs()[i]->name, "", 0, true};
+      auto cmp = compare_tensors(ours, theirs, default_tolerance(theirs.dtype()));
+      d.ok = cmp.ok;
+      d.note = cmp.message;
+      d.max_abs_diff = ours.dtype() == theirs.dtype() ? max_abs_diff(ours, theirs) : INFINITY;
+      outputs_match = outputs_match && d.ok;
+      overall_diff = std::max(overall_diff, d.max_abs_diff);
+      diffs.push_back(d);
+    }
+  }
+
+  // Warm-up, then timed blocks in alternation until every runtime has R runs and S seconds.
+  for (Runner* r : runners) {
+    if (*warmup == 0) continue;
+    progress.line(str_cat("warm-up: ", static_cast<int>(*warmup), " ", r->name, " run(s)"));
+    auto t = r->run(static_cast<int>(*warmup));
+    if (!t) return fail(t.status().with_context(r->name + " warm-up"));
+    r->per_run = summarize(*t).median;
+  }
+  const auto min_runs = static_cast<size_t>(*runs);
+  auto status_text = [&] {
+    std::string s;
+    for (Runner* r : runners)
+      s += str_cat(s.empty() ? "" : " | ", r->name, " ", r->samples.size(), "/", min_runs, " runs ",
+                   jnum(std::round(r->total * 10) / 10), "/", jnum(*min_s), " s");
+    return s;
+  };
+  progress.line(str_cat("timing: at least ", min_runs, " runs and ", jnum(*min_s), " s per runtime",
+                        runners.size() > 1 ? ", interleaved" : ""));
+  auto bench_start = Clock::now();
+  for (bool any = true; any;) {
+    any = false;
+    for (Runner* r : runners) {
+      if (r->done(min_runs, *min_s)) continue;
+      any = true;
+      // About 0.2 s per block, but no more runs than still needed.
+      double per = std::max(r->per_run, 1e-7);
+      double need_runs = static_cast<double>(min_runs - std::min(min_runs, r->samples.size()));
+      double need = std::max(need_runs, std::ceil((*min_s - r->total) / per));
+      double n = *block > 0 ? *block : std::round(0.2 / per);
+      n = std::clamp(std::min(n, need), 1.0, 100000.0);
+      auto t = r->run(static_cast<int>(n));
+      if (!t) return fail(t.status().with_context(r->name + " timed run"));
+      for (double v : *t) r->total += v;
+      r->samples.insert(r->samples.end(), t->begin(), t->end());
+      r->per_run = summarize(*t).median;
+      progress.update(status_text());
+    }
+  }
+  double bench_wall = since(bench_start);
+  progress.clear();
+  ort.reset();  // quit the child before reporting
+
+  // Report.
+  Stats fs_ = summarize(fer.samples), os_ = summarize(ortr.samples);
+  std::string in_text;
+  for (const auto& in : inputs)
+    in_text += str_cat(in_text.empty() ? "" : ", ", in.name, " ", in.tensor.type_string());
+  std::printf("model        %s\n", model.c_str());
+  std::printf("device       %s (threads %s)\n", device.c_str(),
+              opts.threads ? std::to_string(opts.threads).c_str() : "default");
+  std::printf("inputs       %s\n", in_text.c_str());
+  std::printf(
+      "compile      cold %.3f s (import %.3f + prepare %.3f), warm %.3f s (import %.3f + "
+      "prepare %.3f), first run %s\n",
+      cold_import + cold_prepare, cold_import, cold_prepare, warm_import + warm_prepare,
+      warm_import, warm_prepare, ms(first_run).c_str());
+  for (const Runner* r : runners) {
+    Stats st = summarize(r->samples);
+    std::printf("%-12s median %s  p10 %s  p90 %s  min %s  mean %s  (%zu runs)\n", r->name.c_str(),
+                ms(st.median).c_str(), ms(st.p10).c_str(), ms(st.p90).c_str(), ms(st.min).c_str(),
+                ms(st.mean).c_str(), st.n);
+  }
+  double ratio = NAN;
+  if (!compare.empty()) {
+    std::printf(
+        "onnxruntime  %s, CPU EP, ORT_ENABLE_ALL, intra-op threads %s, inter-op 1, "
+        "sequential\n",
+        json_field(ort_ready, "version").c_str(),
+        opts.threads ? std::to_string(opts.threads).c_str() : "default");
+    std::printf("outputs      max abs diff vs onnxruntime %.3g (%zu output(s), %s)\n", overall_diff,
+                diffs.size(), outputs_match ? "all within tolerance" : "MISMATCH");
+    for (const auto& d : diffs)
+      if (!d.ok)
+        std::fprintf(stderr, "warning: output '%s' differs from onnxruntime: %s\n", d.name.c_str(),
+                     d.note.c_str());
+    ratio = os_.median / fs_.median;
+    std::printf(ratio >= 0.1 ? "ferrite %s | onnxruntime %s | ratio (ort/ferrite) %.2fx\n"
+                             : "ferrite %s | onnxruntime %s | ratio (ort/ferrite) %.2gx\n",
+                ms(fs_.median).c_str(), ms(os_.median).c_str(), ratio);
+  }
+
+  if (!json_path.empty()) {
+    std::ostringstream js;
+    js << "{\"model\": \"" << json_escape(model) << "\", \"device\": \"" << json_escape(device)
+       << "\", \"threads\": " << opts.threads << ", \"warmup\": " << *warmup
+       << ", \"min_runs\": " << min_runs << ", \"min_seconds\": " << jnum(*min_s)
+       << ", \"inputs\": [";
+    for (size_t i = 0; i < inputs.size(); ++i)
+      js << (i ? ", " : "") << "{\"name\": \"" << json_escape(inputs[i].name) << "\", \"type\": \""
+         << json_escape(inputs[i].tensor.type_string()) << "\"}";
+    js << "], \"compile\": {\"cold\": {\"import_seconds\": " << jnum(cold_import)
+       << ", \"prepare_seconds\": " << jnum(cold_prepare)
+       << ", \"total_seconds\": " << jnum(cold_import + cold_prepare)
+       << "}, \"warm\": {\"import_seconds\": " << jnum(warm_import)
+       << ", \"prepare_seconds\": " << jnum(warm_prepare)
+       << ", \"total_seconds\": " << jnum(warm_import + warm_prepare) << "}}"
+       << ", \"first_run_seconds\": " << jnum(first_run)
+       << ", \"timed_wall_seconds\": " << jnum(bench_wall)
+       << ", \"ferrite\": " << stats_json(fs_, fer.samples);
+    if (!compare.empty()) {
+      js << ", \"onnxruntime\": "
+         << stats_json(os_, ortr.samples, "\"session\": " + ort_ready + ", ")
+         << ", \"outputs\": {\"match\": " << (outputs_match ? "true" : "false")
+         << ", \"max_abs_diff\": " << jnum(overall_diff) << ", \"per_output\": [";
+      for (size_t i = 0; i < diffs.size(); ++i)
+        js << (i ? ", " : "") << "{\"name\": \"" << json_escape(diffs[i].name)
+           << "\", \"max_abs_diff\": " << jnum(diffs[i].max_abs_diff)
+           << ", \"within_tolerance\": " << (diffs[i].ok ? "true" : "false") << "}";
+      js << "]}, \"ratio_ort_over_ferrite\": " << jnum(ratio)
+         << ", \"ratio_definition\": \"onnxruntime median / ferrite median: ferrite's speedup over "
+            "onnxruntime (>1: ferrite faster)\"";
+    }
+    js << "}\n";
+    std::ofstream f(json_path);
+    f << js.str();
+    f.close();
+    if (!f) return fail(err("cannot write '", json_path, "'"));
+  }
+  return 0;
+}
+
+}  // namespace ferrite::cli
