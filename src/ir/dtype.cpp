@@ -193,8 +193,12 @@ uint8_t float8_from_double(Float8Kind k, double v, bool saturate) {
   const Float8Spec& s = spec_of(k);
   const uint32_t sign = std::signbit(v) ? 0x80 : 0;
   const uint8_t nan = s.fnuz ? 0x80 : static_cast<uint8_t>(sign | 0x7F);
-  // The Cast table (opset 19+): saturation clamps to +-max; otherwise E5M2 overflows to +-inf
-  // and the rest to NaN. ONNX's reference and test data saturate +-inf as well, for every type.
+  // The Cast table (opset 19+): a value whose rounding exceeds max clamps to +-max when
+  // saturating; otherwise E5M2 overflows to +-inf and the rest to NaN. +-inf saturates to +-max
+  // for every type: the table says NaN for the FNUZ types, but ONNX's reference, ONNX Runtime
+  // and the node test data all give +-max. Where the reference contradicts the table we follow
+  // the table: without saturation it gives +-448 for E4M3FN |x| in [480, 496) and NaN for E5M2
+  // |x| in [61440, 65536) (NaN and +-inf here, consistent with the values around them).
   auto overflow = [&]() -> uint8_t {
     if (saturate) return static_cast<uint8_t>(sign | s.max_mag);
     if (s.has_inf) return static_cast<uint8_t>(sign | 0x7C);
