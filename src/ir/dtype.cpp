@@ -151,10 +151,10 @@ struct Float8Spec {
   uint32_t max_mag;  // bits of the largest finite magnitude
 };
 constexpr Float8Spec kFloat8Specs[] = {
-    {3, 7, false, false, 0x7E},   // E4M3FN: 0x7F is NaN
-    {3, 8, true, false, 0x7F},    // E4M3FNUZ
-    {2, 15, false, true, 0x7B},   // E5M2: 0x7C is inf
-    {2, 16, true, false, 0x7F},   // E5M2FNUZ
+    {3, 7, false, false, 0x7E},  // E4M3FN: 0x7F is NaN
+    {3, 8, true, false, 0x7F},   // E4M3FNUZ
+    {2, 15, false, true, 0x7B},  // E5M2: 0x7C is inf
+    {2, 16, true, false, 0x7F},  // E5M2FNUZ
 };
 const Float8Spec& spec_of(Float8Kind k) { return kFloat8Specs[static_cast<size_t>(k)]; }
 
@@ -239,10 +239,9 @@ uint8_t float8_from_double(Float8Kind k, double v, bool saturate) {
 }
 
 float float8_to_float(Float8Kind k, uint8_t bits) {
-  static const Float8Table tables[] = {make_table(Float8Kind::kE4M3FN),
-                                       make_table(Float8Kind::kE4M3FNUZ),
-                                       make_table(Float8Kind::kE5M2),
-                                       make_table(Float8Kind::kE5M2FNUZ)};
+  static const Float8Table tables[] = {
+      make_table(Float8Kind::kE4M3FN), make_table(Float8Kind::kE4M3FNUZ),
+      make_table(Float8Kind::kE5M2), make_table(Float8Kind::kE5M2FNUZ)};
   return tables[static_cast<size_t>(k)][bits];
 }
 

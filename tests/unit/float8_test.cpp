@@ -33,7 +33,9 @@ const Format kFormats[] = {
     {Float8Kind::kE5M2FNUZ, DType::kF8E5M2FNUZ, 20, 5, 2, 16, true, false, 57344.0f},
 };
 
-std::string name_of(const Format& f) { return std::string(dtype_name(f.dtype)); }
+std::string name_of(const Format& f) {
+  return std::string(dtype_name(f.dtype));
+}
 
 // The value of a bit pattern by the textbook formula; nullopt-like NaN for NaN patterns.
 double reference_value(const Format& f, int bits) {
@@ -56,9 +58,9 @@ int nan_bits(const Format& f, bool negative) {
 // overflow rule applied to the value rounded as if the exponent range were unbounded.
 int oracle(const Format& f, double x, bool saturate) {
   bool neg = std::signbit(x);
-  int overflow = saturate ? (neg ? 0x80 : 0) | (f.fnuz || f.has_inf ? (f.has_inf ? 0x7B : 0x7F)
-                                                                    : 0x7E)
-                          : (f.has_inf ? (neg ? 0xFC : 0x7C) : nan_bits(f, neg));
+  int overflow = saturate
+                     ? (neg ? 0x80 : 0) | (f.fnuz || f.has_inf ? (f.has_inf ? 0x7B : 0x7F) : 0x7E)
+                     : (f.has_inf ? (neg ? 0xFC : 0x7C) : nan_bits(f, neg));
   if (std::isnan(x)) return nan_bits(f, neg);
   if (std::isinf(x)) return overflow;
   double a = std::fabs(x);
@@ -96,7 +98,9 @@ void for_each_format(F&& f) {
 int encode(const Format& f, double x, bool saturate = true) {
   return float8_from_double(f.kind, x, saturate);
 }
-float decode(const Format& f, int bits) { return float8_to_float(f.kind, static_cast<uint8_t>(bits)); }
+float decode(const Format& f, int bits) {
+  return float8_to_float(f.kind, static_cast<uint8_t>(bits));
+}
 
 TEST(Float8, DTypeTable) {
   for_each_format([](const Format& f) {
@@ -240,8 +244,8 @@ TEST(Float8, KnownValues) {
 TEST(Float8, RoundingTiesToEven) {
   const Format &e4 = kFormats[0], &e5 = kFormats[2];
   // E4M3FN around 1: neighbours 1 (0x38), 1.125 (0x39), 1.25 (0x3A).
-  EXPECT_EQ(encode(e4, 1.0625), 0x38);                     // tie, down to even
-  EXPECT_EQ(encode(e4, 1.1875), 0x3A);                     // tie, up to even
+  EXPECT_EQ(encode(e4, 1.0625), 0x38);                       // tie, down to even
+  EXPECT_EQ(encode(e4, 1.1875), 0x3A);                       // tie, up to even
   EXPECT_EQ(encode(e4, std::nextafter(1.0625, 2.0)), 0x39);  // just above the tie
   EXPECT_EQ(encode(e4, std::nextafter(1.1875, 0.0)), 0x39);  // just below the tie
   // Subnormal ties: half the smallest subnormal goes to 0, 1.5 of it to 2 units.
@@ -438,8 +442,8 @@ TEST(Float8Ops, CastHonoursSaturate) {
     auto* n = m.node("Cast", {"x"}, {"y"});
     add_int_attr(n, "to", 17);
     add_int_attr(n, "saturate", sat);
-    auto out = run_model(m.bytes(), {{"x", Tensor::from_vector<float>({1.0f, 1e6f, -kInf, -0.0f},
-                                                                      {4})}});
+    auto out =
+        run_model(m.bytes(), {{"x", Tensor::from_vector<float>({1.0f, 1e6f, -kInf, -0.0f}, {4})}});
     ASSERT_TRUE(out) << out.status().message();
     ASSERT_EQ((*out)[0].dtype(), DType::kF8E4M3FN);
     std::vector<uint8_t> want = sat ? std::vector<uint8_t>{0x38, 0x7E, 0xFE, 0x80}
@@ -455,10 +459,10 @@ TEST(Float8Ops, CastFromFloat8ToEveryType) {
     int to;
     std::vector<double> want;
   };
-  for (const Case& c : {Case{7, {1, -2, 9.2233720368547758e18, 0}}, Case{2, {1, 0, 255, 0}},
-                        Case{9, {1, 1, 1, 1}}, Case{10, {1.5, -2, INFINITY, NAN}},
-                        Case{16, {1.5, -2, INFINITY, NAN}}, Case{11, {1.5, -2, INFINITY, NAN}},
-                        Case{17, {1.5, -2, 448, NAN}}}) {
+  for (const Case& c :
+       {Case{7, {1, -2, 9.2233720368547758e18, 0}}, Case{2, {1, 0, 255, 0}}, Case{9, {1, 1, 1, 1}},
+        Case{10, {1.5, -2, INFINITY, NAN}}, Case{16, {1.5, -2, INFINITY, NAN}},
+        Case{11, {1.5, -2, INFINITY, NAN}}, Case{17, {1.5, -2, 448, NAN}}}) {
     SCOPED_TRACE(c.to);
     ModelBuilder m(21);
     init_bits(m, "x", 19, {0x3E, 0xC0, 0x7C, 0x7F});
@@ -497,7 +501,8 @@ TEST(Float8Ops, CastLikeAndDataMovement) {
   m.node("IsNaN", {"y"}, {"nan"});
   m.output("inf", kOnnxBool);
   m.node("IsInf", {"y"}, {"inf"});
-  auto out = run_model(m.bytes(), {{"x", Tensor::from_vector<double>({1.0, 2.0, 1e9, 3.0}, {2, 2})}});
+  auto out =
+      run_model(m.bytes(), {{"x", Tensor::from_vector<double>({1.0, 2.0, 1e9, 3.0}, {2, 2})}});
   ASSERT_TRUE(out) << out.status().message();
   const Tensor& y = (*out)[0];
   ASSERT_EQ(y.dtype(), DType::kF8E5M2FNUZ);
