@@ -6,7 +6,7 @@
 
 A case is *in scope* when every op it uses is in ferrite's op table (`ferrite ops --names`) and
 its default-domain opset is one ferrite supports (13..21). The rate is passed / in-scope; cases that
-are in scope but unsupported (a dtype ferrite lacks, such as string or float8) count against it.
+are in scope but unsupported (a dtype ferrite lacks, such as string or int4) count against it.
 With --check the script exits non-zero when the rate is below the target or when an in-scope case
 fails that tests/conformance/known_failures.txt does not list (a regression).
 """
@@ -116,7 +116,7 @@ def main():
             for why, n in sorted(out_of_scope.items()):
                 f.write(f"- out of scope: {n} ({why})\n")
             f.write("\nTolerances: `|got - want| <= atol + rtol*|want|` with f64 1e-7/1e-5, f32 1e-4/1e-3, "
-                    "f16 1e-3/1e-2, bf16 1e-2/2e-2; integers and bool exact; NaN matches NaN.\n\n")
+                    "f16 1e-3/1e-2, bf16 1e-2/2e-2; integers and bool exact; float8 bit-exact; NaN matches NaN.\n\n")
             f.write("## Per op (in-scope cases that use the op)\n\n| op | cases | pass | fail | unsupported |\n"
                     "|---|---:|---:|---:|---:|\n")
             for op in sorted(per_op):

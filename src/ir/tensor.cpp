@@ -1,7 +1,9 @@
 #include "ir/tensor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <cstring>
 #include <new>
 
@@ -67,9 +69,19 @@ Tensor Tensor::clone() const {
 
 int64_t Tensor::int_at(int64_t i) const {
   int64_t out = 0;
-  bool ok = visit_dtype(dtype_, [&]<class T>() {
-    if constexpr (is_float_v<T>) {
-      out = static_cast<int64_t>(static_cast<double>(convert<double>(data<T>()[i])));
+  bool ok = visit_any_dtype(dtype_, [&]<class T>() {
+    if constexpr (is_float_v<T> || is_float8_v<T>) {
+      // Saturating and NaN -> 0: a float cast to int64 out of range is undefined behaviour.
+      double d = static_cast<double>(static_cast<compute_t<T>>(data<T>()[i]));
+      if (std::isnan(d)) {
+        out = 0;
+      } else if (d >= 0x1p63) {
+        out = std::numeric_limits<int64_t>::max();
+      } else if (d < -0x1p63) {
+        out = std::numeric_limits<int64_t>::min();
+      } else {
+        out = static_cast<int64_t>(d);
+      }
     } else {
       out = static_cast<int64_t>(data<T>()[i]);
     }
@@ -80,7 +92,7 @@ int64_t Tensor::int_at(int64_t i) const {
 
 double Tensor::double_at(int64_t i) const {
   double out = 0;
-  bool ok = visit_dtype(dtype_, [&]<class T>() { out = convert<double>(data<T>()[i]); });
+  bool ok = visit_any_dtype(dtype_, [&]<class T>() { out = convert<double>(data<T>()[i]); });
   FERRITE_CHECK(ok);
   return out;
 }

@@ -61,9 +61,10 @@ class Tensor {
   Tensor reshaped(std::vector<int64_t> dims) const;
   // Deep copy.
   Tensor clone() const;
-  // Reads element i of an integer or bool tensor as int64 (for shape-like inputs).
+  // Reads element i of an integer or bool tensor as int64 (for shape-like inputs); floats
+  // truncate, saturating, with NaN -> 0.
   int64_t int_at(int64_t i) const;
-  // Reads element i of any numeric tensor as double.
+  // Reads element i of any tensor (float8 included) as double.
   double double_at(int64_t i) const;
   // The values of a 0-d or 1-d integer tensor.
   std::vector<int64_t> to_int_vector() const;

@@ -60,6 +60,15 @@ C softplus(C x) {
 template <class Pred>
 Status float_predicate(KernelContext& ctx, Pred pred) {
   const Tensor& x = ctx.input(0);
+  if (is_float8(x.dtype())) {
+    FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DType::kBool, x.dims()));
+    visit_float8(x.dtype(), [&]<class T>() {
+      const T* px = x.data<T>();
+      bool* py = y->data<bool>();
+      for (int64_t i = 0; i < x.numel(); ++i) py[i] = pred(static_cast<float>(px[i]));
+    });
+    return Status::ok();
+  }
   return dispatch_dtype<TypeClass::kFloat>(ctx, x.dtype(), [&]<class T>() -> Status {
     FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DType::kBool, x.dims()));
     const T* px = x.data<T>();
@@ -116,6 +125,36 @@ Status clip_kernel(KernelContext& ctx) {
 
 // ---- Cast / CastLike ----
 
+// Casts to or from float8 go through double (exact for every source but 64-bit integers beyond
+// 2^53, which are out of every float8 range anyway), so f64 sources round once, as the spec
+// asks. `saturate` only affects float8 targets.
+Status cast_float8(KernelContext& ctx, const Tensor& x, Tensor& y, bool saturate) {
+  Status st = Status::ok();
+  visit_any_dtype(x.dtype(), [&]<class From>() {
+    const From* px = x.data<From>();
+    auto read = [px](int64_t i) -> double {
+      if constexpr (std::is_same_v<From, bool>) {
+        return px[i] ? 1.0 : 0.0;
+      } else {
+        return static_cast<double>(static_cast<compute_t<From>>(px[i]));
+      }
+    };
+    if (visit_float8(y.dtype(), [&]<class To>() {
+          To* py = y.data<To>();
+          for (int64_t i = 0; i < x.numel(); ++i) py[i] = To(read(i), saturate);
+        }))
+      return;
+    // float8 -> anything else: float holds every float8 value; then the usual float cast.
+    st = dispatch_dtype<TypeClass::kAll>(ctx, y.dtype(), [&]<class To>() -> Status {
+      To* py = y.data<To>();
+      for (int64_t i = 0; i < x.numel(); ++i)
+        py[i] = safe_cast<To, float>(static_cast<float>(read(i)));
+      return Status::ok();
+    });
+  });
+  return st;
+}
+
 Status cast_to(KernelContext& ctx, DType to) {
   const Tensor& x = ctx.input(0);
   if (x.dtype() == to) {
@@ -123,6 +162,8 @@ Status cast_to(KernelContext& ctx, DType to) {
     return Status::ok();
   }
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, to, x.dims()));
+  if (is_float8(x.dtype()) || is_float8(to))
+    return cast_float8(ctx, x, *y, ctx.node().attr_int("saturate", 1) != 0);
   return dispatch_dtype<TypeClass::kAll>(ctx, x.dtype(), [&]<class From>() -> Status {
     return dispatch_dtype<TypeClass::kAll>(ctx, to, [&]<class To>() -> Status {
       const From* px = x.data<From>();
@@ -144,6 +185,13 @@ Expected<DType> cast_target(const InferContext& ctx) {
   return *dt;
 }
 
+// float8 types exist from opset 19 (with the `saturate` attribute).
+Status check_float8_opset(const InferContext& ctx, DType from, DType to) {
+  if ((is_float8(from) || is_float8(to)) && ctx.opset() < 19)
+    return ctx.error("float8 types need opset 19 or later, the model has opset ", ctx.opset());
+  return Status::ok();
+}
+
 // Integer/bool -> integer/bool casts keep symbolic dims values (Shape -> Cast -> arithmetic).
 void cast_dims_value(InferContext& ctx, DType to) {
   DType from = ctx.input_dtype(0);
@@ -158,6 +206,7 @@ void cast_dims_value(InferContext& ctx, DType to) {
 
 Status infer_cast(InferContext& ctx) {
   FERRITE_ASSIGN_OR_RETURN(DType to, cast_target(ctx));
+  FERRITE_RETURN_IF_ERROR(check_float8_opset(ctx, ctx.input_dtype(0), to));
   ctx.set_output(0, to, ctx.input_shape(0));
   cast_dims_value(ctx, to);
   return Status::ok();
@@ -165,6 +214,7 @@ Status infer_cast(InferContext& ctx) {
 
 Status infer_castlike(InferContext& ctx) {
   DType to = ctx.input_dtype(1);
+  FERRITE_RETURN_IF_ERROR(check_float8_opset(ctx, ctx.input_dtype(0), to));
   ctx.set_output(0, to, ctx.input_shape(0));
   cast_dims_value(ctx, to);
   return Status::ok();
@@ -318,7 +368,7 @@ void register_activation_ops(OpRegistry& r) {
             .versions(13)
             .inputs(1)
             .outputs(1)
-            .types("T1", {0}, kFloat)
+            .types("T1", {0}, kFloat | kFloat8)  // float8 from opset 20
             .infer(infer_bool_like_input)
             .kernel([](KernelContext& ctx) {
               return float_predicate(ctx, [](auto x) { return x != x; });
@@ -327,7 +377,7 @@ void register_activation_ops(OpRegistry& r) {
             .versions(13)
             .inputs(1)
             .outputs(1)
-            .types("T1", {0}, kFloat)
+            .types("T1", {0}, kFloat | kFloat8)
             .attr("detect_negative", AttrType::kInt, 1)
             .attr("detect_positive", AttrType::kInt, 1)
             .infer(infer_bool_like_input)
@@ -345,12 +395,12 @@ void register_activation_ops(OpRegistry& r) {
             .types("T", {0, 1, 2}, kNumeric)
             .infer(infer_clip)
             .kernel(clip_kernel));
-  // `saturate` (opset 19) only affects float8 targets, which ferrite does not have.
+  // `saturate` (opset 19) only affects float8 targets.
   r.add(OpSchemaBuilder("Cast")
             .versions(13)
             .inputs(1)
             .outputs(1)
-            .types("T1", {0}, kAll)
+            .types("T1", {0}, kAllWithFloat8)
             .required_attr("to", AttrType::kInt)
             .attr("saturate", AttrType::kInt, 1)
             .infer(infer_cast)
@@ -359,8 +409,8 @@ void register_activation_ops(OpRegistry& r) {
             .versions(15)
             .inputs(2)
             .outputs(1)
-            .types("T1", {0}, kAll)
-            .types("T2", {1}, kAll)
+            .types("T1", {0}, kAllWithFloat8)
+            .types("T2", {1}, kAllWithFloat8)
             .attr("saturate", AttrType::kInt, 1)
             .infer(infer_castlike)
             .kernel([](KernelContext& ctx) { return cast_to(ctx, ctx.input(1).dtype()); }));

@@ -231,6 +231,9 @@ Expected<DType> eyelike_dtype(const Node& node, DType input) {
   auto d = dtype_from_onnx(static_cast<int>(node.attr_int("dtype")));
   if (!d)
     return unsupported(node.describe(), ": dtype ", node.attr_int("dtype"), " is not supported");
+  if (is_float8(*d))  // not in EyeLike's output types (opsets 13-21)
+    return err(node.describe(), ": dtype ", node.attr_int("dtype"), " (", dtype_name(*d),
+               ") is not allowed");
   return *d;
 }
 

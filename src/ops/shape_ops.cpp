@@ -720,29 +720,31 @@ Status identity_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-// One compact schema chain per op reads best.
+// One compact schema chain per op reads best. kAllWithFloat8 where ONNX (opsets 19-21) lists
+// the float8 types: Shape, Size, Reshape, Identity from 19; Flatten, (Un)Squeeze, Transpose from
+// 21. Concat, Split, Expand, Tile, Slice and Gather do not list them up to opset 21.
 // clang-format off
 void register_shape_ops(OpRegistry& r) {
   r.add(OpSchemaBuilder("Shape").versions(13).inputs(1).outputs(1)
             .attr("start", AttrType::kInt, int64_t{0}).optional_attr("end", AttrType::kInt)
-            .types("T", {0}, kAll).infer(infer_shape).kernel(shape_kernel));
-  r.add(OpSchemaBuilder("Size").versions(13).inputs(1).outputs(1).types("T", {0}, kAll)
+            .types("T", {0}, kAllWithFloat8).infer(infer_shape).kernel(shape_kernel));
+  r.add(OpSchemaBuilder("Size").versions(13).inputs(1).outputs(1).types("T", {0}, kAllWithFloat8)
             .infer(infer_size).kernel(size_kernel));
   r.add(OpSchemaBuilder("Reshape").versions(13).inputs(2).outputs(1)
             .attr("allowzero", AttrType::kInt, int64_t{0})
-            .types("T", {0}, kAll).types("shape", {1}, {DType::kI64})
+            .types("T", {0}, kAllWithFloat8).types("shape", {1}, {DType::kI64})
             .infer(infer_reshape).kernel(reshape_kernel));
   r.add(OpSchemaBuilder("Flatten").versions(13).inputs(1).outputs(1)
-            .attr("axis", AttrType::kInt, int64_t{1}).types("T", {0}, kAll)
+            .attr("axis", AttrType::kInt, int64_t{1}).types("T", {0}, kAllWithFloat8)
             .infer(infer_flatten).kernel(flatten_kernel));
   r.add(OpSchemaBuilder("Squeeze").versions(13).inputs(1, 2).outputs(1)
-            .types("T", {0}, kAll).types("axes", {1}, {DType::kI64})
+            .types("T", {0}, kAllWithFloat8).types("axes", {1}, {DType::kI64})
             .infer(infer_squeeze).kernel(squeeze_kernel));
   r.add(OpSchemaBuilder("Unsqueeze").versions(13).inputs(2).outputs(1)
-            .types("T", {0}, kAll).types("axes", {1}, {DType::kI64})
+            .types("T", {0}, kAllWithFloat8).types("axes", {1}, {DType::kI64})
             .infer(infer_unsqueeze).kernel(unsqueeze_kernel));
   r.add(OpSchemaBuilder("Transpose").versions(13).inputs(1).outputs(1)
-            .optional_attr("perm", AttrType::kInts).types("T", {0}, kAll)
+            .optional_attr("perm", AttrType::kInts).types("T", {0}, kAllWithFloat8)
             .infer(infer_transpose).kernel(transpose_kernel));
   r.add(OpSchemaBuilder("Concat").versions(13).inputs(1, INT_MAX).outputs(1)
             .required_attr("axis", AttrType::kInt)
@@ -758,7 +760,8 @@ void register_shape_ops(OpRegistry& r) {
   r.add(OpSchemaBuilder("Tile").versions(13).inputs(2).outputs(1)
             .types("T", {0}, kAll).types("repeats", {1}, {DType::kI64})
             .infer(infer_tile).kernel(tile_kernel));
-  r.add(OpSchemaBuilder("Identity").versions(13).inputs(1).outputs(1).types("T", {0}, kAll)
+  r.add(OpSchemaBuilder("Identity").versions(13).inputs(1).outputs(1)
+            .types("T", {0}, kAllWithFloat8)
             .infer(infer_identity).kernel(identity_kernel));
   register_slice_pad_ops(r);
   register_constant_ops(r);

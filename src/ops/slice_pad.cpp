@@ -422,7 +422,7 @@ void register_slice_pad_ops(OpRegistry& r) {
             .infer(infer_slice).kernel(slice_kernel));
   r.add(OpSchemaBuilder("Pad").versions(13).inputs(2, 4).outputs(1)
             .attr("mode", AttrType::kString, "constant")
-            .types("T", {0, 2}, kAll).types("pads", {1}, {DType::kI64})
+            .types("T", {0, 2}, kAllWithFloat8).types("pads", {1}, {DType::kI64})
             .types("Tind", {3}, kIndex).infer(infer_pad).kernel(pad_kernel));
   r.add(OpSchemaBuilder("CenterCropPad").versions(18).inputs(2).outputs(1)
             .optional_attr("axes", AttrType::kInts)

@@ -11,9 +11,16 @@ Tolerance default_tolerance(DType t) {
     case DType::kF32: return {1e-4, 1e-3};
     case DType::kF16: return {1e-3, 1e-2};
     case DType::kBF16: return {1e-2, 2e-2};
+    // float8 is exact: both sides round the same source values with the same rule (ONNX's Cast
+    // table), and one float8 ulp is too coarse (up to 12.5% for E4M3, 25% for E5M2) for a
+    // tolerance to mean anything. See compare_tensors.
     default: return {0, 0};
   }
 }
+
+namespace {
+unsigned float8_at(const Tensor& t, int64_t i) { return static_cast<const uint8_t*>(t.raw())[i]; }
+}  // namespace
 
 CompareResult compare_tensors(const Tensor& actual, const Tensor& expected, const Tolerance& tol) {
   CompareResult r;
@@ -29,15 +36,22 @@ CompareResult compare_tensors(const Tensor& actual, const Tensor& expected, cons
                         dims_to_string(expected.dims()));
     return r;
   }
+  // float8 with a zero tolerance compares bit patterns, so -0 differs from +0; any NaN still
+  // matches any NaN (E5M2 has several NaN encodings).
+  const bool float8_bits = is_float8(actual.dtype()) && tol.atol == 0 && tol.rtol == 0;
   int64_t bad = 0, first_bad = -1;
   for (int64_t i = 0; i < actual.numel(); ++i) {
     double a = actual.double_at(i), e = expected.double_at(i);
     bool match;
-    if (std::isnan(e) || std::isnan(a)) {
+    if (float8_bits) {
+      match = (std::isnan(a) && std::isnan(e)) || float8_at(actual, i) == float8_at(expected, i);
+      if (std::isfinite(a) && std::isfinite(e))
+        r.max_abs_error = std::max(r.max_abs_error, std::fabs(a - e));
+    } else if (std::isnan(e) || std::isnan(a)) {
       match = std::isnan(e) && std::isnan(a);
     } else if (std::isinf(e) || std::isinf(a)) {
       match = a == e;
-    } else if (!is_float(actual.dtype())) {
+    } else if (!is_float(actual.dtype()) && !is_float8(actual.dtype())) {
       // Compare integers exactly (double holds i64 up to 2^53; beyond that use the int path).
       match = actual.dtype() == DType::kI64 || actual.dtype() == DType::kU64
                   ? actual.int_at(i) == expected.int_at(i)
@@ -62,6 +76,11 @@ CompareResult compare_tensors(const Tensor& actual, const Tensor& expected, cons
                   static_cast<long long>(first_bad), actual.double_at(first_bad),
                   expected.double_at(first_bad), r.max_abs_error, tol.atol, tol.rtol);
     r.message = buf;
+    if (float8_bits) {
+      std::snprintf(buf, sizeof buf, " (bits 0x%02x, expected 0x%02x)",
+                    float8_at(actual, first_bad), float8_at(expected, first_bad));
+      r.message += buf;
+    }
   }
   return r;
 }

@@ -9,7 +9,8 @@
 namespace ferrite {
 
 // |actual - expected| <= atol + rtol * |expected|, elementwise; NaN matches NaN and infinities
-// must match exactly. Integers and bool must be equal.
+// must match exactly. Integers and bool must be equal. float8 with a zero tolerance (the default)
+// must match bit for bit, except that NaN matches NaN.
 struct Tolerance {
   double atol = 0;
   double rtol = 0;

@@ -64,6 +64,22 @@ Status fill_from_typed_fields(const onnx::TensorProto& p, const std::string& wha
       FERRITE_RETURN_IF_ERROR(expect(p.int32_data_size(), "int32_data"));
       copy_bits16<BFloat16>(t, p.int32_data());
       break;
+    case DType::kF8E4M3FN:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2:
+    case DType::kF8E5M2FNUZ: {
+      // One bit pattern per int32_data entry, like the 16-bit floats.
+      FERRITE_RETURN_IF_ERROR(expect(p.int32_data_size(), "int32_data"));
+      auto* out = static_cast<uint8_t*>(t.raw());
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        int32_t v = p.int32_data(static_cast<int>(i));
+        if (v < 0 || v > 0xFF)
+          return err(what, ": int32_data[", i, "] = ", v, " is not a ", dtype_name(t.dtype()),
+                     " bit pattern");
+        out[i] = static_cast<uint8_t>(v);
+      }
+      break;
+    }
     default: {
       FERRITE_RETURN_IF_ERROR(expect(p.int32_data_size(), "int32_data"));
       bool ok = visit_dtype(t.dtype(), [&]<class T>() {

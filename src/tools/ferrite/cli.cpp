@@ -121,6 +121,11 @@ Expected<Session::NamedInput> random_input(const Graph& g, const std::string& sp
       }
     }
   });
+  visit_float8(t.dtype(), [&]<class T>() {
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      p[i] = T(std::uniform_real_distribution<float>(-1.f, 1.f)(rng));
+  });
   return Session::NamedInput{name, std::move(t)};
 }
 

@@ -22,7 +22,8 @@ const char* kTestHelp = R"(usage: ferrite test-onnx [--device NAME] [--json FILE
     fail         it loads but an output differs, or running it reports an error
     unsupported  it uses an op, opset or dtype ferrite does not support yet
   Tolerances (|got - want| <= atol + rtol*|want|): f64 1e-7/1e-5, f32 1e-4/1e-3,
-  f16 1e-3/1e-2, bf16 1e-2/2e-2; integers and bool exact.
+  f16 1e-3/1e-2, bf16 1e-2/2e-2; integers and bool exact; float8 (f8e4m3fn, f8e4m3fnuz,
+  f8e5m2, f8e5m2fnuz) bit-exact, except that any NaN matches any NaN.
   Exit status: 0 when no case fails, 1 otherwise.
 )";
 
@@ -34,7 +35,9 @@ struct CaseResult {
 };
 
 // ONNX's test generator stores bfloat16 tensors as UINT16 bit patterns; read those as bf16 where
-// the model declares bf16.
+// the model declares bf16. float8 data has no such quirk: its .pb files carry the float8
+// data_type with one bit pattern per int32_data entry (some castlike cases are named after one
+// float8 type but declare and hold another, consistently, so they need no fixing either).
 Tensor bf16_from_bits(Tensor t, DType declared) {
   if (declared != DType::kBF16 || t.dtype() != DType::kU16) return t;
   Tensor out = Tensor::zeros(DType::kBF16, t.dims());
