@@ -1,6 +1,6 @@
-// Compile cache: stores compiled artifacts (generated-source shared objects, kernel binaries, tuning
-// records) under a content key, in memory (per process, LRU bounded by bytes) and on disk (shared by
-// all processes of the user).
+// Compile cache: stores compiled artifacts (generated-source shared objects, kernel binaries,
+// tuning records) under a content key, in memory (per process, LRU bounded by bytes) and on disk
+// (shared by all processes of the user).
 //
 // Disk layout: <root>/<first 2 key hex>/<key>.entry, one file per key, holding a header (magic,
 // format version, kind, key, sizes, SHA-256 over header+metadata+payload), the metadata string and
@@ -113,9 +113,9 @@ struct PruneResult {
 
 // Where the disk cache lives according to the environment.
 struct CacheLocation {
-  bool enabled = true;          // false when FERRITE_CACHE=0 (or off/false/no)
-  std::filesystem::path dir;    // empty when no location could be determined
-  std::string note;             // why disabled or why no dir
+  bool enabled = true;        // false when FERRITE_CACHE=0 (or off/false/no)
+  std::filesystem::path dir;  // empty when no location could be determined
+  std::string note;           // why disabled or why no dir
 };
 using EnvLookup = std::function<const char*(const char*)>;
 // $FERRITE_CACHE_DIR, else $XDG_CACHE_HOME/ferrite (absolute paths only, per the XDG spec), else
@@ -159,8 +159,7 @@ class CompileCache {
   // Artifacts that must be files. put_file copies `source` into the cache and returns the stable
   // path of the stored copy; it needs the disk level (an error otherwise, so the caller keeps using
   // its own file). get_file verifies the file's size and hash before returning its path.
-  Expected<std::filesystem::path> put_file(const CacheKey& key,
-                                           const std::filesystem::path& source,
+  Expected<std::filesystem::path> put_file(const CacheKey& key, const std::filesystem::path& source,
                                            std::string_view metadata = {});
   CacheLookup<CachedFile> get_file(const CacheKey& key);
 

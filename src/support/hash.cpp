@@ -23,7 +23,9 @@ constexpr uint32_t kRoundConstants[64] = {
 constexpr uint32_t kInitialState[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                        0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
 
-inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+inline uint32_t rotr(uint32_t x, int n) {
+  return (x >> n) | (x << (32 - n));
+}
 
 inline uint32_t load_be32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
@@ -48,7 +50,9 @@ std::string to_hex(const uint8_t* data, size_t size) {
   return out;
 }
 
-std::string Digest256::hex() const { return to_hex(bytes.data(), bytes.size()); }
+std::string Digest256::hex() const {
+  return to_hex(bytes.data(), bytes.size());
+}
 
 bool Digest256::from_hex(std::string_view hex, Digest256* out) {
   if (hex.size() != 64) return false;
@@ -105,6 +109,7 @@ void Sha256::compress(const uint8_t* block) {
 }
 
 Sha256& Sha256::update(const void* data, size_t size) {
+  if (size == 0) return *this;  // data may be null then
   const auto* p = static_cast<const uint8_t*>(data);
   total_bytes_ += size;
   if (buffered_ > 0) {
@@ -151,7 +156,11 @@ Digest256 Sha256::finish() {
   return out;
 }
 
-Digest256 sha256(const void* data, size_t size) { return Sha256().update(data, size).finish(); }
-Digest256 sha256(std::string_view data) { return sha256(data.data(), data.size()); }
+Digest256 sha256(const void* data, size_t size) {
+  return Sha256().update(data, size).finish();
+}
+Digest256 sha256(std::string_view data) {
+  return sha256(data.data(), data.size());
+}
 
 }  // namespace ferrite

@@ -1,7 +1,7 @@
 // Content hashing for cache keys and integrity checks: SHA-256 (FIPS 180-4), written from the
 // specification. A cryptographic hash is used rather than a fast non-cryptographic one because the
-// cache trusts a key match to mean "same compiled artifact": accidental collisions must be out of the
-// question, and the cost (a few hundred MB/s) is small next to compiling.
+// cache trusts a key match to mean "same compiled artifact": accidental collisions must be out of
+// the question, and the cost (a few hundred MB/s) is small next to compiling.
 #pragma once
 
 #include <array>

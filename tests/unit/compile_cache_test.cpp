@@ -6,8 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -17,13 +19,40 @@
 #include <thread>
 #include <vector>
 
-#include "test_util.h"
-
 namespace ferrite {
 namespace {
 
 namespace fs = std::filesystem;
-using ::ferrite::testing::TempDir;
+
+// A fresh directory, removed with its contents on destruction. (Not test_util.h's, so that this
+// test builds with only the cache sources, e.g. for a ThreadSanitizer run.)
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path_ = fs::temp_directory_path() /
+            ("ferrite_cache_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+  fs::path write(const std::string& name, const std::string& bytes) const {
+    fs::path p = path_ / name;
+    fs::create_directories(p.parent_path());
+    std::ofstream out(p, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    return p;
+  }
+
+ private:
+  fs::path path_;
+};
 
 using Env = std::map<std::string, std::string>;
 
@@ -43,18 +72,18 @@ struct Warnings {
   }
 };
 
-CompileCacheOptions options_for(const fs::path& dir, Warnings* warnings = nullptr,
-                                Env env = {}) {
+CompileCacheOptions options_for(const fs::path& dir, Warnings* warnings = nullptr, Env env = {}) {
   CompileCacheOptions o;
   o.dir = dir;
   o.getenv = fake_env(std::move(env));
-  o.warn = warnings ? warnings->sink() : [](const std::string& w) {
-    ADD_FAILURE() << "unexpected warning: " << w;
-  };
+  o.warn = warnings ? warnings->sink()
+                    : [](const std::string& w) { ADD_FAILURE() << "unexpected warning: " << w; };
   return o;
 }
 
-CacheKey key_of(const std::string& name) { return CacheKey().add("test", name); }
+CacheKey key_of(const std::string& name) {
+  return CacheKey().add("test", name);
+}
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -73,6 +102,21 @@ std::vector<std::string> tree(const fs::path& root) {
     if (e.is_regular_file()) out.push_back(fs::relative(e.path(), root).string());
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// Payloads that identify their writer and validate themselves, so a reader can tell a torn or
+// mixed read from a legitimate one.
+std::string make_payload(int writer, int iteration) {
+  std::string head = "w" + std::to_string(writer) + "i" + std::to_string(iteration) + ":";
+  std::string body(20000 + writer * 997 + iteration * 13, '\0');
+  for (size_t i = 0; i < body.size(); ++i)
+    body[i] = static_cast<char>(i * (writer + 3) + iteration);
+  return head + body;
+}
+bool valid_payload(const std::string& p) {
+  int writer = -1, iteration = -1;
+  if (std::sscanf(p.c_str(), "w%di%d:", &writer, &iteration) != 2) return false;
+  return p == make_payload(writer, iteration);
 }
 
 TEST(CacheKey, FieldsAreFramedUnambiguously) {
@@ -132,9 +176,8 @@ TEST(CacheKey, CompileKeyCoversEveryPart) {
 }
 
 TEST(CacheLocation, EnvironmentPrecedence) {
-  auto loc = resolve_cache_location(
-      fake_env({{"FERRITE_CACHE_DIR", "/x/ferrite-dir"}, {"XDG_CACHE_HOME", "/xdg"},
-                {"HOME", "/home/u"}}));
+  auto loc = resolve_cache_location(fake_env(
+      {{"FERRITE_CACHE_DIR", "/x/ferrite-dir"}, {"XDG_CACHE_HOME", "/xdg"}, {"HOME", "/home/u"}}));
   EXPECT_TRUE(loc.enabled);
   EXPECT_EQ(loc.dir, fs::path("/x/ferrite-dir"));
   loc = resolve_cache_location(fake_env({{"XDG_CACHE_HOME", "/xdg"}, {"HOME", "/home/u"}}));
@@ -534,11 +577,101 @@ TEST(CompileCache, FileArtifactsGetStablePaths) {
   EXPECT_TRUE(tree(root).empty());
 }
 
+TEST(CompileCache, PruneCleansOrphanedAndUnreferencedArtifacts) {
+  TempDir tmp;
+  fs::path root = tmp.path() / "cache";
+  CompileCache cache(options_for(root));
+  auto k = key_of("lib");
+  auto first = cache.put_file(k, tmp.write("a.so", "first build"));
+  auto second = cache.put_file(k, tmp.write("b.so", "second build"));
+  ASSERT_TRUE(first.has_value() && second.has_value());
+  ASSERT_NE(*first, *second);
+  auto old = fs::file_time_type::clock::now() - std::chrono::hours(2);
+  fs::last_write_time(*first, old);
+  fs::last_write_time(*second, old);  // referenced: kept however old
+  // Artifacts whose entry never arrived: an old one is litter, a young one may be mid-write.
+  std::string k2 = key_of("crashed").hex(), k3 = key_of("in-progress").hex();
+  fs::path stale_orphan = root / k2.substr(0, 2) / (k2 + "-0123456789abcdef.so");
+  fs::path young_orphan = root / k3.substr(0, 2) / (k3 + "-0123456789abcdef.so");
+  fs::create_directories(stale_orphan.parent_path());
+  fs::create_directories(young_orphan.parent_path());
+  write_file(stale_orphan, "x");
+  write_file(young_orphan, "y");
+  fs::last_write_time(stale_orphan, old);
+
+  auto r = cache.prune(UINT64_MAX);
+  ASSERT_TRUE(r.has_value()) << r.status().message();
+  EXPECT_EQ(r->removed_entries, 0u);
+  EXPECT_EQ(r->remaining_entries, 1u);
+  EXPECT_FALSE(fs::exists(*first));
+  EXPECT_TRUE(fs::exists(*second));
+  EXPECT_FALSE(fs::exists(stale_orphan));
+  EXPECT_TRUE(fs::exists(young_orphan));
+  auto hit = cache.get_file(k);
+  ASSERT_TRUE(hit.hit()) << hit.reason;
+  EXPECT_EQ(hit.value->path, *second);
+  EXPECT_EQ(read_file(hit.value->path), "second build");
+}
+
+TEST(CompileCache, GarbageFilesInTheTreeAreHarmless) {
+  TempDir tmp;
+  CompileCache cache(options_for(tmp.path()));
+  auto k = key_of("k");
+  fs::path entry = cache.entry_path(k);
+  fs::create_directories(entry.parent_path());
+  write_file(entry, std::string(300, '\x5a'));
+  write_file(entry.parent_path() / "README", "not ours");
+  write_file(tmp.path() / "zz-not-a-shard", "not ours");
+  auto r = cache.get(k);
+  EXPECT_EQ(r.outcome, CacheOutcome::kRejected);
+  EXPECT_NE(r.reason.find("bad magic"), std::string::npos) << r.reason;
+  // A directory where the entry should be is an I/O problem, not a hit and not a crash.
+  fs::create_directories(entry);
+  r = cache.get(k);
+  EXPECT_FALSE(r.hit());
+  EXPECT_EQ(r.outcome, CacheOutcome::kIoError) << r.reason;
+  fs::remove(entry);
+  ASSERT_TRUE(cache.prune(0).has_value());
+  EXPECT_TRUE(fs::exists(entry.parent_path() / "README"));  // prune only touches its own files
+  EXPECT_TRUE(fs::exists(tmp.path() / "zz-not-a-shard"));
+  ASSERT_TRUE(cache.put(k, "ok").is_ok());
+  EXPECT_TRUE(CompileCache(options_for(tmp.path())).get(k).hit());
+}
+
+// One cache object shared by compiler threads.
+TEST(CompileCache, OneObjectManyThreads) {
+  TempDir tmp;
+  CompileCacheOptions o = options_for(tmp.path());
+  o.memory_budget_bytes = 200000;  // small enough to evict while the threads run
+  CompileCache cache(std::move(o));
+  constexpr int kThreads = 4, kKeys = 20;
+  std::atomic<int> bad{0}, gets{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kKeys; ++i) {
+        auto k = key_of("k" + std::to_string(i));
+        if (!cache.put(k, make_payload(t, i)).is_ok()) ++bad;
+        auto r = cache.get(k);
+        ++gets;
+        if (!r.hit() || !valid_payload(r.value->payload)) ++bad;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad, 0);
+  CacheStats s = cache.stats();
+  EXPECT_EQ(s.hits + s.misses, static_cast<uint64_t>(gets));
+  EXPECT_LE(s.memory_bytes, 200000u);
+  EXPECT_EQ(s.disk_entries, static_cast<uint64_t>(kKeys));
+}
+
 // A real shared object round-trips through the cache and loads with dlopen.
 TEST(CompileCache, StoredSharedObjectLoads) {
   fs::path lib;
-  for (const char* candidate : {"/usr/lib/x86_64-linux-gnu/libz.so.1", "/lib/x86_64-linux-gnu/libz.so.1",
-                                "/usr/lib64/libz.so.1", "/usr/lib/aarch64-linux-gnu/libz.so.1"})
+  for (const char* candidate :
+       {"/usr/lib/x86_64-linux-gnu/libz.so.1", "/lib/x86_64-linux-gnu/libz.so.1",
+        "/usr/lib64/libz.so.1", "/usr/lib/aarch64-linux-gnu/libz.so.1"})
     if (fs::exists(candidate)) lib = candidate;
   if (lib.empty()) GTEST_SKIP() << "no libz.so.1 to use as a sample shared object";
   TempDir tmp;
@@ -552,20 +685,6 @@ TEST(CompileCache, StoredSharedObjectLoads) {
   ASSERT_NE(handle, nullptr) << ::dlerror();
   EXPECT_NE(::dlsym(handle, "zlibVersion"), nullptr);
   ::dlclose(handle);
-}
-
-// Payloads that identify their writer and validate themselves, so a reader can tell a torn or
-// mixed read from a legitimate one.
-std::string make_payload(int writer, int iteration) {
-  std::string head = "w" + std::to_string(writer) + "i" + std::to_string(iteration) + ":";
-  std::string body(20000 + writer * 997 + iteration * 13, '\0');
-  for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>(i * (writer + 3) + iteration);
-  return head + body;
-}
-bool valid_payload(const std::string& p) {
-  int writer = -1, iteration = -1;
-  if (std::sscanf(p.c_str(), "w%di%d:", &writer, &iteration) != 2) return false;
-  return p == make_payload(writer, iteration);
 }
 
 CompileCacheOptions disk_only(const fs::path& dir) {

@@ -59,8 +59,7 @@ TEST(Sha256, IncrementalMatchesOneShot) {
   // Byte-at-a-time and odd chunk sizes.
   for (size_t chunk : {1, 3, 17, 63, 65}) {
     Sha256 h;
-    for (size_t i = 0; i < msg.size(); i += chunk)
-      h.update(std::string_view(msg).substr(i, chunk));
+    for (size_t i = 0; i < msg.size(); i += chunk) h.update(std::string_view(msg).substr(i, chunk));
     EXPECT_EQ(h.finish().hex(), expected) << "chunk " << chunk;
   }
 }
