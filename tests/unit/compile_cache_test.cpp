@@ -3,121 +3,21 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <functional>
-#include <map>
-#include <memory>
 #include <string>
-#include <thread>
 #include <vector>
+
+#include "compile_cache_test_util.h"
 
 namespace ferrite {
 namespace {
 
+using namespace cache_testing;
 namespace fs = std::filesystem;
-
-// A fresh directory, removed with its contents on destruction. (Not test_util.h's, so that this
-// test builds with only the cache sources, e.g. for a ThreadSanitizer run.)
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("ferrite_cache_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-  fs::path write(const std::string& name, const std::string& bytes) const {
-    fs::path p = path_ / name;
-    fs::create_directories(p.parent_path());
-    std::ofstream out(p, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    return p;
-  }
-
- private:
-  fs::path path_;
-};
-
-using Env = std::map<std::string, std::string>;
-
-EnvLookup fake_env(Env env) {
-  auto owned = std::make_shared<Env>(std::move(env));
-  return [owned](const char* name) -> const char* {
-    auto it = owned->find(name);
-    return it == owned->end() ? nullptr : it->second.c_str();
-  };
-}
-
-struct Warnings {
-  std::shared_ptr<std::vector<std::string>> list = std::make_shared<std::vector<std::string>>();
-  std::function<void(const std::string&)> sink() {
-    auto l = list;
-    return [l](const std::string& w) { l->push_back(w); };
-  }
-};
-
-CompileCacheOptions options_for(const fs::path& dir, Warnings* warnings = nullptr, Env env = {}) {
-  CompileCacheOptions o;
-  o.dir = dir;
-  o.getenv = fake_env(std::move(env));
-  o.warn = warnings ? warnings->sink()
-                    : [](const std::string& w) { ADD_FAILURE() << "unexpected warning: " << w; };
-  return o;
-}
-
-CacheKey key_of(const std::string& name) {
-  return CacheKey().add("test", name);
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_file(const fs::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-// Files in the cache tree, relative names, for "nothing left behind" checks.
-std::vector<std::string> tree(const fs::path& root) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(root))
-    if (e.is_regular_file()) out.push_back(fs::relative(e.path(), root).string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-// Payloads that identify their writer and validate themselves, so a reader can tell a torn or
-// mixed read from a legitimate one.
-std::string make_payload(int writer, int iteration) {
-  std::string head = "w" + std::to_string(writer) + "i" + std::to_string(iteration) + ":";
-  std::string body(20000 + writer * 997 + iteration * 13, '\0');
-  for (size_t i = 0; i < body.size(); ++i)
-    body[i] = static_cast<char>(i * (writer + 3) + iteration);
-  return head + body;
-}
-bool valid_payload(const std::string& p) {
-  int writer = -1, iteration = -1;
-  if (std::sscanf(p.c_str(), "w%di%d:", &writer, &iteration) != 2) return false;
-  return p == make_payload(writer, iteration);
-}
 
 TEST(CacheKey, FieldsAreFramedUnambiguously) {
   EXPECT_NE(CacheKey().add("a", "bc").hex(), CacheKey().add("ab", "c").hex());
@@ -638,34 +538,6 @@ TEST(CompileCache, GarbageFilesInTheTreeAreHarmless) {
   EXPECT_TRUE(CompileCache(options_for(tmp.path())).get(k).hit());
 }
 
-// One cache object shared by compiler threads.
-TEST(CompileCache, OneObjectManyThreads) {
-  TempDir tmp;
-  CompileCacheOptions o = options_for(tmp.path());
-  o.memory_budget_bytes = 200000;  // small enough to evict while the threads run
-  CompileCache cache(std::move(o));
-  constexpr int kThreads = 4, kKeys = 20;
-  std::atomic<int> bad{0}, gets{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < kKeys; ++i) {
-        auto k = key_of("k" + std::to_string(i));
-        if (!cache.put(k, make_payload(t, i)).is_ok()) ++bad;
-        auto r = cache.get(k);
-        ++gets;
-        if (!r.hit() || !valid_payload(r.value->payload)) ++bad;
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(bad, 0);
-  CacheStats s = cache.stats();
-  EXPECT_EQ(s.hits + s.misses, static_cast<uint64_t>(gets));
-  EXPECT_LE(s.memory_bytes, 200000u);
-  EXPECT_EQ(s.disk_entries, static_cast<uint64_t>(kKeys));
-}
-
 // A real shared object round-trips through the cache and loads with dlopen.
 TEST(CompileCache, StoredSharedObjectLoads) {
   fs::path lib;
@@ -685,140 +557,6 @@ TEST(CompileCache, StoredSharedObjectLoads) {
   ASSERT_NE(handle, nullptr) << ::dlerror();
   EXPECT_NE(::dlsym(handle, "zlibVersion"), nullptr);
   ::dlclose(handle);
-}
-
-CompileCacheOptions disk_only(const fs::path& dir) {
-  CompileCacheOptions o = options_for(dir);
-  o.memory_budget_bytes = 0;  // every read goes to disk
-  return o;
-}
-
-TEST(CompileCache, ConcurrentWritersAndReadersOnOneKey) {
-  TempDir tmp;
-  auto k = key_of("contended");
-  constexpr int kWriters = 3, kIterations = 40;
-  std::atomic<int> writers_done{0}, bad_reads{0}, hits{0}, write_errors{0};
-  std::vector<std::thread> threads;
-  for (int w = 0; w < kWriters; ++w) {
-    threads.emplace_back([&, w] {
-      CompileCache cache(disk_only(tmp.path()));
-      for (int i = 0; i < kIterations; ++i)
-        if (!cache.put(k, make_payload(w, i)).is_ok()) ++write_errors;
-      ++writers_done;
-    });
-  }
-  for (int rd = 0; rd < 2; ++rd) {
-    threads.emplace_back([&] {
-      CompileCache cache(disk_only(tmp.path()));
-      do {
-        auto r = cache.get(k);
-        if (r.hit()) {
-          ++hits;
-          if (!valid_payload(r.value->payload)) ++bad_reads;
-        } else if (r.outcome != CacheOutcome::kAbsent) {
-          ++bad_reads;
-          ADD_FAILURE() << to_string(r.outcome) << ": " << r.reason;
-        }
-      } while (writers_done < kWriters);
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(write_errors, 0);
-  EXPECT_EQ(bad_reads, 0);
-  EXPECT_GT(hits, 0);
-  CompileCache after(disk_only(tmp.path()));
-  auto r = after.get(k);
-  ASSERT_TRUE(r.hit()) << r.reason;
-  EXPECT_TRUE(valid_payload(r.value->payload));
-  // No temp files left behind.
-  EXPECT_EQ(tree(tmp.path()).size(), 1u);
-}
-
-TEST(CompileCache, ConcurrentFileArtifactWriters) {
-  TempDir tmp;
-  fs::path root = tmp.path() / "cache";
-  auto k = key_of("so");
-  constexpr int kWriters = 3, kIterations = 15;
-  std::vector<fs::path> sources;
-  for (int w = 0; w < kWriters; ++w)
-    sources.push_back(tmp.write("src" + std::to_string(w) + ".so", make_payload(w, 0)));
-  std::atomic<int> writers_done{0}, bad{0}, hits{0};
-  std::vector<std::thread> threads;
-  for (int w = 0; w < kWriters; ++w) {
-    threads.emplace_back([&, w] {
-      CompileCache cache(disk_only(root));
-      for (int i = 0; i < kIterations; ++i)
-        if (!cache.put_file(k, sources[w]).has_value()) ++bad;
-      ++writers_done;
-    });
-  }
-  threads.emplace_back([&] {
-    CompileCache cache(disk_only(root));
-    do {
-      auto r = cache.get_file(k);
-      if (r.hit()) {
-        ++hits;
-        if (!valid_payload(read_file(r.value->path))) ++bad;
-      } else if (r.outcome != CacheOutcome::kAbsent) {
-        ++bad;
-        ADD_FAILURE() << to_string(r.outcome) << ": " << r.reason;
-      }
-    } while (writers_done < kWriters);
-  });
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(bad, 0);
-  EXPECT_GT(hits, 0);
-  CompileCache after(disk_only(root));
-  auto r = after.get_file(k);
-  ASSERT_TRUE(r.hit()) << r.reason;
-  // The losers' artifacts are young, so prune keeps them; nothing else is left over.
-  for (const auto& name : tree(root)) EXPECT_EQ(name.find(".tmp-"), std::string::npos) << name;
-}
-
-// Two processes compiling the same model at once: both succeed, every read is whole.
-TEST(CompileCache, TwoProcessesShareOneKey) {
-  TempDir tmp;
-  auto k = key_of("two-procs");
-  std::vector<pid_t> children;
-  for (int w = 0; w < 2; ++w) {
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      // Child: no gtest assertions; the exit code is the verdict.
-      int code = 0;
-      {
-        CompileCache cache(disk_only(tmp.path()));
-        for (int i = 0; i < 40 && code == 0; ++i) {
-          if (!cache.put(k, make_payload(w, i)).is_ok()) code = 2;
-          auto r = cache.get(k);
-          if (!r.hit() || !valid_payload(r.value->payload)) code = 3;
-        }
-      }
-      ::_exit(code);
-    }
-    children.push_back(pid);
-  }
-  int parent_hits = 0;
-  CompileCache reader(disk_only(tmp.path()));
-  for (int i = 0; i < 200; ++i) {
-    auto r = reader.get(k);
-    if (r.hit()) {
-      ++parent_hits;
-      EXPECT_TRUE(valid_payload(r.value->payload));
-    } else {
-      EXPECT_EQ(r.outcome, CacheOutcome::kAbsent) << r.reason;
-    }
-  }
-  for (pid_t pid : children) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0);
-  }
-  auto r = reader.get(k);
-  ASSERT_TRUE(r.hit()) << r.reason;
-  EXPECT_TRUE(valid_payload(r.value->payload));
-  EXPECT_EQ(tree(tmp.path()).size(), 1u);
 }
 
 }  // namespace
