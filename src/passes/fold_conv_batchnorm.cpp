@@ -3,8 +3,9 @@
 //   W'[m] = W[m] * s[m],  B'[m] = (B[m] - mean[m]) * s[m] + beta[m],  s = gamma / sqrt(var + eps),
 // computed in double. A following Mul, Add or Sub(y, c) by a per-channel constant (one value per
 // output channel along axis 1, or a single value) folds the same way, so Conv -> BN -> Mul -> Add
-// chains collapse. The Conv output must feed nothing but the folded node, and the folded node must
-// keep the Conv's output type (a constant that broadcasts to a bigger shape is never folded).
+// chains collapse into one new weight and bias. Each folded value must feed nothing but the next
+// folded node, and each folded node must keep the Conv's output type (a constant that broadcasts
+// to a bigger shape is never folded). The count of matches is the number of folded nodes.
 #include <algorithm>
 #include <cmath>
 
@@ -98,49 +99,54 @@ class FoldConvBatchNorm : public Pass {
   std::string name() const override { return "fold-conv-batchnorm"; }
   Expected<bool> run(Graph& g) override {
     int matches = 0;
-    // A fold can expose the next one (Conv -> BN -> Mul), so sweep until nothing changes.
-    for (bool again = true; again;) {
-      again = false;
-      Uses uses = compute_uses(g);
-      std::vector<const Node*> dead;
-      for (auto& node : g.nodes()) {
-        Node& conv = *node;
-        if (!conv.domain.empty() || conv.op_type != "Conv" || conv.outputs.size() != 1) continue;
-        Value* y = conv.outputs[0];
-        auto it = uses.find(y);
-        if (!y || is_graph_output(g, y) || it == uses.end() || it->second.size() != 1) continue;
-        Node& u = *it->second[0].node;
-        if (std::find(dead.begin(), dead.end(), &u) != dead.end()) continue;
-        if (!fold(g, uses, conv, u)) continue;
-        dead.push_back(&u);
-        ++matches;
-        again = true;
-      }
-      g.erase_nodes(dead);
-      g.compact();
+    Uses uses = compute_uses(g);
+    std::vector<const Node*> dead;
+    for (auto& node : g.nodes()) {
+      Node& conv = *node;
+      if (conv.domain.empty() && conv.op_type == "Conv" && conv.outputs.size() == 1)
+        matches += fold_chain(g, uses, conv, dead);
     }
+    g.erase_nodes(dead);
+    g.compact();
     log_matches(name(), matches);
     return matches > 0;
   }
 
  private:
-  static bool fold(Graph& g, const Uses& uses, Node& conv, Node& u) {
+  // Folds the longest chain of foldable single users after `conv` into its weight and bias;
+  // returns how many nodes were folded.
+  static int fold_chain(Graph& g, const Uses& uses, Node& conv, std::vector<const Node*>& dead) {
     Value* y = conv.outputs[0];
     const Tensor* w = constant_of(conv.input(1));
     const Tensor* b = conv.input(2) ? constant_of(conv.input(2)) : nullptr;
-    if (!w || (conv.input(2) && !b) || !is_float_dtype(w->dtype()) || w->rank() < 1) return false;
+    if (!y || !w || (conv.input(2) && !b) || !is_float_dtype(w->dtype()) || w->rank() < 1) return 0;
     if (!y->type.shape.rank_known() || y->type.shape.rank() < 3 || w->dtype() != y->type.dtype)
-      return false;
+      return 0;
     const int64_t m = w->dim(0);
-    if (y->type.shape[1] != Dim(m) || (b && (b->rank() != 1 || b->numel() != m))) return false;
-    auto affine = affine_of(g, uses, u, y, m);
-    if (!affine) return false;
+    if (y->type.shape[1] != Dim(m) || (b && (b->rank() != 1 || b->numel() != m))) return 0;
+    // Compose y -> y * scale + shift along the chain.
+    ChannelAffine total{std::vector<double>(m, 1.0), std::vector<double>(m, 0.0)};
+    std::vector<const Node*> chain;
+    for (Value* cur = y;;) {
+      auto it = uses.find(cur);
+      if (is_graph_output(g, cur) || it == uses.end() || it->second.size() != 1) break;
+      const Node& u = *it->second[0].node;
+      auto a = affine_of(g, uses, u, cur, m);
+      if (!a) break;
+      for (int64_t c = 0; c < m; ++c) {
+        total.scale[c] *= a->scale[c];
+        total.shift[c] = total.shift[c] * a->scale[c] + a->shift[c];
+      }
+      chain.push_back(&u);
+      cur = u.outputs[0];
+    }
+    if (chain.empty()) return 0;
 
     std::vector<double> wd = to_doubles(*w), bd = b ? to_doubles(*b) : std::vector<double>(m, 0.0);
     const int64_t block = m ? w->numel() / m : 0;
     for (int64_t c = 0; c < m; ++c) {
-      for (int64_t i = 0; i < block; ++i) wd[c * block + i] *= affine->scale[c];
-      bd[c] = bd[c] * affine->scale[c] + affine->shift[c];
+      for (int64_t i = 0; i < block; ++i) wd[c * block + i] *= total.scale[c];
+      bd[c] = bd[c] * total.scale[c] + total.shift[c];
     }
     Value* nw = g.add_initializer(conv.inputs[1]->name + "_folded",
                                   from_doubles(w->dtype(), wd, w->dims()));
@@ -151,12 +157,14 @@ class FoldConvBatchNorm : public Pass {
     conv.inputs[1] = nw;
     conv.inputs[2] = nb;
     TensorType before = y->type;
-    if (!infer_node(conv) || !(y->type == before) || !replace_value(g, u.outputs[0], y)) {
+    Value* last = chain.back()->outputs[0];
+    if (!infer_node(conv) || !(y->type == before) || !replace_value(g, last, y)) {
       conv.inputs = old_inputs;  // cannot happen for a valid Conv; keep the graph as it was
       y->type = before;
-      return false;
+      return 0;
     }
-    return true;
+    dead.insert(dead.end(), chain.begin(), chain.end());
+    return static_cast<int>(chain.size());
   }
 };
 

@@ -138,8 +138,10 @@ Node* make_k(Graph& g, Value* kt, const Node* before) {
   std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
   auto it = g.opsets().find("");
   int opset = it == g.opsets().end() ? 13 : it->second;
-  return insert_node(g, "", "Transpose", opset, {src}, {{"perm", Attribute(perm)}}, before,
-                     kt->name + "_untransposed");
+  Node* k = insert_node(g, "", "Transpose", opset, {src}, {{"perm", Attribute(perm)}}, before,
+                        (kt->producer ? kt->producer->name : kt->name) + "_k");
+  if (k && !g.find_value(kt->name + "_k")) g.rename_value(k->outputs[0], kt->name + "_k");
+  return k;
 }
 
 class FuseAttention : public Pass {

@@ -73,7 +73,7 @@ Node* insert_node(Graph& g, const std::string& domain, const std::string& op, in
                   const std::string& name_hint) {
   const OpSchema* schema = OpRegistry::global().find(domain, op, opset);
   if (!schema) return nullptr;
-  Node* n = g.add_node(op, g.unique_name(name_hint));
+  Node* n = g.add_node(op, name_hint);  // node names need not be unique
   n->domain = domain;
   n->opset = opset;
   n->schema = schema;
