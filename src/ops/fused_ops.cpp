@@ -28,11 +28,20 @@ constexpr const char* kDomain = "ferrite";
 template <class F>
 bool visit_float_gemm_dtype(DType t, F&& f) {
   switch (t) {
-    case DType::kF32: f.template operator()<float, float>(); return true;
-    case DType::kF64: f.template operator()<double, double>(); return true;
-    case DType::kF16: f.template operator()<Half, float>(); return true;
-    case DType::kBF16: f.template operator()<BFloat16, float>(); return true;
-    default: return false;
+    case DType::kF32:
+      f.template operator()<float, float>();
+      return true;
+    case DType::kF64:
+      f.template operator()<double, double>();
+      return true;
+    case DType::kF16:
+      f.template operator()<Half, float>();
+      return true;
+    case DType::kBF16:
+      f.template operator()<BFloat16, float>();
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -101,12 +110,16 @@ Status infer_fused_matmul(InferContext& ctx) {
 template <class C>
 C activate(Act act, C x) {
   switch (act) {
-    case Act::kNone: return x;
-    case Act::kRelu: return x > C(0) ? x : (x != x ? x : C(0));  // NaN stays NaN
-    case Act::kTanh: return std::tanh(x);
+    case Act::kNone:
+      return x;
+    case Act::kRelu:
+      return x > C(0) ? x : (x != x ? x : C(0));  // NaN stays NaN
+    case Act::kTanh:
+      return std::tanh(x);
     case Act::kSigmoid:  // never exp of a large positive number
       return x >= C(0) ? C(1) / (C(1) + std::exp(-x)) : std::exp(x) / (C(1) + std::exp(x));
-    case Act::kGelu: return C(0.5) * x * (C(1) + std::erf(x * C(0.7071067811865476)));
+    case Act::kGelu:
+      return C(0.5) * x * (C(1) + std::erf(x * C(0.7071067811865476)));
     case Act::kGeluTanh: {
       const C k = C(0.7978845608028654);  // sqrt(2/pi)
       return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
@@ -120,12 +133,14 @@ Status fused_matmul_kernel(KernelContext& ctx) {
   const Tensor& b = ctx.input(1);
   if (a.rank() < 2 || b.rank() < 2) return ctx.error("A and B must have rank >= 2");
   auto parsed = parse_activation(ctx.node().attr_string("activation"));
-  if (!parsed) return ctx.error("unknown activation \"", ctx.node().attr_string("activation"), "\"");
+  if (!parsed)
+    return ctx.error("unknown activation \"", ctx.node().attr_string("activation"), "\"");
   const Act act = *parsed;
   bool tb = ctx.node().attr_int("transB") != 0;
   int64_t M = a.dim(a.rank() - 2), K = a.dim(a.rank() - 1);
   int64_t Kb = b.dim(b.rank() - (tb ? 1 : 2)), N = b.dim(b.rank() - (tb ? 2 : 1));
-  if (K != Kb) return ctx.error("inner dimensions differ: ", a.type_string(), " x ", b.type_string());
+  if (K != Kb)
+    return ctx.error("inner dimensions differ: ", a.type_string(), " x ", b.type_string());
   std::vector<int64_t> a_batch(a.dims().begin(), a.dims().end() - 2);
   std::vector<int64_t> b_batch(b.dims().begin(), b.dims().end() - 2);
   FERRITE_ASSIGN_OR_RETURN(auto batch, broadcast_dims(ctx, a_batch, b_batch));
@@ -145,7 +160,8 @@ Status fused_matmul_kernel(KernelContext& ctx) {
     res_strides = broadcast_strides(res->dims(), out);
   }
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, a.dtype(), out));
-  std::vector<int64_t> sa = broadcast_strides(a_batch, batch), sb = broadcast_strides(b_batch, batch);
+  std::vector<int64_t> sa = broadcast_strides(a_batch, batch),
+                       sb = broadcast_strides(b_batch, batch);
   bool ok = visit_float_gemm_dtype(a.dtype(), [&]<class T, class Acc>() {
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
@@ -199,7 +215,8 @@ Status infer_attention(InferContext& ctx) {
     return ctx.error("Q, K and V must have rank >= 2");
   const Dim &dq = q[q.rank() - 1], &dk = k[k.rank() - 1];
   const Dim &tk = k[k.rank() - 2], &tv = v[v.rank() - 2];
-  if ((dq.is_static() && dk.is_static() && dq != dk) || (tk.is_static() && tv.is_static() && tk != tv))
+  if ((dq.is_static() && dk.is_static() && dq != dk) ||
+      (tk.is_static() && tv.is_static() && tk != tv))
     return ctx.error("Q ", q.to_string(), ", K ", k.to_string(), " and V ", v.to_string(),
                      " do not fit [..., S, D], [..., T, D], [..., T, Dv]");
   std::string e;
@@ -216,7 +233,8 @@ Status infer_attention(InferContext& ctx) {
     auto m = broadcast_shapes(ctx.input_shape(3), Shape(scores), &e);
     if (!m) return ctx.error("mask does not broadcast to the scores: ", e);
     if (m->rank_known() && m->rank() != scores.size())
-      return ctx.error("mask ", ctx.input_shape(3).to_string(), " has a higher rank than the scores");
+      return ctx.error("mask ", ctx.input_shape(3).to_string(),
+                       " has a higher rank than the scores");
   }
   ctx.set_output(0, ctx.input_dtype(0), Shape(out));
   return Status::ok();
@@ -251,7 +269,7 @@ Status attention_kernel(KernelContext& ctx) {
     mask_strides = broadcast_strides(mask->dims(), scores_dims);
   }
   double scale = ctx.node().has_attr("scale") ? ctx.node().attr_float("scale")
-                                                : 1.0 / std::sqrt(static_cast<double>(D));
+                                              : 1.0 / std::sqrt(static_cast<double>(D));
   bool causal = ctx.node().attr_int("causal") != 0;
   bool nan_to_zero = ctx.node().attr_int("nan_to_zero") != 0;
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, q.dtype(), out));

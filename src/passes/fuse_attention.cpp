@@ -53,7 +53,8 @@ Value* strip_scale(const Graph& g, const Uses& uses, Value* v, const Node* user,
       if (c && *c != 0) base = p->inputs[0], c = 1.0 / *c;
     } else {
       for (int i = 0; i < 2 && !base; ++i)
-        if ((c = scalar_constant(p->inputs[1 - i])) && !constant_of(p->inputs[i])) base = p->inputs[i];
+        if ((c = scalar_constant(p->inputs[1 - i])) && !constant_of(p->inputs[i]))
+          base = p->inputs[i];
     }
     if (!base || !same_type(base->type, v->type)) return v;
     scale *= *c;
@@ -90,7 +91,8 @@ std::optional<Match> match(const Graph& g, const Uses& uses, const Node& mm2) {
   if (!is_op(softmax, "Softmax", 1)) return std::nullopt;
   const Shape& ss = sm->type.shape;
   int64_t axis = softmax->attr_int("axis", -1);
-  if (!ss.rank_known() || ss.rank() < 2 || (axis != -1 && axis != static_cast<int64_t>(ss.rank()) - 1))
+  if (!ss.rank_known() || ss.rank() < 2 ||
+      (axis != -1 && axis != static_cast<int64_t>(ss.rank()) - 1))
     return std::nullopt;
   m.nodes.push_back(softmax);
   // Optional additive mask: the operand that is not the (scaled) scores MatMul.
@@ -184,8 +186,9 @@ class FuseAttention : public Pass {
     if (m.mask) inputs.push_back(m.mask);
     AttributeMap attrs{{"scale", Attribute(static_cast<float>(m.scale))},
                        {"nan_to_zero", Attribute(int64_t{m.nan_guard ? 1 : 0})}};
-    Node* att = insert_node(g, kFerriteDomain, "Attention", use_ferrite_domain(g),
-                            std::move(inputs), std::move(attrs), before, before->name + "_attention");
+    Node* att =
+        insert_node(g, kFerriteDomain, "Attention", use_ferrite_domain(g), std::move(inputs),
+                    std::move(attrs), before, before->name + "_attention");
     if (!att || !replace_value(g, m.y, att->outputs[0])) {
       if (att) discard_node(g, att);
       discard_node(g, k);

@@ -85,7 +85,8 @@ Value* plus_one(const Graph& g, const Uses& uses, const Node& f) {
 std::optional<Match> match_erf(const Graph& g, const Uses& uses, const Node& erf) {
   Match m;
   Node* d = erf.inputs.size() == 1 && erf.inputs[0] ? erf.inputs[0]->producer : nullptr;
-  if (!d || !d->domain.empty() || d->inputs.size() != 2 || sole_user(g, uses, d->outputs[0]) != &erf)
+  if (!d || !d->domain.empty() || d->inputs.size() != 2 ||
+      sole_user(g, uses, d->outputs[0]) != &erf)
     return std::nullopt;
   for (Value* x : d->inputs) {
     if (is_op_with_const(d, "Div", x, kSqrt2) || is_op_with_const(d, "Mul", x, 1 / kSqrt2)) {
@@ -173,10 +174,12 @@ class FuseGelu : public Pass {
     std::unordered_set<const Node*> dead;
     std::vector<Node*> anchors;
     for (auto& n : g.nodes())
-      if (n->domain.empty() && (n->op_type == "Erf" || n->op_type == "Tanh")) anchors.push_back(n.get());
+      if (n->domain.empty() && (n->op_type == "Erf" || n->op_type == "Tanh"))
+        anchors.push_back(n.get());
     for (Node* anchor : anchors) {
       if (dead.count(anchor)) continue;
-      auto m = anchor->op_type == "Erf" ? match_erf(g, uses, *anchor) : match_tanh(g, uses, *anchor);
+      auto m =
+          anchor->op_type == "Erf" ? match_erf(g, uses, *anchor) : match_tanh(g, uses, *anchor);
       if (!m || !apply(g, uses, *m, dead)) continue;
       ++matches;
     }

@@ -67,7 +67,8 @@ std::optional<Match> match_core(const Graph& g, const Uses& uses, const Node& di
   Value* d = div.inputs[0];
   Node* sqrt = div.inputs[1]->producer;
   Node* sub = d->producer;
-  if (!is_op(sqrt, "Sqrt", 1) || !is_op(sub, "Sub", 2) || sole_user(g, uses, sqrt->outputs[0]) != &div)
+  if (!is_op(sqrt, "Sqrt", 1) || !is_op(sub, "Sub", 2) ||
+      sole_user(g, uses, sqrt->outputs[0]) != &div)
     return std::nullopt;
   Node* add = sqrt->inputs[0]->producer;
   if (!is_op(add, "Add", 2) || sole_user(g, uses, add->outputs[0]) != sqrt) return std::nullopt;
@@ -75,7 +76,8 @@ std::optional<Match> match_core(const Graph& g, const Uses& uses, const Node& di
   std::optional<double> eps;
   for (Value* v : add->inputs) {
     Node* p = v->producer;
-    if (is_op(p, "ReduceMean", p ? p->inputs.size() : 0) && (eps = scalar_constant(other_operand(*add, v)))) {
+    if (is_op(p, "ReduceMean", p ? p->inputs.size() : 0) &&
+        (eps = scalar_constant(other_operand(*add, v)))) {
       var = p;
       break;
     }
@@ -110,7 +112,8 @@ std::optional<Match> match_core(const Graph& g, const Uses& uses, const Node& di
 // gamma/beta: a value that only broadcasts over the normalised dims and keeps the shape.
 bool fits_normalised(const Value* p, const Value* in, const Value* out, int64_t axis) {
   const Shape& s = p->type.shape;
-  return s.rank_known() && static_cast<int64_t>(s.rank()) <= -axis && same_type(in->type, out->type);
+  return s.rank_known() && static_cast<int64_t>(s.rank()) <= -axis &&
+         same_type(in->type, out->type);
 }
 
 // Optional Mul(n, gamma) then Add(., beta) after the core.
@@ -181,9 +184,9 @@ class FuseLayerNorm : public Pass {
     AttributeMap attrs{{"axis", Attribute(m.axis)},
                        {"epsilon", Attribute(static_cast<float>(m.eps))},
                        {"stash_type", Attribute(int64_t{1})}};
-    Node* ln = insert_node(g, "", "LayerNormalization", onnx_opset_at_least(g, 17),
-                           std::move(inputs), std::move(attrs), m.y->producer,
-                           m.y->producer->name + "_layernorm");
+    Node* ln =
+        insert_node(g, "", "LayerNormalization", onnx_opset_at_least(g, 17), std::move(inputs),
+                    std::move(attrs), m.y->producer, m.y->producer->name + "_layernorm");
     if (!ln) return false;  // e.g. gamma of another dtype; an unused ones initializer is compacted
     if (!replace_value(g, m.y, ln->outputs[0])) {
       discard_node(g, ln);

@@ -107,7 +107,8 @@ void match_epilogue(const Graph& g, const Uses& uses, Match& m) {
   if (!m.bias && is_op(u, "Add") && u->inputs.size() == 2 && u->inputs[0] != u->inputs[1]) {
     Value* bias = other_operand(*u, m.cur);
     const Shape& bs = bias->type.shape;
-    if (bs.rank_known() && bs.rank() == 1 && bs[0] == n && same_type(u->outputs[0]->type, m.cur->type)) {
+    if (bs.rank_known() && bs.rank() == 1 && bs[0] == n &&
+        same_type(u->outputs[0]->type, m.cur->type)) {
       m.bias = bias;
       advance(u);
       u = sole_user(g, uses, m.cur);
@@ -169,8 +170,7 @@ class FuseMatMulEpilogue : public Pass {
     }
     std::vector<Value*> inputs{m.a, m.b, m.bias, m.residual};
     while (!inputs.back()) inputs.pop_back();
-    AttributeMap attrs{{"activation", Attribute(m.activation)},
-                       {"transB", Attribute(m.trans_b)}};
+    AttributeMap attrs{{"activation", Attribute(m.activation)}, {"transB", Attribute(m.trans_b)}};
     Node* before = m.cur->producer;
     Node* f = insert_node(g, kFerriteDomain, "FusedMatMul", use_ferrite_domain(g),
                           std::move(inputs), std::move(attrs), before, m.nodes[0]->name + "_fused");

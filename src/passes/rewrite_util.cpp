@@ -55,7 +55,9 @@ bool used_only_by(const Graph& g, const Uses& uses, const Value* v,
   return true;
 }
 
-bool is_float_dtype(DType t) { return is_float(t); }
+bool is_float_dtype(DType t) {
+  return is_float(t);
+}
 
 bool fully_known(const Shape& s) {
   if (!s.rank_known()) return false;
@@ -121,7 +123,8 @@ int use_ferrite_domain(Graph& g) {
 
 void log_matches(const std::string& pass, int matches) {
   const char* log = std::getenv("FERRITE_LOG");
-  if (log && std::strstr(log, "passes")) std::fprintf(stderr, "%s: %d matches\n", pass.c_str(), matches);
+  if (log && std::strstr(log, "passes"))
+    std::fprintf(stderr, "%s: %d matches\n", pass.c_str(), matches);
 }
 
 }  // namespace ferrite::rewrite

@@ -22,7 +22,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path golden_dir() { return fs::path(FERRITE_TEST_DATA_DIR).parent_path() / "golden" / "passes"; }
+fs::path golden_dir() {
+  return fs::path(FERRITE_TEST_DATA_DIR).parent_path() / "golden" / "passes";
+}
 
 struct GoldenCase {
   std::vector<std::string> passes;
