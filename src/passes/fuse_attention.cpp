@@ -186,9 +186,8 @@ class FuseAttention : public Pass {
     if (m.mask) inputs.push_back(m.mask);
     AttributeMap attrs{{"scale", Attribute(static_cast<float>(m.scale))},
                        {"nan_to_zero", Attribute(int64_t{m.nan_guard ? 1 : 0})}};
-    Node* att =
-        insert_node(g, kFerriteDomain, "Attention", use_ferrite_domain(g), std::move(inputs),
-                    std::move(attrs), before, before->name + "_attention");
+    Node* att = insert_node(g, kFerriteDomain, "Attention", kFerriteOpset, std::move(inputs),
+                            std::move(attrs), before, before->name + "_attention");
     if (!att || !replace_value(g, m.y, att->outputs[0])) {
       if (att) discard_node(g, att);
       discard_node(g, k);

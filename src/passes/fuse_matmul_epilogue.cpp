@@ -172,8 +172,8 @@ class FuseMatMulEpilogue : public Pass {
     while (!inputs.back()) inputs.pop_back();
     AttributeMap attrs{{"activation", Attribute(m.activation)}, {"transB", Attribute(m.trans_b)}};
     Node* before = m.cur->producer;
-    Node* f = insert_node(g, kFerriteDomain, "FusedMatMul", use_ferrite_domain(g),
-                          std::move(inputs), std::move(attrs), before, m.nodes[0]->name + "_fused");
+    Node* f = insert_node(g, kFerriteDomain, "FusedMatMul", kFerriteOpset, std::move(inputs),
+                          std::move(attrs), before, m.nodes[0]->name + "_fused");
     if (!f) return false;
     if (!replace_value(g, m.cur, f->outputs[0])) {
       discard_node(g, f);

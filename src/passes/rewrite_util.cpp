@@ -90,6 +90,7 @@ Node* insert_node(Graph& g, const std::string& domain, const std::string& op, in
     discard_node(g, n);
     return nullptr;
   }
+  if (domain == kFerriteDomain) g.opsets().emplace(domain, opset);
   return n;
 }
 
@@ -114,11 +115,6 @@ int onnx_opset_at_least(const Graph& g, int min_version) {
   auto it = g.opsets().find("");
   int model = it == g.opsets().end() ? 0 : it->second;
   return std::max(model, min_version);
-}
-
-int use_ferrite_domain(Graph& g) {
-  auto [it, inserted] = g.opsets().emplace(kFerriteDomain, 1);
-  return it->second;
 }
 
 void log_matches(const std::string& pass, int matches) {

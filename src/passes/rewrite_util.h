@@ -20,8 +20,9 @@ namespace ferrite::rewrite {
 
 using Uses = std::unordered_map<const Value*, std::vector<Use>>;
 
-// The internal domain of ferrite's fused ops (never appears in ONNX files).
+// The internal domain of ferrite's fused ops (never appears in ONNX files) and its version.
 inline constexpr const char* kFerriteDomain = "ferrite";
+inline constexpr int kFerriteOpset = 1;
 
 // Compile-time data of v (initializer or folded constant); null for graph inputs, even those
 // with a default initializer, which the caller may override.
@@ -49,7 +50,8 @@ bool same_type(const TensorType& a, const TensorType& b);
 
 // Creates `domain.op(inputs) {attrs}` with one fresh output, placed right before `before`, and
 // infers it. Returns null, leaving the graph as it was, when the op has no schema at `opset` or
-// inference fails. The output is named after `name_hint`.
+// inference fails. The output is named after `name_hint`. A node of the internal domain adds
+// that domain to the graph's opset map.
 Node* insert_node(Graph& g, const std::string& domain, const std::string& op, int opset,
                   std::vector<Value*> inputs, AttributeMap attrs, const Node* before,
                   const std::string& name_hint);
@@ -62,8 +64,6 @@ bool replace_value(Graph& g, Value* old, Value* repl);
 // The opset version to give a new default-domain node that needs at least `min_version`: the
 // model's own when new enough (each node keeps its own opset, so older neighbours are unaffected).
 int onnx_opset_at_least(const Graph& g, int min_version);
-// Registers the internal domain in the graph's opset map and returns its version.
-int use_ferrite_domain(Graph& g);
 
 // Prints "<pass>: N matches" to stderr when FERRITE_LOG contains "passes".
 void log_matches(const std::string& pass, int matches);
