@@ -39,6 +39,7 @@ const OpRegistry& OpRegistry::global() {
     register_shape_ops(r);
     register_indexing_ops(r);
     register_misc_ops(r);
+    register_fused_ops(r);
     return r;
   }();
   return registry;

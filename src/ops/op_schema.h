@@ -127,5 +127,6 @@ void register_reduction_ops(OpRegistry& r);     // Reduce*, ArgMax/ArgMin, Softm
 void register_shape_ops(OpRegistry& r);         // Reshape, Transpose, Concat, Slice, Pad, ...
 void register_indexing_ops(OpRegistry& r);      // Gather*, Scatter*, Trilu, Where-free indexing
 void register_misc_ops(OpRegistry& r);          // CumSum, TopK, Resize, Dropout, Range, ...
+void register_fused_ops(OpRegistry& r);         // internal "ferrite" domain: FusedMatMul, Attention
 
 }  // namespace ferrite

@@ -56,6 +56,11 @@ void register_common_subexpression_elimination(PassRegistry& r);
 void register_constant_folding(PassRegistry& r);
 void register_remove_noops(PassRegistry& r);
 void register_algebraic_simplification(PassRegistry& r);
+void register_fold_conv_batchnorm(PassRegistry& r);
+void register_fuse_layernorm(PassRegistry& r);
+void register_fuse_gelu(PassRegistry& r);
+void register_fuse_attention(PassRegistry& r);
+void register_fuse_matmul_epilogue(PassRegistry& r);
 
 // Helper for passes: users of each value (node, input index), for the current graph.
 struct Use {

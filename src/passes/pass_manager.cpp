@@ -11,6 +11,11 @@ const PassRegistry& PassRegistry::global() {
     register_algebraic_simplification(r);
     register_constant_folding(r);
     register_common_subexpression_elimination(r);
+    register_fold_conv_batchnorm(r);
+    register_fuse_layernorm(r);
+    register_fuse_gelu(r);
+    register_fuse_attention(r);
+    register_fuse_matmul_epilogue(r);
     register_dead_code_elimination(r);
     return r;
   }();
@@ -24,9 +29,16 @@ const PassInfo* PassRegistry::find(const std::string& name) const {
 }
 
 std::vector<std::string> default_pipeline() {
-  // remove-noops runs again after folding and CSE, which expose new identities.
-  return {"remove-noops", "algebraic-simplification", "constant-folding",
-          "common-subexpression-elimination", "remove-noops", "dead-code-elimination"};
+  // remove-noops runs again after folding and CSE, which expose new identities. The rewrites
+  // come after them (they match constants as initializers, and clean subgraphs): GELU and
+  // LayerNorm first, attention before the epilogue fusion (which would otherwise take the
+  // attention MatMuls), and the epilogue last so that it absorbs the fused Gelu.
+  return {"remove-noops",         "algebraic-simplification",
+          "constant-folding",     "common-subexpression-elimination",
+          "remove-noops",         "fold-conv-batchnorm",
+          "fuse-layernorm",       "fuse-gelu",
+          "fuse-attention",       "fuse-matmul-epilogue",
+          "dead-code-elimination"};
 }
 
 Status run_pipeline(Graph& g, const std::vector<std::string>& passes, const PipelineOptions& opts) {

@@ -140,8 +140,8 @@ int ops_command(int argc, char** argv) {
     return std::tie(a->domain, a->name, a->since_version) < std::tie(b->domain, b->name, b->since_version);
   });
   for (const OpSchema* s : all) {
-    if (args->flag("names")) {
-      std::printf("%s\n", s->name.c_str());
+    if (args->flag("names")) {  // internal domains qualified: they must not shadow ONNX names
+      std::printf("%s\n", (s->domain.empty() ? s->name : s->domain + "." + s->name).c_str());
       continue;
     }
     std::string range = s->last_version == INT_MAX ? str_cat(s->since_version, "+")

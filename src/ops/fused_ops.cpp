@@ -1,0 +1,363 @@
+// Internal fused ops of the "ferrite" domain (version 1). Graph passes create them; they never
+// appear in ONNX files. Each is defined as the exact composition of the ONNX ops it replaces:
+//
+//   ferrite.FusedMatMul(A, B, bias?, residual?) {activation, transB}
+//       Y = act(MatMul(A, transB ? B^T(last two axes) : B) + bias) + residual
+//       A, B of rank >= 2 with NumPy batch broadcasting; bias is 1-D [N]; residual broadcasts to
+//       Y without changing its shape. activation: none | relu | tanh | sigmoid | gelu (erf) |
+//       gelu_tanh.
+//
+//   ferrite.Attention(Q, K, V, mask?) {scale, causal, nan_to_zero}
+//       Y = softmax(Q @ K^T * scale + mask [+ causal mask]) @ V over the last axis, with
+//       Q [..., S, D], K [..., T, D], V [..., T, Dv] (batch dims broadcast) and an additive mask
+//       broadcasting to [..., S, T]. scale defaults to 1/sqrt(D). causal masks t > s with -inf.
+//       nan_to_zero replaces NaN probabilities by 0 (the Where(IsNaN(p), 0, p) guard that
+//       PyTorch exports; it makes fully masked rows produce 0). Softmax runs in double.
+#include <cmath>
+#include <limits>
+
+#include "ops/gemm.h"
+#include "ops/helpers.h"
+
+namespace ferrite {
+
+namespace {
+
+constexpr const char* kDomain = "ferrite";
+
+template <class F>
+bool visit_float_gemm_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::kF32:
+      f.template operator()<float, float>();
+      return true;
+    case DType::kF64:
+      f.template operator()<double, double>();
+      return true;
+    case DType::kF16:
+      f.template operator()<Half, float>();
+      return true;
+    case DType::kBF16:
+      f.template operator()<BFloat16, float>();
+      return true;
+    default:
+      return false;
+  }
+}
+
+enum class Act { kNone, kRelu, kTanh, kSigmoid, kGelu, kGeluTanh };
+
+std::optional<Act> parse_activation(const std::string& a) {
+  if (a == "none") return Act::kNone;
+  if (a == "relu") return Act::kRelu;
+  if (a == "tanh") return Act::kTanh;
+  if (a == "sigmoid") return Act::kSigmoid;
+  if (a == "gelu") return Act::kGelu;
+  if (a == "gelu_tanh") return Act::kGeluTanh;
+  return std::nullopt;
+}
+
+// Batch dims of a and b broadcast; error text on mismatch.
+std::optional<Shape> batch_broadcast(const std::vector<Dim>& a, const std::vector<Dim>& b,
+                                     std::string* e) {
+  return broadcast_shapes(Shape(a), Shape(b), e);
+}
+
+// ---- FusedMatMul ----------------------------------------------------------------------------
+
+Status infer_fused_matmul(InferContext& ctx) {
+  const std::string act = ctx.node().attr_string("activation");
+  if (!parse_activation(act)) return ctx.error("unknown activation \"", act, "\"");
+  const Shape& a = ctx.input_shape(0);
+  const Shape& b = ctx.input_shape(1);
+  if (!a.rank_known() || !b.rank_known()) {
+    ctx.set_output(0, ctx.input_dtype(0), Shape::unknown_rank());
+    return Status::ok();
+  }
+  if (a.rank() < 2 || b.rank() < 2) return ctx.error("A and B must have rank >= 2");
+  bool tb = ctx.node().attr_int("transB") != 0;
+  const Dim& ka = a[a.rank() - 1];
+  const Dim& kb = b[b.rank() - (tb ? 1 : 2)];
+  const Dim& n = b[b.rank() - (tb ? 2 : 1)];
+  if (ka.is_static() && kb.is_static() && ka != kb)
+    return ctx.error("inner dimensions differ: ", a.to_string(), " x ", b.to_string());
+  std::string e;
+  auto batch = batch_broadcast({a.dims().begin(), a.dims().end() - 2},
+                               {b.dims().begin(), b.dims().end() - 2}, &e);
+  if (!batch) return ctx.error(e);
+  std::vector<Dim> out = batch->dims();
+  out.push_back(a[a.rank() - 2]);
+  out.push_back(n);
+  Shape y(out);
+  if (ctx.has_input(2)) {
+    const Shape& bias = ctx.input_shape(2);
+    if (bias.rank_known() && bias.rank() != 1) return ctx.error("bias must be 1-D");
+    if (bias.rank_known() && bias[0].is_static() && n.is_static() && bias[0] != n)
+      return ctx.error("bias ", bias.to_string(), " does not match N = ", n.to_string());
+  }
+  if (ctx.has_input(3)) {
+    auto r = broadcast_shapes(ctx.input_shape(3), y, &e);
+    if (!r) return ctx.error("residual does not broadcast to the output: ", e);
+    if (r->rank_known() && r->rank() != y.rank())
+      return ctx.error("residual ", ctx.input_shape(3).to_string(), " would change the shape ",
+                       y.to_string());
+  }
+  ctx.set_output(0, ctx.input_dtype(0), y);
+  return Status::ok();
+}
+
+// The same formulas as the standalone Relu, Tanh, Sigmoid and Gelu kernels.
+template <class C>
+C activate(Act act, C x) {
+  switch (act) {
+    case Act::kNone:
+      return x;
+    case Act::kRelu:
+      return x > C(0) ? x : (x != x ? x : C(0));  // NaN stays NaN
+    case Act::kTanh:
+      return std::tanh(x);
+    case Act::kSigmoid:  // never exp of a large positive number
+      return x >= C(0) ? C(1) / (C(1) + std::exp(-x)) : std::exp(x) / (C(1) + std::exp(x));
+    case Act::kGelu:
+      return C(0.5) * x * (C(1) + std::erf(x * C(0.7071067811865476)));
+    case Act::kGeluTanh: {
+      const C k = C(0.7978845608028654);  // sqrt(2/pi)
+      return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
+    }
+  }
+  return x;
+}
+
+Status fused_matmul_kernel(KernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  if (a.rank() < 2 || b.rank() < 2) return ctx.error("A and B must have rank >= 2");
+  auto parsed = parse_activation(ctx.node().attr_string("activation"));
+  if (!parsed)
+    return ctx.error("unknown activation \"", ctx.node().attr_string("activation"), "\"");
+  const Act act = *parsed;
+  bool tb = ctx.node().attr_int("transB") != 0;
+  int64_t M = a.dim(a.rank() - 2), K = a.dim(a.rank() - 1);
+  int64_t Kb = b.dim(b.rank() - (tb ? 1 : 2)), N = b.dim(b.rank() - (tb ? 2 : 1));
+  if (K != Kb)
+    return ctx.error("inner dimensions differ: ", a.type_string(), " x ", b.type_string());
+  std::vector<int64_t> a_batch(a.dims().begin(), a.dims().end() - 2);
+  std::vector<int64_t> b_batch(b.dims().begin(), b.dims().end() - 2);
+  FERRITE_ASSIGN_OR_RETURN(auto batch, broadcast_dims(ctx, a_batch, b_batch));
+  std::vector<int64_t> out = batch;
+  out.push_back(M);
+  out.push_back(N);
+  const Tensor* bias = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  const Tensor* res = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+  if (bias && (bias->rank() != 1 || bias->dim(0) != N))
+    return ctx.error("bias ", bias->type_string(), " must be [", N, "]");
+  std::vector<int64_t> res_strides;
+  if (res) {
+    auto bc = broadcast_dims(ctx, res->dims(), out);
+    if (!bc || *bc != out)
+      return ctx.error("residual ", res->type_string(), " does not broadcast to ",
+                       dims_to_string(out));
+    res_strides = broadcast_strides(res->dims(), out);
+  }
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, a.dtype(), out));
+  std::vector<int64_t> sa = broadcast_strides(a_batch, batch),
+                       sb = broadcast_strides(b_batch, batch);
+  bool ok = visit_float_gemm_dtype(a.dtype(), [&]<class T, class Acc>() {
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* py = y->data<T>();
+    const int64_t b_row = tb ? 1 : N, b_col = tb ? K : 1;
+    auto one = [&](int64_t i, int64_t oa, int64_t ob) {
+      reference_gemm<T, Acc>(M, N, K, pa + oa * M * K, K, 1, pb + ob * K * N, b_row, b_col,
+                             py + i * M * N, N, false);
+    };
+    if (batch.empty()) {
+      one(0, 0, 0);
+    } else {
+      std::array<std::vector<int64_t>, 2> strides{sa, sb};
+      for_each_index<2>(batch, strides, [&](int64_t i, const std::array<int64_t, 2>& off) {
+        one(i, off[0], off[1]);
+      });
+    }
+    // Epilogue in the compute type, one rounding at the end.
+    using C = compute_t<T>;
+    const T* pbias = bias ? bias->data<T>() : nullptr;
+    auto epilogue = [&](int64_t i, int64_t res_off) {
+      C v = convert<C>(py[i]);
+      if (pbias) v += convert<C>(pbias[i % N]);
+      v = activate<C>(act, v);
+      if (res) v += convert<C>(res->data<T>()[res_off]);
+      py[i] = convert<T>(v);
+    };
+    if (!res) {
+      for (int64_t i = 0; i < y->numel(); ++i) epilogue(i, 0);
+    } else {
+      std::array<std::vector<int64_t>, 1> rs{res_strides};
+      for_each_index<1>(out, rs,
+                        [&](int64_t i, const std::array<int64_t, 1>& off) { epilogue(i, off[0]); });
+    }
+  });
+  if (!ok) return ctx.error("dtype ", dtype_name(a.dtype()), " is not supported");
+  return Status::ok();
+}
+
+// ---- Attention ------------------------------------------------------------------------------
+
+Status infer_attention(InferContext& ctx) {
+  const Shape& q = ctx.input_shape(0);
+  const Shape& k = ctx.input_shape(1);
+  const Shape& v = ctx.input_shape(2);
+  if (!q.rank_known() || !k.rank_known() || !v.rank_known()) {
+    ctx.set_output(0, ctx.input_dtype(0), Shape::unknown_rank());
+    return Status::ok();
+  }
+  if (q.rank() < 2 || k.rank() < 2 || v.rank() < 2)
+    return ctx.error("Q, K and V must have rank >= 2");
+  const Dim &dq = q[q.rank() - 1], &dk = k[k.rank() - 1];
+  const Dim &tk = k[k.rank() - 2], &tv = v[v.rank() - 2];
+  if ((dq.is_static() && dk.is_static() && dq != dk) ||
+      (tk.is_static() && tv.is_static() && tk != tv))
+    return ctx.error("Q ", q.to_string(), ", K ", k.to_string(), " and V ", v.to_string(),
+                     " do not fit [..., S, D], [..., T, D], [..., T, Dv]");
+  std::string e;
+  auto batch = batch_broadcast({q.dims().begin(), q.dims().end() - 2},
+                               {k.dims().begin(), k.dims().end() - 2}, &e);
+  if (batch) batch = batch_broadcast(batch->dims(), {v.dims().begin(), v.dims().end() - 2}, &e);
+  if (!batch) return ctx.error(e);
+  std::vector<Dim> scores = batch->dims(), out = batch->dims();
+  scores.push_back(q[q.rank() - 2]);
+  scores.push_back(tk);
+  out.push_back(q[q.rank() - 2]);
+  out.push_back(v[v.rank() - 1]);
+  if (ctx.has_input(3)) {
+    auto m = broadcast_shapes(ctx.input_shape(3), Shape(scores), &e);
+    if (!m) return ctx.error("mask does not broadcast to the scores: ", e);
+    if (m->rank_known() && m->rank() != scores.size())
+      return ctx.error("mask ", ctx.input_shape(3).to_string(),
+                       " has a higher rank than the scores");
+  }
+  ctx.set_output(0, ctx.input_dtype(0), Shape(out));
+  return Status::ok();
+}
+
+Status attention_kernel(KernelContext& ctx) {
+  const Tensor& q = ctx.input(0);
+  const Tensor& k = ctx.input(1);
+  const Tensor& v = ctx.input(2);
+  const Tensor* mask = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+  if (q.rank() < 2 || k.rank() < 2 || v.rank() < 2)
+    return ctx.error("Q, K and V must have rank >= 2");
+  int64_t S = q.dim(q.rank() - 2), D = q.dim(q.rank() - 1);
+  int64_t L = k.dim(k.rank() - 2), Dv = v.dim(v.rank() - 1);
+  if (k.dim(k.rank() - 1) != D || v.dim(v.rank() - 2) != L)
+    return ctx.error("Q ", q.type_string(), ", K ", k.type_string(), " and V ", v.type_string(),
+                     " do not fit [..., S, D], [..., T, D], [..., T, Dv]");
+  std::vector<int64_t> qb(q.dims().begin(), q.dims().end() - 2);
+  std::vector<int64_t> kb(k.dims().begin(), k.dims().end() - 2);
+  std::vector<int64_t> vb(v.dims().begin(), v.dims().end() - 2);
+  FERRITE_ASSIGN_OR_RETURN(auto batch, broadcast_dims(ctx, qb, kb));
+  FERRITE_ASSIGN_OR_RETURN(batch, broadcast_dims(ctx, batch, vb));
+  std::vector<int64_t> scores_dims = batch, out = batch;
+  scores_dims.insert(scores_dims.end(), {S, L});
+  out.insert(out.end(), {S, Dv});
+  std::vector<int64_t> mask_strides;
+  if (mask) {
+    auto bc = broadcast_dims(ctx, mask->dims(), scores_dims);
+    if (!bc || *bc != scores_dims)
+      return ctx.error("mask ", mask->type_string(), " does not broadcast to the scores ",
+                       dims_to_string(scores_dims));
+    mask_strides = broadcast_strides(mask->dims(), scores_dims);
+  }
+  double scale = ctx.node().has_attr("scale") ? ctx.node().attr_float("scale")
+                                              : 1.0 / std::sqrt(static_cast<double>(D));
+  bool causal = ctx.node().attr_int("causal") != 0;
+  bool nan_to_zero = ctx.node().attr_int("nan_to_zero") != 0;
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, q.dtype(), out));
+  // Batch offsets (in matrices) of each operand; the mask's batch strides are in elements.
+  std::vector<int64_t> mbatch_strides(batch.size(), 0);
+  int64_t mask_row = 0, mask_col = 0;
+  if (mask) {
+    std::copy(mask_strides.begin(), mask_strides.end() - 2, mbatch_strides.begin());
+    mask_row = mask_strides[batch.size()];
+    mask_col = mask_strides[batch.size() + 1];
+  }
+  std::array<std::vector<int64_t>, 4> strides{broadcast_strides(qb, batch),
+                                              broadcast_strides(kb, batch),
+                                              broadcast_strides(vb, batch), mbatch_strides};
+  const double kNegInf = -std::numeric_limits<double>::infinity();
+  bool ok = visit_float_gemm_dtype(q.dtype(), [&]<class T, class Acc>() {
+    const T* pq = q.data<T>();
+    const T* pk = k.data<T>();
+    const T* pv = v.data<T>();
+    const T* pm = mask ? mask->data<T>() : nullptr;
+    T* py = y->data<T>();
+    std::vector<double> qrow(D), kmat(L * D), vmat(L * Dv), p(L), acc(Dv);
+    auto one = [&](int64_t i, const std::array<int64_t, 4>& off) {
+      const T* qm = pq + off[0] * S * D;
+      const T* km = pk + off[1] * L * D;
+      const T* vm = pv + off[2] * L * Dv;
+      for (int64_t j = 0; j < L * D; ++j) kmat[j] = convert<double>(km[j]);
+      for (int64_t j = 0; j < L * Dv; ++j) vmat[j] = convert<double>(vm[j]);
+      for (int64_t s = 0; s < S; ++s) {
+        for (int64_t d = 0; d < D; ++d) qrow[d] = convert<double>(qm[s * D + d]);
+        double mx = kNegInf;
+        for (int64_t t = 0; t < L; ++t) {
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d) dot += qrow[d] * kmat[t * D + d];
+          double x = dot * scale;
+          if (pm) x += convert<double>(pm[off[3] + s * mask_row + t * mask_col]);
+          if (causal && t > s) x = kNegInf;
+          p[t] = x;
+          if (x > mx) mx = x;
+        }
+        // Same arithmetic as Softmax: a row whose max is -inf (or has NaN) yields NaN.
+        double sum = 0;
+        for (int64_t t = 0; t < L; ++t) sum += (p[t] = std::exp(p[t] - mx));
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t t = 0; t < L; ++t) {
+          double w = p[t] / sum;
+          if (nan_to_zero && std::isnan(w)) continue;
+          for (int64_t d = 0; d < Dv; ++d) acc[d] += w * vmat[t * Dv + d];
+        }
+        T* yr = py + (i * S + s) * Dv;
+        for (int64_t d = 0; d < Dv; ++d) yr[d] = convert<T>(static_cast<Acc>(acc[d]));
+      }
+    };
+    if (batch.empty()) {
+      one(0, {0, 0, 0, 0});
+    } else {
+      for_each_index<4>(batch, strides, one);
+    }
+  });
+  if (!ok) return ctx.error("dtype ", dtype_name(q.dtype()), " is not supported");
+  return Status::ok();
+}
+
+}  // namespace
+
+void register_fused_ops(OpRegistry& r) {
+  using namespace dtypes;
+  r.add(OpSchemaBuilder("FusedMatMul", kDomain)
+            .versions(1)
+            .inputs(2, 4)
+            .outputs(1)
+            .attr("activation", AttrType::kString, "none")
+            .attr("transB", AttrType::kInt, 0)
+            .types("T", {0, 1, 2, 3}, kFloat)
+            .infer(infer_fused_matmul)
+            .kernel(fused_matmul_kernel)
+            .doc("act(A @ B + bias) + residual"));
+  r.add(OpSchemaBuilder("Attention", kDomain)
+            .versions(1)
+            .inputs(3, 4)
+            .outputs(1)
+            .optional_attr("scale", AttrType::kFloat)
+            .attr("causal", AttrType::kInt, 0)
+            .attr("nan_to_zero", AttrType::kInt, 0)
+            .types("T", {0, 1, 2, 3}, kFloat)
+            .infer(infer_attention)
+            .kernel(attention_kernel)
+            .doc("softmax(Q @ K^T * scale + mask) @ V"));
+}
+
+}  // namespace ferrite

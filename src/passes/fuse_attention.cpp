@@ -1,0 +1,209 @@
+// fuse-attention: scaled dot-product attention as PyTorch exports it becomes one
+// ferrite.Attention(q, k, v, mask?) {scale, nan_to_zero}:
+//   s = MatMul(q [* c1], kT [* c2]) [* c3 | / c3]...   (scalar constants; scale = their product)
+//   p = Softmax(s [+ mask], axis=-1) [then Where(IsNaN(p), 0, p)]
+//   y = MatMul(p, v)
+// BERT scales q and kT before the MatMul (c1 = c2 = D^-1/4), GPT-2 scales the scores. kT is K
+// with its last two axes swapped; when kT is itself a Transpose (BERT, GPT-2: perm [0,2,3,1] of
+// the [B,T,H,D] projection) the new K is one Transpose of the same input with the last two
+// entries of perm swapped ([0,2,1,3]); otherwise a Transpose of kT swaps them back. The NaN guard
+// becomes nan_to_zero=1 (NaN probabilities, e.g. of a fully masked row, count as 0); without it
+// NaNs propagate as in the plain Softmax. The mask must broadcast onto the scores without
+// changing their shape; every removed intermediate must be used only inside the pattern.
+#include <numeric>
+
+#include "passes/rewrite_util.h"
+
+namespace ferrite {
+
+namespace {
+
+using namespace rewrite;
+
+Node* sole_user(const Graph& g, const Uses& uses, const Value* v) {
+  auto it = uses.find(v);
+  if (!v || is_graph_output(g, v) || it == uses.end() || it->second.size() != 1) return nullptr;
+  return it->second[0].node;
+}
+
+bool is_op(const Node* n, const char* op, size_t inputs) {
+  return n && n->domain.empty() && n->op_type == op && n->inputs.size() == inputs &&
+         n->outputs.size() == 1 && n->outputs[0];
+}
+
+struct Match {
+  Value *q = nullptr, *kt = nullptr, *v = nullptr, *mask = nullptr, *y = nullptr;
+  double scale = 1.0;
+  bool nan_guard = false;
+  std::vector<const Node*> nodes;
+};
+
+// Strips scalar-constant scaling (Mul by c, or Div by c when `allow_div`) off v, multiplying
+// the factors into `scale`. Each stripped node must feed only the next one in the chain.
+Value* strip_scale(const Graph& g, const Uses& uses, Value* v, const Node* user, bool allow_div,
+                   double& scale, std::vector<const Node*>& nodes) {
+  for (;;) {
+    Node* p = v->producer;
+    if (!(is_op(p, "Mul", 2) || (allow_div && is_op(p, "Div", 2))) || sole_user(g, uses, v) != user)
+      return v;
+    Value* base = nullptr;
+    std::optional<double> c;
+    if (p->op_type == "Div") {
+      c = scalar_constant(p->inputs[1]);
+      if (c && *c != 0) base = p->inputs[0], c = 1.0 / *c;
+    } else {
+      for (int i = 0; i < 2 && !base; ++i)
+        if ((c = scalar_constant(p->inputs[1 - i])) && !constant_of(p->inputs[i]))
+          base = p->inputs[i];
+    }
+    if (!base || !same_type(base->type, v->type)) return v;
+    scale *= *c;
+    nodes.push_back(p);
+    user = p;
+    v = base;
+  }
+}
+
+std::optional<Match> match(const Graph& g, const Uses& uses, const Node& mm2) {
+  if (!is_op(&mm2, "MatMul", 2)) return std::nullopt;
+  Match m;
+  m.v = mm2.inputs[1];
+  m.y = mm2.outputs[0];
+  m.nodes.push_back(&mm2);
+  Value* p = mm2.inputs[0];
+  // Optional NaN guard: Where(IsNaN(sm), 0, sm).
+  Node* where = p->producer;
+  Value* sm = p;
+  if (is_op(where, "Where", 3)) {
+    Node* isnan = where->inputs[0]->producer;
+    auto zero = scalar_constant(where->inputs[1]);
+    sm = where->inputs[2];
+    if (!is_op(isnan, "IsNaN", 1) || isnan->inputs[0] != sm || !zero || *zero != 0 ||
+        sole_user(g, uses, p) != &mm2 || sole_user(g, uses, isnan->outputs[0]) != where ||
+        !used_only_by(g, uses, sm, {isnan, where}) || !same_type(p->type, sm->type))
+      return std::nullopt;
+    m.nan_guard = true;
+    m.nodes.insert(m.nodes.end(), {where, isnan});
+  } else if (sole_user(g, uses, sm) != &mm2) {
+    return std::nullopt;
+  }
+  Node* softmax = sm->producer;
+  if (!is_op(softmax, "Softmax", 1)) return std::nullopt;
+  const Shape& ss = sm->type.shape;
+  int64_t axis = softmax->attr_int("axis", -1);
+  if (!ss.rank_known() || ss.rank() < 2 ||
+      (axis != -1 && axis != static_cast<int64_t>(ss.rank()) - 1))
+    return std::nullopt;
+  m.nodes.push_back(softmax);
+  // Optional additive mask: the operand that is not the (scaled) scores MatMul.
+  Value* z = softmax->inputs[0];
+  Value* scores = z;
+  const Node* user = softmax;
+  Node* add = z->producer;
+  if (is_op(add, "Add", 2) && sole_user(g, uses, z) == softmax) {
+    for (int i = 0; i < 2; ++i) {
+      double s = 1.0;
+      std::vector<const Node*> tmp;
+      Value* base = strip_scale(g, uses, add->inputs[i], add, true, s, tmp);
+      if (is_op(base->producer, "MatMul", 2) && add->inputs[1 - i] != add->inputs[i]) {
+        scores = add->inputs[i];
+        m.mask = add->inputs[1 - i];
+        break;
+      }
+    }
+    if (!m.mask || !same_type(scores->type, z->type)) return std::nullopt;
+    m.nodes.push_back(add);
+    user = add;
+  }
+  Value* s0 = strip_scale(g, uses, scores, user, true, m.scale, m.nodes);
+  Node* mm1 = s0->producer;
+  // s0 feeds the last node matched so far: a stripped scale, else the Add or Softmax.
+  if (!is_op(mm1, "MatMul", 2) || sole_user(g, uses, s0) != m.nodes.back()) return std::nullopt;
+  m.nodes.push_back(mm1);
+  m.q = strip_scale(g, uses, mm1->inputs[0], mm1, false, m.scale, m.nodes);
+  m.kt = strip_scale(g, uses, mm1->inputs[1], mm1, false, m.scale, m.nodes);
+  if (m.q == m.kt) return std::nullopt;
+  return m;
+}
+
+// k = kT with its last two axes swapped, as a new Transpose placed before `before`.
+Node* make_k(Graph& g, Value* kt, const Node* before) {
+  const Shape& s = kt->type.shape;
+  if (!s.rank_known() || s.rank() < 2) return nullptr;
+  std::vector<int64_t> perm(s.rank());
+  std::iota(perm.begin(), perm.end(), 0);
+  Value* src = kt;
+  if (Node* t = kt->producer; is_op(t, "Transpose", 1) && t->attr_ints("perm").size() == s.rank()) {
+    perm = t->attr_ints("perm");
+    src = t->inputs[0];
+  }
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  auto it = g.opsets().find("");
+  int opset = it == g.opsets().end() ? 13 : it->second;
+  Node* k = insert_node(g, "", "Transpose", opset, {src}, {{"perm", Attribute(perm)}}, before,
+                        (kt->producer ? kt->producer->name : kt->name) + "_k");
+  if (k && !g.find_value(kt->name + "_k")) g.rename_value(k->outputs[0], kt->name + "_k");
+  return k;
+}
+
+class FuseAttention : public Pass {
+ public:
+  std::string name() const override { return "fuse-attention"; }
+  Expected<bool> run(Graph& g) override {
+    int matches = 0;
+    Uses uses = compute_uses(g);
+    std::unordered_set<const Node*> dead;
+    std::vector<Node*> anchors;
+    for (auto& n : g.nodes())
+      if (is_op(n.get(), "MatMul", 2)) anchors.push_back(n.get());
+    for (Node* mm2 : anchors) {
+      if (dead.count(mm2)) continue;
+      auto m = match(g, uses, *mm2);
+      if (m && apply(g, uses, *m, dead)) ++matches;
+    }
+    g.erase_nodes({dead.begin(), dead.end()});
+    g.compact();
+    log_matches(name(), matches);
+    return matches > 0;
+  }
+
+ private:
+  static bool apply(Graph& g, const Uses& uses, const Match& m,
+                    std::unordered_set<const Node*>& dead) {
+    for (const Value* v : {m.q, m.kt, m.v})
+      if (!v->type.shape.rank_known() || v->type.shape.rank() < 2 || !is_float_dtype(v->type.dtype))
+        return false;
+    std::unordered_set<const Node*> inside(m.nodes.begin(), m.nodes.end());
+    for (const Node* n : m.nodes) {
+      if (dead.count(n)) return false;
+      for (const Value* out : n->outputs)
+        if (out != m.y && !used_only_by(g, uses, out, inside)) return false;
+    }
+    Node* before = m.y->producer;
+    Node* k = make_k(g, m.kt, before);
+    if (!k) return false;
+    std::vector<Value*> inputs{m.q, k->outputs[0], m.v};
+    if (m.mask) inputs.push_back(m.mask);
+    AttributeMap attrs{{"scale", Attribute(static_cast<float>(m.scale))},
+                       {"nan_to_zero", Attribute(int64_t{m.nan_guard ? 1 : 0})}};
+    Node* att = insert_node(g, kFerriteDomain, "Attention", kFerriteOpset, std::move(inputs),
+                            std::move(attrs), before, before->name + "_attention");
+    if (!att || !replace_value(g, m.y, att->outputs[0])) {
+      if (att) discard_node(g, att);
+      discard_node(g, k);
+      return false;
+    }
+    dead.insert(m.nodes.begin(), m.nodes.end());
+    return true;
+  }
+};
+
+}  // namespace
+
+void register_fuse_attention(PassRegistry& r) {
+  r.add({"fuse-attention",
+         "recognise scaled dot-product attention (BERT, GPT-2 exports) as ferrite.Attention",
+         [] { return std::make_unique<FuseAttention>(); }});
+}
+
+}  // namespace ferrite

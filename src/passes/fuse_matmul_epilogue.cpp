@@ -1,0 +1,195 @@
+// fuse-matmul-epilogue: a matrix product and the elementwise ops that follow it become one
+// ferrite.FusedMatMul(a, b, bias?, residual?) {activation, transB}, computing
+//   act(a @ b + bias) + residual
+// The product is
+//   - MatMul(a, b) with a, b of rank >= 2;
+//   - Gemm(a, b, c?) with transA=0, alpha=1, c absent or 1-D [N] (beta=1), transB kept;
+//   - Reshape(Gemm(Reshape(x, [P, K]), ...), x.shape[:-1] + [N]) (GPT-2's Conv1D): the Gemm
+//     applied to x directly, since P = prod(x.shape[:-1]);
+// followed, each optional and in this order, by Add of a 1-D bias [N] (not for a Gemm that has
+// one), Relu/Tanh/Sigmoid/Gelu, and Add of a residual of exactly the output's shape. A plain
+// MatMul or Gemm needs at least one absorbed op to be rewritten. Every absorbed intermediate must
+// be used only by the next op of the chain and must not be a graph output.
+#include "passes/rewrite_util.h"
+
+namespace ferrite {
+
+namespace {
+
+using namespace rewrite;
+
+Node* sole_user(const Graph& g, const Uses& uses, const Value* v) {
+  auto it = uses.find(v);
+  if (!v || is_graph_output(g, v) || it == uses.end() || it->second.size() != 1) return nullptr;
+  return it->second[0].node;
+}
+
+bool is_op(const Node* n, const char* op) {
+  return n && n->domain.empty() && n->op_type == op && n->outputs.size() == 1 && n->outputs[0];
+}
+
+bool rank_at_least(const Value* v, size_t r) {
+  return v && v->type.shape.rank_known() && v->type.shape.rank() >= r;
+}
+
+struct Match {
+  Value *a = nullptr, *b = nullptr, *bias = nullptr, *residual = nullptr;
+  int64_t trans_b = 0;
+  std::string activation = "none";
+  Value* cur = nullptr;  // output of the last matched node
+  std::vector<const Node*> nodes;
+  bool absorbed = false;  // something beyond a plain MatMul/Gemm
+};
+
+// P == product of x's leading dims and K == x's last dim, symbolically.
+bool flattens(const Value* x, const Shape& flat) {
+  const Shape& s = x->type.shape;
+  if (!fully_known(s) || s.rank() < 2 || !fully_known(flat) || flat.rank() != 2) return false;
+  Dim p(1);
+  for (size_t i = 0; i + 1 < s.rank(); ++i) p = p * s[i];
+  return p == flat[0] && s[s.rank() - 1] == flat[1];
+}
+
+std::optional<Match> match_product(const Graph& g, const Uses& uses, Node& n) {
+  Match m;
+  m.nodes.push_back(&n);
+  m.cur = n.outputs[0];
+  if (is_op(&n, "MatMul") && n.inputs.size() == 2) {
+    m.a = n.inputs[0];
+    m.b = n.inputs[1];
+    if (!rank_at_least(m.a, 2) || !rank_at_least(m.b, 2)) return std::nullopt;
+    return m;
+  }
+  if (!is_op(&n, "Gemm") || n.inputs.size() < 2 || n.attr_int("transA") != 0 ||
+      n.attr_float("alpha", 1.0f) != 1.0f)
+    return std::nullopt;
+  m.a = n.inputs[0];
+  m.b = n.inputs[1];
+  m.trans_b = n.attr_int("transB") != 0;
+  if (Value* c = n.input(2)) {
+    const Shape& cs = c->type.shape;
+    const Shape& ys = m.cur->type.shape;
+    if (n.attr_float("beta", 1.0f) != 1.0f || !cs.rank_known() || cs.rank() != 1 ||
+        !ys.rank_known() || ys.rank() != 2 || !cs[0].is_known() || cs[0] != ys[1])
+      return std::nullopt;
+    m.bias = c;
+  }
+  // Reshape sandwich: run the product on the un-flattened input.
+  Node* in = m.a->producer;
+  Node* out = sole_user(g, uses, m.cur);
+  if (is_op(in, "Reshape") && is_op(out, "Reshape") && out->inputs[0] == m.cur &&
+      flattens(in->inputs[0], m.a->type.shape)) {
+    Value* x = in->inputs[0];
+    const Shape& xs = x->type.shape;
+    std::vector<Dim> want(xs.dims().begin(), xs.dims().end() - 1);
+    want.push_back(m.cur->type.shape[1]);
+    if (out->outputs[0]->type.shape == Shape(want) && fully_known(Shape(want))) {
+      m.a = x;
+      m.nodes.push_back(out);
+      m.cur = out->outputs[0];
+      m.absorbed = true;
+    }
+  }
+  return m;
+}
+
+// Appends the bias, activation and residual ops that follow m.cur.
+void match_epilogue(const Graph& g, const Uses& uses, Match& m) {
+  const Shape& ys = m.cur->type.shape;
+  if (!fully_known(ys) || ys.rank() < 2) return;
+  const Dim n = ys[ys.rank() - 1];
+  auto advance = [&](Node* u) {
+    m.nodes.push_back(u);
+    m.cur = u->outputs[0];
+    m.absorbed = true;
+  };
+  Node* u = sole_user(g, uses, m.cur);
+  if (!m.bias && is_op(u, "Add") && u->inputs.size() == 2 && u->inputs[0] != u->inputs[1]) {
+    Value* bias = other_operand(*u, m.cur);
+    const Shape& bs = bias->type.shape;
+    if (bs.rank_known() && bs.rank() == 1 && bs[0] == n &&
+        same_type(u->outputs[0]->type, m.cur->type)) {
+      m.bias = bias;
+      advance(u);
+      u = sole_user(g, uses, m.cur);
+    }
+  }
+  if (u && u->domain.empty() && u->inputs.size() == 1 && u->outputs.size() == 1) {
+    std::string act;
+    if (u->op_type == "Relu") act = "relu";
+    if (u->op_type == "Tanh") act = "tanh";
+    if (u->op_type == "Sigmoid") act = "sigmoid";
+    if (u->op_type == "Gelu")
+      act = u->attr_string("approximate", "none") == "tanh" ? "gelu_tanh" : "gelu";
+    if (!act.empty() && same_type(u->outputs[0]->type, m.cur->type)) {
+      m.activation = act;
+      advance(u);
+      u = sole_user(g, uses, m.cur);
+    }
+  }
+  if (is_op(u, "Add") && u->inputs.size() == 2 && u->inputs[0] != u->inputs[1]) {
+    Value* r = other_operand(*u, m.cur);
+    if (same_type(r->type, m.cur->type) && same_type(u->outputs[0]->type, m.cur->type)) {
+      m.residual = r;
+      advance(u);
+    }
+  }
+}
+
+class FuseMatMulEpilogue : public Pass {
+ public:
+  std::string name() const override { return "fuse-matmul-epilogue"; }
+  Expected<bool> run(Graph& g) override {
+    int matches = 0;
+    Uses uses = compute_uses(g);
+    std::unordered_set<const Node*> dead;
+    std::vector<Node*> anchors;
+    for (auto& n : g.nodes())
+      if (is_op(n.get(), "MatMul") || is_op(n.get(), "Gemm")) anchors.push_back(n.get());
+    for (Node* n : anchors) {
+      if (dead.count(n)) continue;
+      auto m = match_product(g, uses, *n);
+      if (!m) continue;
+      match_epilogue(g, uses, *m);
+      if (m->absorbed && apply(g, uses, *m, dead)) ++matches;
+    }
+    g.erase_nodes({dead.begin(), dead.end()});
+    g.compact();
+    log_matches(name(), matches);
+    return matches > 0;
+  }
+
+ private:
+  static bool apply(Graph& g, const Uses& uses, const Match& m,
+                    std::unordered_set<const Node*>& dead) {
+    if (!is_float_dtype(m.a->type.dtype)) return false;
+    std::unordered_set<const Node*> inside(m.nodes.begin(), m.nodes.end());
+    for (const Node* n : m.nodes) {
+      if (dead.count(n)) return false;
+      if (n->outputs[0] != m.cur && !used_only_by(g, uses, n->outputs[0], inside)) return false;
+    }
+    std::vector<Value*> inputs{m.a, m.b, m.bias, m.residual};
+    while (!inputs.back()) inputs.pop_back();
+    AttributeMap attrs{{"activation", Attribute(m.activation)}, {"transB", Attribute(m.trans_b)}};
+    Node* before = m.cur->producer;
+    Node* f = insert_node(g, kFerriteDomain, "FusedMatMul", kFerriteOpset, std::move(inputs),
+                          std::move(attrs), before, m.nodes[0]->name + "_fused");
+    if (!f) return false;
+    if (!replace_value(g, m.cur, f->outputs[0])) {
+      discard_node(g, f);
+      return false;
+    }
+    dead.insert(m.nodes.begin(), m.nodes.end());
+    return true;
+  }
+};
+
+}  // namespace
+
+void register_fuse_matmul_epilogue(PassRegistry& r) {
+  r.add({"fuse-matmul-epilogue",
+         "fuse MatMul/Gemm with bias, activation and residual Add into ferrite.FusedMatMul",
+         [] { return std::make_unique<FuseMatMulEpilogue>(); }});
+}
+
+}  // namespace ferrite

@@ -1,0 +1,71 @@
+// Shared matching and editing helpers for the pattern-rewrite passes (fold-conv-batchnorm,
+// fuse-gelu, fuse-layernorm, fuse-matmul-epilogue, fuse-attention).
+//
+// A rewrite matches a subgraph rooted at some node, checks that every intermediate value it
+// removes is used only inside the pattern (and is not a graph output), builds the replacement
+// node with `insert_node` (which runs inference) and then swaps the old output for the new one
+// with `replace_value`. A match whose replacement does not infer to exactly the old output type
+// is dropped, so a rewrite can never change what the rest of the graph sees.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "passes/pass.h"
+
+namespace ferrite::rewrite {
+
+using Uses = std::unordered_map<const Value*, std::vector<Use>>;
+
+// The internal domain of ferrite's fused ops (never appears in ONNX files) and its version.
+inline constexpr const char* kFerriteDomain = "ferrite";
+inline constexpr int kFerriteOpset = 1;
+
+// Compile-time data of v (initializer or folded constant); null for graph inputs, even those
+// with a default initializer, which the caller may override.
+const Tensor* constant_of(const Value* v);
+// The single element of a one-element numeric constant.
+std::optional<double> scalar_constant(const Value* v);
+// |a - b| <= tol * max(1, |b|): exporters round constants like sqrt(2) differently.
+bool near(double a, double b, double tol = 1e-4);
+
+// The producer of v when it is a default-domain node of type `op`, else null.
+Node* producer_op(const Value* v, const char* op);
+// For a two-input node, the input that is not `x` (either order), or null.
+Value* other_operand(const Node& n, const Value* x);
+
+size_t use_count(const Uses& uses, const Value* v);
+// v is not a graph output and each of its uses is by one of `users` (at least one use).
+bool used_only_by(const Graph& g, const Uses& uses, const Value* v,
+                  const std::unordered_set<const Node*>& users);
+
+bool is_float_dtype(DType t);
+// Rank known and every dim known (static or symbolic).
+bool fully_known(const Shape& s);
+// Same dtype and the same fully known shape.
+bool same_type(const TensorType& a, const TensorType& b);
+
+// Creates `domain.op(inputs) {attrs}` with one fresh output, placed right before `before`, and
+// infers it. Returns null, leaving the graph as it was, when the op has no schema at `opset` or
+// inference fails. The output is named after `name_hint`. A node of the internal domain adds
+// that domain to the graph's opset map.
+Node* insert_node(Graph& g, const std::string& domain, const std::string& op, int opset,
+                  std::vector<Value*> inputs, AttributeMap attrs, const Node* before,
+                  const std::string& name_hint);
+// Removes a node created by insert_node that is no longer wanted.
+void discard_node(Graph& g, Node* n);
+// Redirects every use of `old` to `repl` when their types agree; `repl` takes over the name of
+// `old` so that the IR keeps the names users know. Returns false (changing nothing) otherwise.
+bool replace_value(Graph& g, Value* old, Value* repl);
+
+// The opset version to give a new default-domain node that needs at least `min_version`: the
+// model's own when new enough (each node keeps its own opset, so older neighbours are unaffected).
+int onnx_opset_at_least(const Graph& g, int min_version);
+
+// Prints "<pass>: N matches" to stderr when FERRITE_LOG contains "passes".
+void log_matches(const std::string& pass, int matches);
+
+}  // namespace ferrite::rewrite
