@@ -190,9 +190,10 @@ class CpuDevice : public Device {
     auto model = std::make_unique<CpuModel>(graph, std::move(lg), std::move(compiled.module), threads);
     if (!model->ready()) return err("cpu: a generated kernel is missing from the compiled module");
     if (log_enabled("compile"))
-      std::fprintf(stderr, "[compile] cpu: %.3f s (C++ compile %.3f s)\n",
+      std::fprintf(stderr, "[compile] cpu: %.3f s (%s %.3f s)%s%s\n",
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                   compiled.seconds);
+                   compiled.cache_hit ? "compile cache hit, load" : "C++ compile", compiled.seconds,
+                   compiled.cache_note.empty() ? "" : "; cache: ", compiled.cache_note.c_str());
     return std::unique_ptr<PreparedModel>(std::move(model));
   }
 };

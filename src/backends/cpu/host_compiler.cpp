@@ -1,5 +1,7 @@
 #include "backends/cpu/host_compiler.h"
 
+#include "runtime/compile_cache.h"
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -29,8 +31,66 @@ Expected<std::unique_ptr<LoadedModule>> LoadedModule::open(const std::string& pa
   return m;
 }
 
+namespace {
+
+// -O2 with vectorisation: the generated loops are simple, and -O3 costs compile time for little.
+// No -ffast-math: results must match the reference kernels.
+const char* kFlags = "-std=c++17 -O2 -ftree-vectorize -march=native -fPIC -shared -fno-math-errno";
+
+std::string compiler() {
+  const char* cxx = std::getenv("FERRITE_CXX");
+  return cxx && *cxx ? cxx : "c++";
+}
+
+std::string first_line_of_command(const std::string& cmd) {
+  std::string out;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[512];
+    if (fgets(buf, sizeof buf, p)) out = buf;
+    pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+// What -march=native compiles for: the CPU model and its feature flags.
+std::string host_cpu_identity() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, id;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0 || line.rfind("flags", 0) == 0) id += line + "\n";
+    if (id.find("flags") != std::string::npos && id.find("model name") != std::string::npos) break;
+  }
+  return id;
+}
+
+}  // namespace
+
 Expected<HostCompileResult> compile_and_load(const std::string& source, const std::string& tag) {
   auto t0 = std::chrono::steady_clock::now();
+  static const std::string compiler_version =
+      first_line_of_command(compiler() + " --version 2>/dev/null");
+  static const std::string cpu = host_cpu_identity();
+  CompileCache& cache = CompileCache::global();
+  CacheKey key = make_compile_key({source, kFlags, cpu, compiler_version, "so"});
+  std::string cache_note;
+  if (cache.enabled()) {
+    auto hit = cache.get_file(key);
+    if (hit.hit()) {
+      auto module = LoadedModule::open(hit.value->path.string());
+      if (module) {
+        HostCompileResult r;
+        r.module = std::move(module).value();
+        r.so_path = hit.value->path.string();
+        r.cache_hit = true;
+        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        return r;
+      }
+      cache_note = "cached module failed to load; rebuilding: " + module.status().message();
+    } else if (!hit.reason.empty()) {
+      cache_note = hit.reason;
+    }
+  }
   std::error_code ec;
   std::string tmpl = (fs::temp_directory_path(ec) / "ferrite-XXXXXX").string();
   std::vector<char> buf(tmpl.begin(), tmpl.end());
@@ -43,13 +103,8 @@ Expected<HostCompileResult> compile_and_load(const std::string& source, const st
     out << source;
     if (!out) return err("cannot write generated source to '", src.string(), "'");
   }
-  const char* cxx = std::getenv("FERRITE_CXX");
-  // -O2 with vectorisation: the generated loops are simple, and -O3 costs compile time for little.
-  // No -ffast-math: results must match the reference kernels.
-  std::string cmd = std::string(cxx && *cxx ? cxx : "c++") +
-                    " -std=c++17 -O2 -ftree-vectorize -march=native -fPIC -shared -fno-math-errno"
-                    " -o '" + so.string() + "' '" + src.string() + "' > '" + log.string() +
-                    "' 2>&1";
+  std::string cmd = compiler() + " " + kFlags + " -o '" + so.string() + "' '" + src.string() +
+                    "' > '" + log.string() + "' 2>&1";
   int rc = std::system(cmd.c_str());
   if (rc != 0) {
     std::ifstream in(log);
@@ -61,10 +116,18 @@ Expected<HostCompileResult> compile_and_load(const std::string& source, const st
       if (c == '\n') c = ' ';
     return err("generated code failed to compile (", src.string(), "): ", text);
   }
-  FERRITE_ASSIGN_OR_RETURN(auto module, LoadedModule::open(so.string()));
+  std::string load_path = so.string();
+  if (cache.enabled()) {
+    // A cache failure never fails the compile: load the freshly built file instead.
+    auto stored = cache.put_file(key, so);
+    if (stored) load_path = stored->string();
+    else if (cache_note.empty()) cache_note = stored.status().message();
+  }
+  FERRITE_ASSIGN_OR_RETURN(auto module, LoadedModule::open(load_path));
   HostCompileResult r;
   r.module = std::move(module);
-  r.so_path = so.string();
+  r.so_path = load_path;
+  r.cache_note = cache_note;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // The loaded module stays mapped after its file is removed; keep sources with FERRITE_KEEP_SOURCE.
   if (!std::getenv("FERRITE_KEEP_SOURCE")) fs::remove_all(dir, ec);

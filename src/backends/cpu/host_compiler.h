@@ -22,10 +22,15 @@ struct HostCompileResult {
   std::unique_ptr<LoadedModule> module;
   double seconds = 0;
   std::string so_path;
+  bool cache_hit = false;
+  std::string cache_note;  // why the cache was not used, when it was not
 };
 
-// Writes `source` to a private temp dir, compiles it with $FERRITE_CXX (default "c++") and flags
-// for the host CPU, and loads it. Compiler diagnostics are returned in the error.
+// Loads the module for `source` from the compile cache, or writes it to a private temp dir,
+// compiles it with $FERRITE_CXX (default "c++") and flags for the host CPU, stores the shared
+// object in the cache and loads it. The cache key covers the source, flags, compiler version
+// and the host CPU's identity (the code is built with -march=native). Compiler diagnostics are
+// returned in the error.
 Expected<HostCompileResult> compile_and_load(const std::string& source, const std::string& tag);
 
 }  // namespace ferrite
