@@ -1,0 +1,69 @@
+// The cpu device through the CLI: a second process compiling the same model loads the kernels
+// from the disk compile cache instead of invoking the C++ compiler, and gets the same results.
+#include <sys/wait.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "test_util.h"
+
+#ifndef FERRITE_CLI_PATH
+#error "FERRITE_CLI_PATH must name the ferrite binary"
+#endif
+
+namespace ferrite::testing {
+namespace {
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs `ferrite run` on the cpu device with the given cache dir; returns stderr (exit 0 asserted).
+std::string run_cpu(const TempDir& dir, const fs::path& model, const fs::path& cache,
+                    const std::string& tag) {
+  fs::path err = dir / (tag + ".stderr"), out_dir = dir / ("out-" + tag);
+  std::string cmd = "FERRITE_CACHE_DIR=" + quote(cache.string()) + " FERRITE_LOG=compile " +
+                    quote(FERRITE_CLI_PATH) + " run " + quote(model.string()) +
+                    " --device cpu --input x=random:3x5 --quiet --output-dir " +
+                    quote(out_dir.string()) + " 2>" + quote(err.string());
+  int status = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read(err);
+  return read(err);
+}
+
+TEST(CpuCompileCache, SecondProcessHitsDiskCache) {
+  TempDir dir;
+  ModelBuilder b;
+  b.input("x", kOnnxFloat, {"batch", 5});
+  b.node("Exp", {"x"}, {"e"}, "exp");
+  b.node("Add", {"e", "x"}, {"s"}, "add");
+  b.node("Relu", {"s"}, {"y"}, "relu");
+  b.output("y");
+  fs::path model = dir / "model.onnx";
+  std::ofstream(model, std::ios::binary) << b.bytes();
+  fs::path cache = dir / "cache";
+
+  std::string first = run_cpu(dir, model, cache, "first");
+  EXPECT_NE(first.find("C++ compile"), std::string::npos) << first;
+  std::string second = run_cpu(dir, model, cache, "second");
+  EXPECT_NE(second.find("compile cache hit"), std::string::npos) << second;
+  EXPECT_EQ(read(dir / "out-first" / "0" / "output_0.pb"), read(dir / "out-second" / "0" / "output_0.pb"));
+
+  // A corrupted entry is detected and rebuilt, never loaded.
+  for (const auto& e : fs::recursive_directory_iterator(cache))
+    if (e.path().extension() == ".entry") std::ofstream(e.path(), std::ios::trunc) << "garbage";
+  std::string third = run_cpu(dir, model, cache, "third");
+  EXPECT_NE(third.find("C++ compile"), std::string::npos) << third;
+}
+
+}  // namespace
+}  // namespace ferrite::testing
