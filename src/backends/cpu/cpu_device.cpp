@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/host_compiler.h"
 #include "backends/cpu/thread_pool.h"
 #include "codegen/cpp_source.h"
@@ -140,7 +141,11 @@ class CpuModel : public PreparedModel {
     }
     std::vector<Tensor> outs(s.node->outputs.size());
     KernelContext ctx(*s.node, std::move(ins), outs);
-    FERRITE_RETURN_IF_ERROR(s.node->schema->kernel(ctx));
+    if (const CpuKernel* k = CpuKernelRegistry::global().find(*s.node)) {
+      FERRITE_RETURN_IF_ERROR(k->run(ctx, pool_));
+    } else {
+      FERRITE_RETURN_IF_ERROR(s.node->schema->kernel(ctx));
+    }
     for (size_t i = 0; i < s.outputs.size(); ++i)
       if (s.outputs[i] >= 0) bufs[s.outputs[i]] = std::move(outs[i]);
     return Status::ok();

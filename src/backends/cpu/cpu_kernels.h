@@ -1,0 +1,38 @@
+// Device-specific library kernels for the `cpu` device: ops that the lowering does not turn into
+// generated code (GEMM, convolution, attention, ...) run one of these when registered, else the
+// op table's reference kernel. This is the CPU's counterpart of TorchInductor's extern kernels.
+#pragma once
+
+#include <string>
+
+#include "backends/cpu/thread_pool.h"
+#include "ops/context.h"
+
+namespace ferrite {
+
+// A kernel may decline a node it cannot handle (dtype, attribute combination) by returning
+// false from `accepts`; the reference kernel then runs.
+struct CpuKernel {
+  bool (*accepts)(const Node& node);
+  Status (*run)(KernelContext& ctx, ThreadPool& pool);
+};
+
+class CpuKernelRegistry {
+ public:
+  static const CpuKernelRegistry& global();
+  void add(const std::string& domain, const std::string& op, CpuKernel k);
+  // The kernel for `node`, or null.
+  const CpuKernel* find(const Node& node) const;
+
+ private:
+  struct Entry {
+    std::string domain, op;
+    CpuKernel kernel;
+  };
+  std::vector<Entry> entries_;
+};
+
+// One registration function per kernel file under src/backends/cpu/kernels/.
+void register_cpu_gemm_kernels(CpuKernelRegistry& r);
+
+}  // namespace ferrite
