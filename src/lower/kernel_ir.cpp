@@ -14,18 +14,20 @@ bool is_loop_var(const std::string& symbol, size_t* index) {
 }
 
 int KernelBody::add(ScalarExpr e) {
-  // Identical loads, constants and symbols are shared (common subexpressions within a kernel).
-  if (e.kind == ScalarKind::kLoad || e.kind == ScalarKind::kConst ||
-      e.kind == ScalarKind::kSymbol) {
-    for (size_t i = 0; i < exprs_.size(); ++i) {
-      const ScalarExpr& o = exprs_[i];
-      if (o.kind == e.kind && o.dtype == e.dtype && o.input == e.input && o.address == e.address &&
-          o.value == e.value)
-        return static_cast<int>(i);
-    }
-  }
-  exprs_.push_back(std::move(e));
-  return static_cast<int>(exprs_.size()) - 1;
+  std::string key;
+  auto put = [&key](const void* p, size_t n) { key.append(static_cast<const char*>(p), n); };
+  put(&e.kind, sizeof e.kind);
+  put(&e.dtype, sizeof e.dtype);
+  put(&e.input, sizeof e.input);
+  put(&e.value, sizeof e.value);  // bitwise: -0.0 and 0.0 stay distinct, NaN matches NaN
+  for (int a : e.args) put(&a, sizeof a);
+  size_t nparams = e.params.size();
+  put(&nparams, sizeof nparams);
+  for (double p : e.params) put(&p, sizeof p);
+  key += '|' + e.fn + '|' + e.address.to_string();
+  auto [it, inserted] = index_.emplace(std::move(key), static_cast<int>(exprs_.size()));
+  if (inserted) exprs_.push_back(std::move(e));
+  return it->second;
 }
 
 int KernelBody::load(int input, DType dtype, SymExpr address) {

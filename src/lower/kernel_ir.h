@@ -17,6 +17,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/shape.h"
@@ -50,6 +51,9 @@ struct ScalarExpr {
 };
 
 // A DAG of scalar expressions in creation order (arguments always precede their users).
+// Expressions are pure, so an identical expression is shared rather than added twice: emitting
+// the same value twice into a kernel (a row kernel's input in each phase, converging epilogue
+// users) costs nothing.
 class KernelBody {
  public:
   int load(int input, DType dtype, SymExpr address);
@@ -67,6 +71,7 @@ class KernelBody {
  private:
   int add(ScalarExpr e);
   std::vector<ScalarExpr> exprs_;
+  std::unordered_map<std::string, int> index_;  // expression key -> position
 };
 
 struct Kernel {

@@ -3,15 +3,21 @@
 #include <algorithm>
 #include <functional>
 #include <map>
-#include <memory>
 #include <sstream>
 #include <unordered_map>
 
+#include "lower/lowered_value.h"
 #include "lower/pointwise_ops.h"
+#include "lower/row_ops.h"
 
 namespace ferrite {
 
 namespace {
+
+using lower_impl::contiguous;
+using lower_impl::emit_value;
+using lower_impl::loop_vars;
+using lower_impl::Lowered;
 
 bool kernel_dtype(DType t) {
   return t == DType::kF32 || t == DType::kF64 || t == DType::kI32 || t == DType::kI64 ||
@@ -25,57 +31,6 @@ std::optional<std::vector<Dim>> known_dims(const Shape& s) {
   return s.dims();
 }
 
-std::vector<SymExpr> contiguous(const std::vector<Dim>& dims) {
-  std::vector<SymExpr> st(dims.size(), SymExpr(1));
-  for (int64_t i = static_cast<int64_t>(dims.size()) - 2; i >= 0; --i)
-    st[i] = st[i + 1] * dims[i + 1].expr();
-  return st;
-}
-
-// A row kernel waiting for its store expression to be complete (softmax, layernorm, Reduce*):
-// pointwise consumers fuse into its store until something else needs the value.
-struct RowPlan {
-  std::vector<Dim> iter;  // iteration space: rows, then the reduced dims
-  size_t reduce_rank = 0;
-  bool per_row = false;          // one result per row (Reduce*) or per element (softmax)
-  std::vector<SymExpr> out_idx;  // the value's index in terms of the iteration's loop variables
-};
-
-std::vector<SymExpr> loop_vars(size_t n) {
-  std::vector<SymExpr> idx;
-  for (size_t i = 0; i < n; ++i) idx.push_back(SymExpr::symbol(loop_var(i)));
-  return idx;
-}
-
-SymExpr product(const std::vector<Dim>& dims, size_t begin, size_t end) {
-  SymExpr p(1);
-  for (size_t i = begin; i < end; ++i) p = p * dims[i].expr();
-  return p;
-}
-
-bool float_dtype(DType t) {
-  return t == DType::kF32 || t == DType::kF64;
-}
-
-// How a graph value is available while lowering: a strided view of a buffer, or an expression
-// still to be inlined into its consumer.
-struct Lowered {
-  DType dtype = DType::kUndefined;
-  bool dims_known = false;
-  std::vector<Dim> dims;
-  int buffer = -1;  // realized
-  SymExpr offset;
-  std::vector<SymExpr> strides;
-  std::function<int(EmitContext&, const std::vector<SymExpr>&)> emit;  // inline
-  std::vector<std::string> nodes;  // nodes folded into the inline expression
-  size_t cost = 0;
-  // Set while `emit` is the store expression of a pending row kernel: it creates kReduce
-  // expressions over the loop variables of `row->iter`, so it may only be emitted into the
-  // kernel that `materialize` builds for it.
-  std::shared_ptr<const RowPlan> row;
-  bool realized() const { return buffer >= 0; }
-};
-
 class Lowerer {
  public:
   Lowerer(const Graph& g, const LoweringOptions& opts) : g_(g), opts_(opts) {}
@@ -83,7 +38,10 @@ class Lowerer {
   Expected<LoweredGraph> run() {
     for (const auto& n : g_.nodes())
       for (const Value* v : n->inputs)
-        if (v) uses_[v]++;
+        if (v) {
+          uses_[v]++;
+          consumers_[v].push_back(n.get());
+        }
     for (const Value* v : g_.outputs()) uses_[v] += 2;  // outputs are always realized
     for (const Value* v : g_.inputs()) bind_buffer(v, Buffer::Kind::kInput);
     for (const Value* v : g_.initializers()) bind_buffer(v, Buffer::Kind::kConstant);
@@ -117,14 +75,6 @@ class Lowerer {
 
   bool is_output(const Value* v) const {
     return std::find(g_.outputs().begin(), g_.outputs().end(), v) != g_.outputs().end();
-  }
-
-  // Emits `l` at index `idx` (one index expression per dim of l).
-  static int emit_value(const Lowered& l, EmitContext& ctx, const std::vector<SymExpr>& idx) {
-    if (!l.realized()) return l.emit(ctx, idx);
-    SymExpr addr = l.offset;
-    for (size_t i = 0; i < idx.size(); ++i) addr = addr + idx[i] * l.strides[i];
-    return ctx.body.load(ctx.slot(l.buffer), l.dtype, addr);
   }
 
   bool is_contiguous(const Lowered& l) const {
@@ -195,26 +145,27 @@ class Lowerer {
 
   Status lower_node(const Node& n) {
     // A pending row kernel is complete unless `n` fuses into its store as an epilogue.
-    const Value* epilogue = epilogue_input(n);
+    const lower_impl::RowPlan* epilogue = epilogue_plan(n);
     for (const Value* v : n.inputs) {
-      if (!v || v == epilogue) continue;
+      if (!v) continue;
       Lowered& l = values_.at(v);
-      if (l.row) materialize(l, Buffer::Kind::kIntermediate, v, v->name);
+      if (l.row && (l.row.get() != epilogue || l.dims != n.outputs[0]->type.shape.dims()))
+        materialize(l, Buffer::Kind::kIntermediate, v, v->name);
     }
     if (lower_row(n) || lower_view(n) || lower_pointwise(n)) return Status::ok();
     return lower_library(n);
   }
 
-  // The pending row value that pointwise `n` may fuse into as a store epilogue: its only use,
-  // read at the output's own index (no broadcast).
-  const Value* epilogue_input(const Node& n) const {
+  // The pending row kernel that pointwise `n` may fuse into as a store epilogue: one read at the
+  // output's own index (no broadcast) by its only user, or by converging users.
+  const lower_impl::RowPlan* epilogue_plan(const Node& n) const {
     if (!find_pointwise_op(n) || n.outputs.size() != 1 || !n.outputs[0]) return nullptr;
     auto out_dims = known_dims(n.outputs[0]->type.shape);
     if (!out_dims) return nullptr;
     for (const Value* v : n.inputs) {
       if (!v) continue;
       const Lowered& l = values_.at(v);
-      if (l.row && uses_.at(v) == 1 && l.dims == *out_dims) return v;
+      if (l.row && l.dims == *out_dims) return l.row.get();
     }
     return nullptr;
   }
@@ -261,8 +212,11 @@ class Lowerer {
     r.cost = 1;
     for (const auto& l : ins) {
       r.cost += l.cost;
-      r.nodes.insert(r.nodes.end(), l.nodes.begin(), l.nodes.end());
-      if (l.row) r.row = l.row;  // an epilogue (see epilogue_input): at most one such input
+      // Converging epilogue users reach the same row kernel twice (see converging_users).
+      for (const std::string& name : l.nodes)
+        if (!l.row || std::find(r.nodes.begin(), r.nodes.end(), name) == r.nodes.end())
+          r.nodes.push_back(name);
+      if (l.row) r.row = l.row;  // an epilogue: every such input shares this plan
     }
     r.nodes.push_back(n.name);
     const Node* node = &n;
@@ -282,264 +236,44 @@ class Lowerer {
     return true;
   }
 
-  // ---- Row kernels: softmax, layernorm and reductions --------------------------------------
-
-  // The pending row value `r` (store expression already set) becomes the value of `out`.
-  bool bind_row(const Node& n, const Lowered& in, Lowered r, RowPlan plan) {
+  // Softmax, LayerNormalization, Reduce*, GlobalAveragePool: a pending row kernel.
+  bool lower_row(const Node& n) {
+    if (n.outputs.empty() || !n.outputs[0]) return false;
     const Value* out = n.outputs[0];
-    r.dtype = out->type.dtype;
-    r.dims_known = true;
-    r.cost = in.cost + 8;
-    r.nodes = in.nodes;
-    r.nodes.push_back(n.name);
-    r.row = std::make_shared<const RowPlan>(std::move(plan));
-    bool realize = uses_[out] > 1;
-    values_[out] = std::move(r);
-    if (realize) materialize(values_[out], Buffer::Kind::kIntermediate, out, out->name);
+    auto out_dims = known_dims(out->type.shape);
+    if (!out_dims || !kernel_dtype(out->type.dtype)) return false;
+    for (size_t i = 1; i < n.outputs.size(); ++i)  // LayerNormalization's Mean, InvStdDev
+      if (n.outputs[i] && uses_[n.outputs[i]] > 0) return false;
+    std::vector<const Lowered*> in;
+    for (const Value* v : n.inputs) in.push_back(v ? &values_.at(v) : nullptr);
+    auto r = lower_impl::lower_row_op(n, in, *out_dims);
+    if (!r || r->dtype != out->type.dtype) return false;
+    values_[out] = std::move(*r);
+    if (uses_[out] > 1 && !converging_users(out))
+      materialize(values_[out], Buffer::Kind::kIntermediate, out, out->name);
     return true;
   }
 
-  bool lower_row(const Node& n) {
-    if (!n.domain.empty() || n.inputs.empty() || !n.input(0) || n.outputs.empty() || !n.outputs[0])
-      return false;
-    const std::string& op = n.op_type;
-    if (op == "Softmax" || op == "LogSoftmax") return lower_softmax(n);
-    if (op == "LayerNormalization") return lower_layernorm(n);
-    if (op == "GlobalAveragePool" || op.rfind("Reduce", 0) == 0) return lower_reduce(n);
-    return false;
-  }
-
-  // Float input 0 and output 0 with known dims, and no other output in use.
-  std::optional<Lowered> row_input(const Node& n) const {
-    const Lowered& x = values_.at(n.input(0));
-    const Value* out = n.outputs[0];
-    if (!x.dims_known || !float_dtype(x.dtype) || out->type.dtype != x.dtype ||
-        !known_dims(out->type.shape))
-      return std::nullopt;
-    for (size_t i = 1; i < n.outputs.size(); ++i)
-      if (n.outputs[i] && uses_.count(n.outputs[i]) && uses_.at(n.outputs[i]) > 0)
-        return std::nullopt;
-    return x;
-  }
-
-  // Softmax / LogSoftmax over the last axis: max, sum of exp(x - max), then the store.
-  bool lower_softmax(const Node& n) {
-    auto x = row_input(n);
-    if (!x || x->dims.empty()) return false;
-    int64_t rank = static_cast<int64_t>(x->dims.size());
-    int64_t axis = n.attr_int("axis", -1);
-    if (axis != -1 && axis != rank - 1) return false;  // other axes: library
-    RowPlan plan{x->dims, 1, false, loop_vars(x->dims.size())};
-    bool log = n.op_type == "LogSoftmax";
-    Lowered r;
-    r.dims = x->dims;
-    r.emit = [x = *x, log](EmitContext& ctx, const std::vector<SymExpr>& idx) {
-      KernelBody& b = ctx.body;
-      DType t = x.dtype;
-      int v = emit_value(x, ctx, idx);
-      int shifted = b.binary("sub", v, b.reduce("max", v), t);
-      int e = b.unary("exp", shifted, t);
-      int sum = b.reduce("sum", b.cast(e, DType::kF64));
-      if (log) return b.binary("sub", shifted, b.cast(b.unary("log", sum, DType::kF64), t), t);
-      return b.binary("div", e, b.cast(sum, t), t);
-    };
-    return bind_row(n, *x, std::move(r), std::move(plan));
-  }
-
-  // `p` read at iteration index `it` of a row over `norm` (the trailing dims of the iteration),
-  // broadcasting right-aligned like LayerNormalization's Scale and B.
-  static std::optional<std::vector<int>> param_map(const Lowered& p, const std::vector<Dim>& norm,
-                                                   size_t first) {
-    if (!p.dims_known || p.dims.size() > norm.size()) return std::nullopt;
-    std::vector<int> map;
-    size_t off = norm.size() - p.dims.size();
-    for (size_t d = 0; d < p.dims.size(); ++d) {
-      if (p.dims[d] == norm[off + d])
-        map.push_back(static_cast<int>(first + off + d));
-      else if (p.dims[d].value() == 1)
-        map.push_back(-1);
-      else
-        return std::nullopt;
+  // Whether the users of `v` are pointwise nodes at v's dims that all flow into one of them
+  // (Where(IsNaN(p), 0, p) after a softmax): then they fuse into one store epilogue and `v`
+  // is computed once. Each user but the last must have a single use: another user of `v`.
+  bool converging_users(const Value* v) const {
+    if (is_output(v)) return false;
+    std::vector<const Node*> users;
+    for (const Node* u : consumers_.at(v))
+      if (std::find(users.begin(), users.end(), u) == users.end()) users.push_back(u);
+    int sinks = 0;
+    for (const Node* u : users) {
+      if (!find_pointwise_op(*u) || u->outputs.size() != 1 || !u->outputs[0]) return false;
+      const Value* o = u->outputs[0];
+      auto dims = known_dims(o->type.shape);
+      if (!dims || *dims != values_.at(v).dims) return false;
+      auto it = consumers_.find(o);
+      bool feeds_user = uses_.at(o) == 1 && it != consumers_.end() &&
+                        std::find(users.begin(), users.end(), it->second[0]) != users.end();
+      if (!feeds_user) ++sinks;
     }
-    return map;
-  }
-
-  static int emit_mapped(const Lowered& l, const std::vector<int>& map, EmitContext& ctx,
-                         const std::vector<SymExpr>& idx) {
-    std::vector<SymExpr> sub;
-    for (int m : map) sub.push_back(m < 0 ? SymExpr(0) : idx[m]);
-    return emit_value(l, ctx, sub);
-  }
-
-  // LayerNormalization over dims [axis, rank): mean, variance (two-pass, in double as the
-  // reference computes them), then (x - mean) * rstd * scale + bias.
-  bool lower_layernorm(const Node& n) {
-    auto x = row_input(n);
-    if (!x || x->dims.empty() || !n.input(1)) return false;
-    int64_t rank = static_cast<int64_t>(x->dims.size());
-    int64_t axis = n.attr_int("axis", -1);
-    if (axis < -rank || axis >= rank) return false;
-    if (axis < 0) axis += rank;
-    std::vector<Dim> norm(x->dims.begin() + axis, x->dims.end());
-    struct Param {
-      Lowered l;
-      std::vector<int> map;
-    };
-    std::vector<Param> params;
-    for (size_t i = 1; i < 3 && i < n.inputs.size(); ++i) {
-      if (!n.input(i)) continue;
-      const Lowered& p = values_.at(n.input(i));
-      if (p.dtype != x->dtype) return false;
-      auto map = param_map(p, norm, static_cast<size_t>(axis));
-      if (!map) return false;
-      params.push_back({p, *map});
-    }
-    bool has_bias = n.inputs.size() > 2 && n.input(2);
-    int64_t stash = n.attr_int("stash_type", 1);
-    if (stash != 1 && stash != 10 && stash != 11 && stash != 16) return false;  // library errs
-    double eps = n.attr_float("epsilon", 1e-5f);
-    RowPlan plan{x->dims, norm.size(), false, loop_vars(x->dims.size())};
-    SymExpr count = product(x->dims, axis, x->dims.size());
-    Lowered r;
-    r.dims = x->dims;
-    r.emit = [x = *x, params, has_bias, eps, count](EmitContext& ctx,
-                                                    const std::vector<SymExpr>& idx) {
-      KernelBody& b = ctx.body;
-      const DType d = DType::kF64;
-      int v = b.cast(emit_value(x, ctx, idx), d);
-      int cnt = b.symbol(d, count);
-      int mean = b.binary("div", b.reduce("sum", v), cnt, d);
-      int centered = b.binary("sub", v, mean, d);
-      int var = b.binary("div", b.reduce("sum", b.binary("mul", centered, centered, d)), cnt, d);
-      int rstd = b.binary("div", b.constant(d, 1.0),
-                          b.unary("sqrt", b.binary("add", var, b.constant(d, eps), d), d), d);
-      int y = b.binary("mul", centered, rstd, d);
-      y = b.binary("mul", y, b.cast(emit_mapped(params[0].l, params[0].map, ctx, idx), d), d);
-      if (has_bias)
-        y = b.binary("add", y, b.cast(emit_mapped(params[1].l, params[1].map, ctx, idx), d), d);
-      return b.cast(y, x.dtype);
-    };
-    return bind_row(n, *x, std::move(r), std::move(plan));
-  }
-
-  // Reduce* over any axes and GlobalAveragePool: the iteration space is the kept dims followed by
-  // the reduced ones; one result per row. Sums accumulate in double, as the reference does.
-  bool lower_reduce(const Node& n) {
-    static const char* kOps[] = {"ReduceSum", "ReduceMean",      "ReduceMax", "ReduceMin",
-                                 "ReduceL1",  "ReduceSumSquare", "ReduceL2",  "GlobalAveragePool"};
-    const std::string& op = n.op_type;
-    if (std::find_if(std::begin(kOps), std::end(kOps), [&](const char* s) { return op == s; }) ==
-        std::end(kOps))
-      return false;
-    auto x = row_input(n);
-    if (!x) return false;
-    int64_t rank = static_cast<int64_t>(x->dims.size());
-    std::vector<bool> reduced(rank, false);
-    if (op == "GlobalAveragePool") {
-      if (rank < 3) return false;
-      for (int64_t i = 2; i < rank; ++i) reduced[i] = true;
-    } else {
-      std::vector<int64_t> axes;
-      if (op == "ReduceSum" || n.opset >= 18) {
-        if (n.inputs.size() > 1 && n.input(1)) {
-          auto a = const_ints(n, 1);
-          if (!a) return false;
-          axes = *a;
-        }
-      } else {
-        axes = n.attr_ints("axes");
-      }
-      if (axes.empty()) {
-        if (n.attr_int("noop_with_empty_axes", 0) != 0) return false;
-        reduced.assign(rank, true);
-      }
-      for (int64_t a : axes) {
-        if (a < -rank || a >= rank) return false;  // the library step reports the error
-        if (a < 0) a += rank;
-        if (reduced[a]) return false;
-        reduced[a] = true;
-      }
-    }
-    // Iteration: kept dims, then reduced dims; pos[i] = iteration position of input dim i.
-    std::vector<int> pos(rank);
-    std::vector<Dim> iter;
-    for (int pass = 0; pass < 2; ++pass)
-      for (int64_t i = 0; i < rank; ++i)
-        if (reduced[i] == (pass == 1)) {
-          pos[i] = static_cast<int>(iter.size());
-          iter.push_back(x->dims[i]);
-        }
-    size_t outer = 0;
-    for (int64_t i = 0; i < rank; ++i) outer += reduced[i] ? 0 : 1;
-    if (outer == iter.size()) return false;  // nothing reduced (rank 0)
-    bool keep = op == "GlobalAveragePool" || n.attr_int("keepdims", 1) != 0;
-    const std::vector<Dim> out_dims = *known_dims(n.outputs[0]->type.shape);
-    if (out_dims.size() != (keep ? iter.size() : outer)) return false;
-    SymExpr count = product(iter, outer, iter.size());
-    // The input as seen by the iteration. A realized input is re-strided instead, and reduced
-    // dims that are contiguous in it merge into one (a single, vectorisable inner loop).
-    Lowered src;
-    if (x->realized()) {
-      src = *x;
-      src.dims = iter;
-      for (int64_t i = 0; i < rank; ++i) src.strides[pos[i]] = x->strides[i];
-      bool merge = iter.size() - outer > 1;
-      for (size_t i = outer; merge && i + 1 < iter.size(); ++i)
-        merge = src.strides[i] == src.strides[i + 1] * iter[i + 1].expr();
-      if (merge) {
-        SymExpr inner = src.strides.back();
-        src.dims.resize(outer);
-        src.strides.resize(outer);
-        src.dims.push_back(Dim(count));
-        src.strides.push_back(inner);
-      }
-    } else {
-      src.dtype = x->dtype;
-      src.dims = iter;
-      src.emit = [x = *x, pos](EmitContext& ctx, const std::vector<SymExpr>& it) {
-        std::vector<SymExpr> in;
-        for (int p : pos) in.push_back(it[p]);
-        return emit_value(x, ctx, in);
-      };
-    }
-    RowPlan plan;
-    plan.iter = src.dims;
-    plan.reduce_rank = src.dims.size() - outer;
-    plan.per_row = true;
-    std::vector<SymExpr> vars = loop_vars(src.dims.size());
-    for (int64_t i = 0, k = 0; i < rank; ++i) {
-      if (!reduced[i])
-        plan.out_idx.push_back(vars[k++]);
-      else if (keep)
-        plan.out_idx.push_back(SymExpr(0));
-    }
-    Lowered r;
-    r.dims = out_dims;
-    r.emit = [src, vars, op, count](EmitContext& ctx, const std::vector<SymExpr>&) {
-      KernelBody& b = ctx.body;
-      const DType t = src.dtype, d = DType::kF64;
-      int v = emit_value(src, ctx, vars);
-      if (op == "ReduceMax" || op == "ReduceMin")
-        return b.reduce(op == "ReduceMax" ? "max" : "min", v);
-      int vd = b.cast(v, d);
-      if (op == "ReduceSumSquare" || op == "ReduceL2") vd = b.binary("mul", vd, vd, d);
-      if (op == "ReduceL1") vd = b.unary("abs", vd, d);
-      int acc = b.reduce("sum", vd);
-      if (op == "ReduceL2") acc = b.unary("sqrt", acc, d);
-      if (op == "ReduceMean" || op == "GlobalAveragePool") {
-        int cnt = b.symbol(d, count);
-        acc = b.binary("div", acc, cnt, d);
-        // The reference pools an empty plane to 0 (a mean of nothing is NaN otherwise).
-        if (op == "GlobalAveragePool" && !count.is_constant()) {
-          int zero = b.constant(d, 0);
-          acc = b.select(b.binary("eq", cnt, zero, DType::kBool), zero, acc);
-        } else if (op == "GlobalAveragePool" && count == SymExpr(0)) {
-          acc = b.constant(d, 0);
-        }
-      }
-      return b.cast(acc, t);
-    };
-    return bind_row(n, *x, std::move(r), std::move(plan));
+    return sinks == 1;
   }
 
   // View ops remap indices of their input; on a realized input they stay a strided view.
@@ -741,6 +475,7 @@ class Lowerer {
   LoweredGraph out_;
   std::unordered_map<const Value*, Lowered> values_;
   std::unordered_map<const Value*, int> uses_;
+  std::unordered_map<const Value*, std::vector<const Node*>> consumers_;  // one per input use
 };
 
 }  // namespace

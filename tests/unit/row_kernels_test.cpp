@@ -102,22 +102,29 @@ void check_model(const std::string& text, int min_row_kernels,
 
 TEST(RowKernels, SoftmaxFamilyWithPrologueAndEpilogue) {
   const char* text = R"(<ir_version: 8, opset_import: ["" : 17]>
-g (float[b,s,n] x, float[b,1,n] m) => (float[b,s,n] y, float[b,s,n] z, float[b,s,n] w) {
+g (float[b,s,n] x, float[b,1,n] m)
+    => (float[b,s,n] y, float[b,s,n] z, float[b,s,n] w, float[b,s,n] v) {
   y = Softmax<axis = -1>(x)
   z = LogSoftmax<axis = 2>(x)
   a = Add(x, m)
   p = Softmax(a)
   three = Constant<value = float {3.0}>()
   w = Mul(p, three)
+  h = Neg(x)
+  q = Softmax(h)
+  nan = IsNaN(q)
+  zero = Constant<value = float {0.0}>()
+  v = Where(nan, zero, q)
 }
 )";
-  // Row 0 of each run holds -inf and NaN (whole-row -inf gives NaN, as in the reference).
+  // Row 0 is all -inf (softmax gives NaN, which v turns into 0), row 1 holds a NaN.
   auto special = [](int64_t n) {
-    std::vector<std::pair<int64_t, double>> s = {{0, -INFINITY}};
-    if (n > 1) s.push_back({n + 1, NAN});
+    std::vector<std::pair<int64_t, double>> s;
+    for (int64_t i = 0; i < n; ++i) s.push_back({i, -INFINITY});
+    s.push_back({n + 1, NAN});
     return s;
   };
-  check_model(text, 3,
+  check_model(text, 4,
               {{{"x", DType::kF32, {2, 3, 17}, 20.0, special(17)}, {"m", DType::kF32, {2, 1, 17}}},
                {{"x", DType::kF32, {1, 5, 1}}, {"m", DType::kF32, {1, 1, 1}}},
                {{"x", DType::kF32, {3, 2, 300}, 50.0}, {"m", DType::kF32, {3, 1, 300}}}});
