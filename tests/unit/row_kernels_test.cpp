@@ -190,7 +190,9 @@ g (float[b,c,h] x) => (float[b,c] s, float[b,1,h] m, float[] mx, float[c] mn, fl
   check_model(text, 8,
               {{{"x", DType::kF32, {2, 3, 5}, 3.0, {{7, NAN}}}},
                {{"x", DType::kF32, {4, 7, 200}}},
-               {{"x", DType::kF32, {1, 1, 1}}}});
+               {{"x", DType::kF32, {1, 1, 1}}},
+               {{"x", DType::kF32, {2, 3, 0}}},  // empty rows: 0, NaN, -inf, +inf
+               {{"x", DType::kF32, {2, 0, 3}}}});
 }
 
 TEST(RowKernels, ReductionsAxesAsAttribute) {
@@ -215,6 +217,7 @@ g (float[n,c,h,w] x) => (float[n,c,1,1] y, float[n,c,1,1] z) {
 )";
   check_model(text, 2,
               {{{"x", DType::kF32, {2, 3, 7, 7}}},
+               {{"x", DType::kF32, {2, 3, 0, 7}}},  // an empty plane pools to 0
                {{"x", DType::kF32, {1, 16, 1, 1}}},
                {{"x", DType::kF32, {1, 2, 33, 65}}}});
 }
