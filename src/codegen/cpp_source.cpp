@@ -77,6 +77,10 @@ std::string emit_expr(const ScalarExpr& e, const std::vector<std::string>& t, co
     case ScalarKind::kConst: return literal(e.dtype, e.value);
     case ScalarKind::kSelect: return "(" + a(0) + " ? " + a(1) + " : " + a(2) + ")";
     case ScalarKind::kCast: return "";  // handled by the caller (needs the source dtype)
+    case ScalarKind::kSymbol:
+      return "(" + T + ")" + e.address.to_c_code(ident);
+    case ScalarKind::kReduce:
+      return "";  // accumulated by the row kernel's phase loop
     default: break;
   }
   const std::string& f = e.fn;
@@ -143,14 +147,21 @@ std::string emit_cast(DType from, DType to, const std::string& v) {
   return std::string("(") + ctype(to) + ")" + v;
 }
 
-void emit_kernel(std::ostringstream& os, const PointwiseKernel& k, const LoweredGraph& lg) {
-  auto ident = [&](const std::string& name) -> std::string {
+using Ident = std::function<std::string(const std::string&)>;
+
+Ident make_ident(const LoweredGraph& lg) {
+  return [&lg](const std::string& name) -> std::string {
     size_t i;
     if (is_loop_var(name, &i)) return "x" + std::to_string(i);
     for (size_t s = 0; s < lg.symbols.size(); ++s)
       if (lg.symbols[s] == name) return "s" + std::to_string(s);
     return "/*unbound " + name + "*/0";
   };
+}
+
+// The function header, buffer pointers, symbols and dims d0.. of a kernel; returns input names.
+std::vector<std::string> emit_prologue(std::ostringstream& os, const Kernel& k,
+                                       const LoweredGraph& lg, const Ident& ident) {
   os << "\n// " << k.name << ": ";
   for (size_t i = 0; i < k.source_nodes.size(); ++i) os << (i ? ", " : "") << k.source_nodes[i];
   if (k.source_nodes.empty()) os << "(copy)";
@@ -167,9 +178,37 @@ void emit_kernel(std::ostringstream& os, const PointwiseKernel& k, const Lowered
      << k.input_buffers.size() << "];\n";
   for (size_t s = 0; s < lg.symbols.size(); ++s)
     os << "  const int64_t s" << s << " = syms[" << s << "]; (void)s" << s << ";\n";
-  size_t rank = k.shape.size();
-  for (size_t d = 0; d < rank; ++d)
+  for (size_t d = 0; d < k.shape.size(); ++d)
     os << "  const int64_t d" << d << " = " << k.shape[d].expr().to_c_code(ident) << ";\n";
+  return in_names;
+}
+
+// Splits `row` into the loop variables of dims [0, outer).
+void emit_row_index(std::ostringstream& os, size_t outer) {
+  if (outer == 0) return;
+  os << "    int64_t rem = row; (void)rem;\n";
+  for (int64_t d = static_cast<int64_t>(outer) - 1; d >= 0; --d) {
+    if (d > 0)
+      os << "    const int64_t x" << d << " = rem % d" << d << "; rem /= d" << d << ";\n";
+    else
+      os << "    const int64_t x0 = rem;\n";
+  }
+}
+
+std::string emit_def(const Kernel& k, size_t i, const std::vector<std::string>& t,
+                     const std::vector<std::string>& in_names, const Ident& ident) {
+  const ScalarExpr& e = k.body.at(static_cast<int>(i));
+  const char* ty = ctype(e.dtype);
+  std::string rhs = e.kind == ScalarKind::kCast
+                        ? emit_cast(k.body.at(e.args[0]).dtype, e.dtype, t[e.args[0]])
+                        : emit_expr(e, t, ty, in_names, ident);
+  return std::string("const ") + ty + " " + t[i] + " = " + rhs + ";\n";
+}
+
+void emit_pointwise_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph& lg) {
+  Ident ident = make_ident(lg);
+  std::vector<std::string> in_names = emit_prologue(os, k, lg, ident);
+  size_t rank = k.shape.size();
   std::string inner = rank ? "d" + std::to_string(rank - 1) : "1";
   os << "  for (int64_t row = row_begin; row < row_end; ++row) {\n";
   if (rank >= 2) {
@@ -185,17 +224,132 @@ void emit_kernel(std::ostringstream& os, const PointwiseKernel& k, const Lowered
   os << "    for (int64_t " << last << " = 0; " << last << " < " << inner << "; ++" << last
      << ") {\n";
   std::vector<std::string> t(k.body.size());
-  for (size_t i = 0; i < k.body.size(); ++i) {
-    const ScalarExpr& e = k.body.at(static_cast<int>(i));
-    t[i] = "t" + std::to_string(i);
-    const char* ty = ctype(e.dtype);
-    std::string rhs = e.kind == ScalarKind::kCast
-                          ? emit_cast(k.body.at(e.args[0]).dtype, e.dtype, t[e.args[0]])
-                          : emit_expr(e, t, ty, in_names, ident);
-    os << "      const " << ty << " t" << i << " = " << rhs << ";\n";
-  }
+  for (size_t i = 0; i < k.body.size(); ++i) t[i] = "t" + std::to_string(i);
+  for (size_t i = 0; i < k.body.size(); ++i) os << "      " << emit_def(k, i, t, in_names, ident);
   os << "      out[row * " << inner << " + " << last << "] = t" << k.root << ";\n";
   os << "    }\n  }\n}\n";
+}
+
+// A row kernel: per row, one loop nest over the reduced dims per kReduce phase, then the store
+// (a loop nest, or one value per row). Expressions that do not vary along the row are computed
+// once per row, before the first loop that needs them; the others are recomputed in each loop
+// that needs them (cheaper than a scratch row: the input row stays in cache).
+void emit_row_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph& lg) {
+  Ident ident = make_ident(lg);
+  std::vector<std::string> in_names = emit_prologue(os, k, lg, ident);
+  const size_t rank = k.shape.size(), outer = k.outer_rank();
+  const size_t n = k.body.size();
+  // varies[i]: expression i depends on a reduced dim's loop variable.
+  std::vector<bool> varies(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const ScalarExpr& e = k.body.at(static_cast<int>(i));
+    if (e.kind == ScalarKind::kLoad || e.kind == ScalarKind::kSymbol) {
+      std::vector<std::string> names;
+      e.address.collect_symbols(names);
+      for (const auto& name : names) {
+        size_t d;
+        if (is_loop_var(name, &d) && d >= outer) varies[i] = true;
+      }
+    } else if (e.kind != ScalarKind::kReduce) {
+      for (int a : e.args) varies[i] = varies[i] || varies[a];
+    }
+  }
+  // Expressions a pass needs: the closure of `root`, stopping at phase results (computed by
+  // earlier passes); a phase's own pass (`through`) starts below its kReduce.
+  auto needed = [&](int root, bool through) {
+    std::vector<bool> need(n, false);
+    need[root] = true;
+    for (int64_t i = root; i >= 0; --i) {
+      if (!need[i]) continue;
+      const ScalarExpr& e = k.body.at(static_cast<int>(i));
+      if (e.kind == ScalarKind::kReduce && !(through && i == root)) continue;
+      for (int a : e.args) need[a] = true;
+    }
+    return need;
+  };
+  // Live phases: those the root uses, directly or through later phases.
+  std::vector<bool> live = needed(k.root, false), hoisted(n, false);
+  for (int64_t i = static_cast<int64_t>(n) - 1; i >= 0; --i) {
+    if (!live[i] || k.body.at(static_cast<int>(i)).kind != ScalarKind::kReduce) continue;
+    std::vector<bool> more = needed(static_cast<int>(i), true);
+    for (size_t j = 0; j < n; ++j) live[j] = live[j] || more[j];
+  }
+  std::vector<std::string> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = "t" + std::to_string(i);
+
+  std::string row_len;
+  for (size_t d = outer; d < rank; ++d)
+    row_len += (row_len.empty() ? "d" : " * d") + std::to_string(d);
+  os << "  const int64_t row_len = " << row_len << "; (void)row_len;\n";
+  os << "  for (int64_t row = row_begin; row < row_end; ++row) {\n";
+  emit_row_index(os, outer);
+
+  // Emits the row-invariant part of `need` once, then a loop nest over the row computing the
+  // varying part and running `body` in the innermost loop.
+  auto pass = [&](const std::vector<bool>& need, int skip, const std::string& pragma,
+                  const std::string& body) {
+    for (size_t i = 0; i < n; ++i)
+      if (need[i] && !varies[i] && !hoisted[i] && static_cast<int>(i) != skip &&
+          k.body.at(static_cast<int>(i)).kind != ScalarKind::kReduce) {
+        os << "    " << emit_def(k, i, t, in_names, ident);
+        hoisted[i] = true;
+      }
+    std::string indent = "    ";
+    for (size_t d = outer; d < rank; ++d) {
+      if (d + 1 == rank && !pragma.empty()) os << indent << pragma << "\n";
+      std::string x = "x" + std::to_string(d);
+      os << indent << "for (int64_t " << x << " = 0; " << x << " < d" << d << "; ++" << x
+         << ") {\n";
+      indent += "  ";
+    }
+    for (size_t i = 0; i < n; ++i)
+      if (need[i] && varies[i]) os << indent << emit_def(k, i, t, in_names, ident);
+    os << indent << body;
+    for (size_t d = rank; d > outer; --d) {
+      indent.resize(indent.size() - 2);
+      os << indent << "}\n";
+    }
+  };
+
+  for (size_t i = 0; i < n; ++i) {
+    const ScalarExpr& e = k.body.at(static_cast<int>(i));
+    if (!live[i] || e.kind != ScalarKind::kReduce) continue;
+    const char* ty = ctype(e.dtype);
+    const std::string& acc = t[i];
+    const std::string& v = t[e.args[0]];
+    std::string inf = std::string("std::numeric_limits<") + ty + ">::infinity()";
+    if (e.fn == "sum") {
+      os << "    " << ty << " " << acc << " = 0;\n";
+      pass(needed(static_cast<int>(i), true), static_cast<int>(i),
+           "#pragma omp simd reduction(+:" + acc + ")", acc + " += " + v + ";\n");
+    } else {
+      // max / min; NaN propagates through a separate flag so that the loop still vectorises.
+      bool mx = e.fn == "max";
+      os << "    " << ty << " " << acc << " = " << (mx ? "-" : "") << inf << ";\n";
+      os << "    int " << acc << "_nan = 0;\n";
+      pass(needed(static_cast<int>(i), true), static_cast<int>(i),
+           "#pragma omp simd reduction(" + std::string(mx ? "max" : "min") + ":" + acc +
+               ") reduction(|:" + acc + "_nan)",
+           acc + " = " + v + (mx ? " > " : " < ") + acc + " ? " + v + " : " + acc + "; " + acc +
+               "_nan |= " + v + " != " + v + ";\n");
+      os << "    if (" << acc << "_nan) " << acc << " = std::numeric_limits<" << ty
+         << ">::quiet_NaN();\n";
+    }
+  }
+  std::vector<bool> store = needed(k.root, false);
+  if (k.per_row) {
+    for (size_t i = 0; i < n; ++i)
+      if (store[i] && !hoisted[i] && k.body.at(static_cast<int>(i)).kind != ScalarKind::kReduce)
+        os << "    " << emit_def(k, i, t, in_names, ident);
+    os << "    out[row] = " << t[k.root] << ";\n";
+  } else {
+    std::string flat;
+    for (size_t d = outer; d < rank; ++d)
+      flat = flat.empty() ? "x" + std::to_string(d)
+                          : "(" + flat + ") * d" + std::to_string(d) + " + x" + std::to_string(d);
+    pass(store, -1, "", "out[row * row_len + " + flat + "] = " + t[k.root] + ";\n");
+  }
+  os << "  }\n}\n";
 }
 
 }  // namespace
@@ -204,7 +358,12 @@ std::string generate_cpp_source(const LoweredGraph& lg) {
   std::ostringstream os;
   os << kPrelude;
   for (const Step& s : lg.steps)
-    if (s.kind == Step::Kind::kKernel) emit_kernel(os, s.kernel, lg);
+    if (s.kind == Step::Kind::kKernel) {
+      if (s.kernel.is_row())
+        emit_row_kernel(os, s.kernel, lg);
+      else
+        emit_pointwise_kernel(os, s.kernel, lg);
+    }
   return os.str();
 }
 

@@ -14,17 +14,20 @@ bool is_loop_var(const std::string& symbol, size_t* index) {
 }
 
 int KernelBody::add(ScalarExpr e) {
-  // Identical loads and constants are shared (common subexpressions within a kernel).
-  if (e.kind == ScalarKind::kLoad || e.kind == ScalarKind::kConst) {
-    for (size_t i = 0; i < exprs_.size(); ++i) {
-      const ScalarExpr& o = exprs_[i];
-      if (o.kind == e.kind && o.dtype == e.dtype && o.input == e.input && o.address == e.address &&
-          o.value == e.value)
-        return static_cast<int>(i);
-    }
-  }
-  exprs_.push_back(std::move(e));
-  return static_cast<int>(exprs_.size()) - 1;
+  std::string key;
+  auto put = [&key](const void* p, size_t n) { key.append(static_cast<const char*>(p), n); };
+  put(&e.kind, sizeof e.kind);
+  put(&e.dtype, sizeof e.dtype);
+  put(&e.input, sizeof e.input);
+  put(&e.value, sizeof e.value);  // bitwise: -0.0 and 0.0 stay distinct, NaN matches NaN
+  for (int a : e.args) put(&a, sizeof a);
+  size_t nparams = e.params.size();
+  put(&nparams, sizeof nparams);
+  for (double p : e.params) put(&p, sizeof p);
+  key += '|' + e.fn + '|' + e.address.to_string();
+  auto [it, inserted] = index_.emplace(std::move(key), static_cast<int>(exprs_.size()));
+  if (inserted) exprs_.push_back(std::move(e));
+  return it->second;
 }
 
 int KernelBody::load(int input, DType dtype, SymExpr address) {
@@ -36,6 +39,11 @@ int KernelBody::load(int input, DType dtype, SymExpr address) {
 int KernelBody::constant(DType dtype, double value) {
   ScalarExpr e{ScalarKind::kConst, dtype};
   e.value = value;
+  return add(std::move(e));
+}
+int KernelBody::symbol(DType dtype, SymExpr value) {
+  ScalarExpr e{ScalarKind::kSymbol, dtype};
+  e.address = std::move(value);
   return add(std::move(e));
 }
 int KernelBody::unary(const std::string& fn, int a, DType dtype, std::vector<double> params) {
@@ -54,11 +62,22 @@ int KernelBody::cast(int a, DType to) {
   return add(ScalarExpr{ScalarKind::kCast, to, "cast", {a}});
 }
 
-std::string print_kernel(const PointwiseKernel& k) {
+int KernelBody::reduce(const std::string& fn, int a) {
+  return add(ScalarExpr{ScalarKind::kReduce, exprs_[a].dtype, fn, {a}});
+}
+
+std::string print_kernel(const Kernel& k) {
   std::ostringstream os;
-  os << "kernel " << k.name << " pointwise [";
-  for (size_t i = 0; i < k.shape.size(); ++i) os << (i ? "," : "") << k.shape[i].to_string();
-  os << "] -> buf" << k.output_buffer << ":" << dtype_name(k.out_dtype) << "  # ";
+  os << "kernel " << k.name << (k.is_row() ? " row [" : " pointwise [");
+  for (size_t i = 0; i < k.shape.size(); ++i) {
+    if (k.is_row() && i == k.outer_rank())
+      os << (i ? " | " : "| ");
+    else if (i)
+      os << ",";
+    os << k.shape[i].to_string();
+  }
+  os << "]" << (k.is_row() ? (k.per_row ? " per-row" : " per-element") : "");
+  os << " -> buf" << k.output_buffer << ":" << dtype_name(k.out_dtype) << "  # ";
   for (size_t i = 0; i < k.source_nodes.size(); ++i) os << (i ? ", " : "") << k.source_nodes[i];
   os << "\n";
   for (size_t i = 0; i < k.body.size(); ++i) {
@@ -69,8 +88,11 @@ std::string print_kernel(const PointwiseKernel& k) {
         os << "load buf" << k.input_buffers[e.input] << "[" << e.address.to_string() << "]";
         break;
       case ScalarKind::kConst: os << e.value; break;
+      case ScalarKind::kSymbol:
+        os << "sym(" << e.address.to_string() << ")";
+        break;
       default:
-        os << e.fn << "(";
+        os << (e.kind == ScalarKind::kReduce ? "reduce_" : "") << e.fn << "(";
         for (size_t a = 0; a < e.args.size(); ++a) os << (a ? ", " : "") << "t" << e.args[a];
         for (double p : e.params) os << ", " << p;
         os << ")";

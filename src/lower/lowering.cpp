@@ -6,11 +6,18 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "lower/lowered_value.h"
 #include "lower/pointwise_ops.h"
+#include "lower/row_ops.h"
 
 namespace ferrite {
 
 namespace {
+
+using lower_impl::contiguous;
+using lower_impl::emit_value;
+using lower_impl::loop_vars;
+using lower_impl::Lowered;
 
 bool kernel_dtype(DType t) {
   return t == DType::kF32 || t == DType::kF64 || t == DType::kI32 || t == DType::kI64 ||
@@ -24,28 +31,6 @@ std::optional<std::vector<Dim>> known_dims(const Shape& s) {
   return s.dims();
 }
 
-std::vector<SymExpr> contiguous(const std::vector<Dim>& dims) {
-  std::vector<SymExpr> st(dims.size(), SymExpr(1));
-  for (int64_t i = static_cast<int64_t>(dims.size()) - 2; i >= 0; --i)
-    st[i] = st[i + 1] * dims[i + 1].expr();
-  return st;
-}
-
-// How a graph value is available while lowering: a strided view of a buffer, or an expression
-// still to be inlined into its consumer.
-struct Lowered {
-  DType dtype = DType::kUndefined;
-  bool dims_known = false;
-  std::vector<Dim> dims;
-  int buffer = -1;  // realized
-  SymExpr offset;
-  std::vector<SymExpr> strides;
-  std::function<int(EmitContext&, const std::vector<SymExpr>&)> emit;  // inline
-  std::vector<std::string> nodes;  // nodes folded into the inline expression
-  size_t cost = 0;
-  bool realized() const { return buffer >= 0; }
-};
-
 class Lowerer {
  public:
   Lowerer(const Graph& g, const LoweringOptions& opts) : g_(g), opts_(opts) {}
@@ -53,7 +38,10 @@ class Lowerer {
   Expected<LoweredGraph> run() {
     for (const auto& n : g_.nodes())
       for (const Value* v : n->inputs)
-        if (v) uses_[v]++;
+        if (v) {
+          uses_[v]++;
+          consumers_[v].push_back(n.get());
+        }
     for (const Value* v : g_.outputs()) uses_[v] += 2;  // outputs are always realized
     for (const Value* v : g_.inputs()) bind_buffer(v, Buffer::Kind::kInput);
     for (const Value* v : g_.initializers()) bind_buffer(v, Buffer::Kind::kConstant);
@@ -89,14 +77,6 @@ class Lowerer {
     return std::find(g_.outputs().begin(), g_.outputs().end(), v) != g_.outputs().end();
   }
 
-  // Emits `l` at index `idx` (one index expression per dim of l).
-  static int emit_value(const Lowered& l, EmitContext& ctx, const std::vector<SymExpr>& idx) {
-    if (!l.realized()) return l.emit(ctx, idx);
-    SymExpr addr = l.offset;
-    for (size_t i = 0; i < idx.size(); ++i) addr = addr + idx[i] * l.strides[i];
-    return ctx.body.load(ctx.slot(l.buffer), l.dtype, addr);
-  }
-
   bool is_contiguous(const Lowered& l) const {
     if (!l.realized() || !l.dims_known) return l.realized();  // unknown dims: library output
     if (l.offset != SymExpr(0)) return false;
@@ -108,12 +88,18 @@ class Lowerer {
 
   // Materializes `l` into a fresh contiguous buffer with a generated kernel.
   int materialize(Lowered& l, Buffer::Kind kind, const Value* v, const std::string& name) {
-    PointwiseKernel k;
+    Kernel k;
     k.name = "k" + std::to_string(out_.kernels);
     k.shape = l.dims;
     k.out_dtype = l.dtype;
-    std::vector<SymExpr> idx;
-    for (size_t i = 0; i < l.dims.size(); ++i) idx.push_back(SymExpr::symbol(loop_var(i)));
+    std::vector<SymExpr> idx = loop_vars(l.dims.size());
+    if (l.row) {
+      k.shape = l.row->iter;
+      k.reduce_rank = l.row->reduce_rank;
+      k.per_row = l.row->per_row;
+      idx = l.row->out_idx;
+      out_.row_kernels++;
+    }
     EmitContext ctx{k.body, k.input_buffers};
     k.root = emit_value(l, ctx, idx);
     k.source_nodes = l.nodes;
@@ -129,6 +115,7 @@ class Lowerer {
     l.offset = SymExpr(0);
     l.strides = contiguous(l.dims);
     l.emit = nullptr;
+    l.row = nullptr;
     l.nodes.clear();
     l.cost = 0;
     return b;
@@ -157,8 +144,30 @@ class Lowerer {
   }
 
   Status lower_node(const Node& n) {
-    if (lower_view(n) || lower_pointwise(n)) return Status::ok();
+    // A pending row kernel is complete unless `n` fuses into its store as an epilogue.
+    const lower_impl::RowPlan* epilogue = epilogue_plan(n);
+    for (const Value* v : n.inputs) {
+      if (!v) continue;
+      Lowered& l = values_.at(v);
+      if (l.row && (l.row.get() != epilogue || l.dims != n.outputs[0]->type.shape.dims()))
+        materialize(l, Buffer::Kind::kIntermediate, v, v->name);
+    }
+    if (lower_row(n) || lower_view(n) || lower_pointwise(n)) return Status::ok();
     return lower_library(n);
+  }
+
+  // The pending row kernel that pointwise `n` may fuse into as a store epilogue: one read at the
+  // output's own index (no broadcast) by its only user, or by converging users.
+  const lower_impl::RowPlan* epilogue_plan(const Node& n) const {
+    if (!find_pointwise_op(n) || n.outputs.size() != 1 || !n.outputs[0]) return nullptr;
+    auto out_dims = known_dims(n.outputs[0]->type.shape);
+    if (!out_dims) return nullptr;
+    for (const Value* v : n.inputs) {
+      if (!v) continue;
+      const Lowered& l = values_.at(v);
+      if (l.row && l.dims == *out_dims) return l.row.get();
+    }
+    return nullptr;
   }
 
   // Inputs of a lowerable node: present, known dims, kernel dtypes.
@@ -203,7 +212,11 @@ class Lowerer {
     r.cost = 1;
     for (const auto& l : ins) {
       r.cost += l.cost;
-      r.nodes.insert(r.nodes.end(), l.nodes.begin(), l.nodes.end());
+      // Converging epilogue users reach the same row kernel twice (see converging_users).
+      for (const std::string& name : l.nodes)
+        if (!l.row || std::find(r.nodes.begin(), r.nodes.end(), name) == r.nodes.end())
+          r.nodes.push_back(name);
+      if (l.row) r.row = l.row;  // an epilogue: every such input shares this plan
     }
     r.nodes.push_back(n.name);
     const Node* node = &n;
@@ -221,6 +234,46 @@ class Lowerer {
     values_[out] = std::move(r);
     if (realize) materialize(values_[out], Buffer::Kind::kIntermediate, out, out->name);
     return true;
+  }
+
+  // Softmax, LayerNormalization, Reduce*, GlobalAveragePool: a pending row kernel.
+  bool lower_row(const Node& n) {
+    if (n.outputs.empty() || !n.outputs[0]) return false;
+    const Value* out = n.outputs[0];
+    auto out_dims = known_dims(out->type.shape);
+    if (!out_dims || !kernel_dtype(out->type.dtype)) return false;
+    for (size_t i = 1; i < n.outputs.size(); ++i)  // LayerNormalization's Mean, InvStdDev
+      if (n.outputs[i] && uses_[n.outputs[i]] > 0) return false;
+    std::vector<const Lowered*> in;
+    for (const Value* v : n.inputs) in.push_back(v ? &values_.at(v) : nullptr);
+    auto r = lower_impl::lower_row_op(n, in, *out_dims);
+    if (!r || r->dtype != out->type.dtype) return false;
+    values_[out] = std::move(*r);
+    if (uses_[out] > 1 && !converging_users(out))
+      materialize(values_[out], Buffer::Kind::kIntermediate, out, out->name);
+    return true;
+  }
+
+  // Whether the users of `v` are pointwise nodes at v's dims that all flow into one of them
+  // (Where(IsNaN(p), 0, p) after a softmax): then they fuse into one store epilogue and `v`
+  // is computed once. Each user but the last must have a single use: another user of `v`.
+  bool converging_users(const Value* v) const {
+    if (is_output(v)) return false;
+    std::vector<const Node*> users;
+    for (const Node* u : consumers_.at(v))
+      if (std::find(users.begin(), users.end(), u) == users.end()) users.push_back(u);
+    int sinks = 0;
+    for (const Node* u : users) {
+      if (!find_pointwise_op(*u) || u->outputs.size() != 1 || !u->outputs[0]) return false;
+      const Value* o = u->outputs[0];
+      auto dims = known_dims(o->type.shape);
+      if (!dims || *dims != values_.at(v).dims) return false;
+      auto it = consumers_.find(o);
+      bool feeds_user = uses_.at(o) == 1 && it != consumers_.end() &&
+                        std::find(users.begin(), users.end(), it->second[0]) != users.end();
+      if (!feeds_user) ++sinks;
+    }
+    return sinks == 1;
   }
 
   // View ops remap indices of their input; on a realized input they stay a strided view.
@@ -409,7 +462,8 @@ class Lowerer {
     for (const Step& s : out_.steps)
       if (s.kind == Step::Kind::kKernel)
         for (const ScalarExpr& e : s.kernel.body.exprs())
-          if (e.kind == ScalarKind::kLoad) e.address.collect_symbols(names);
+          if (e.kind == ScalarKind::kLoad || e.kind == ScalarKind::kSymbol)
+            e.address.collect_symbols(names);
     for (const auto& n : names)
       if (!is_loop_var(n) &&
           std::find(out_.symbols.begin(), out_.symbols.end(), n) == out_.symbols.end())
@@ -421,6 +475,7 @@ class Lowerer {
   LoweredGraph out_;
   std::unordered_map<const Value*, Lowered> values_;
   std::unordered_map<const Value*, int> uses_;
+  std::unordered_map<const Value*, std::vector<const Node*>> consumers_;  // one per input use
 };
 
 }  // namespace

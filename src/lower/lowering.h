@@ -4,8 +4,11 @@
 // expressions that are inlined into their consumer; view ops (Transpose, Expand, Slice,
 // Unsqueeze, Squeeze, Reshape, Flatten) only remap load addresses. A value is *realized* into a
 // buffer by a generated PointwiseKernel when it is a graph output, has several users, feeds an op
-// without a lowering, or its expression grows too large. Ops without a lowering yet run their
-// op-table kernel on realized, contiguous buffers (a "library" step), so every graph lowers.
+// without a lowering, or its expression grows too large. Softmax, LogSoftmax, LayerNormalization,
+// Reduce* and GlobalAveragePool become row kernels (see kernel_ir.h): their input expression is
+// inlined into every phase (pointwise prologues fuse), and a pointwise consumer that is their
+// only user fuses into the store (epilogue). Ops without a lowering yet run their op-table kernel
+// on realized, contiguous buffers (a "library" step), so every graph lowers.
 #pragma once
 
 #include <memory>
@@ -28,7 +31,7 @@ struct Buffer {
 
 struct Step {
   enum class Kind { kKernel, kLibrary } kind;
-  PointwiseKernel kernel;         // kKernel
+  Kernel kernel;                  // kKernel
   const Node* node = nullptr;     // kLibrary: run node->schema->kernel
   std::vector<int> inputs;        // kLibrary: contiguous input buffers (-1 for omitted)
   // kLibrary: the dims each input is viewed with (a Reshape view shares its buffer); empty when
@@ -47,6 +50,7 @@ struct LoweredGraph {
   int fused_nodes = 0;                 // graph nodes folded into generated kernels
   int library_steps = 0;
   int kernels = 0;
+  int row_kernels = 0;  // of `kernels`, those with reductions
 };
 
 struct LoweringOptions {

@@ -104,17 +104,21 @@ class CpuModel : public PreparedModel {
     return out;
   }
 
-  Status run_kernel(const PointwiseKernel& k, KernelFnPtr fn, const SymBindings& bind,
+  // Runs a generated kernel over its rows in parallel: all dims but the last for a pointwise
+  // kernel, the dims before the reduced ones for a row kernel (a row is never split).
+  Status run_kernel(const Kernel& k, KernelFnPtr fn, const SymBindings& bind,
                     const std::vector<int64_t>& syms, std::vector<Tensor>& bufs) {
     FERRITE_ASSIGN_OR_RETURN(auto dims, eval_dims(k.shape, bind));
-    FERRITE_ASSIGN_OR_RETURN(Tensor out, Tensor::create(k.out_dtype, dims));
+    FERRITE_ASSIGN_OR_RETURN(auto out_dims,
+                             eval_dims(lg_.buffers[k.output_buffer].shape.dims(), bind));
+    FERRITE_ASSIGN_OR_RETURN(Tensor out, Tensor::create(k.out_dtype, out_dims));
     std::vector<void*> ptrs;
     for (int b : k.input_buffers) ptrs.push_back(const_cast<void*>(bufs[b].raw()));
     ptrs.push_back(out.raw());
-    int64_t rows = 1;
-    for (size_t d = 0; d + 1 < dims.size(); ++d) rows *= dims[d];
-    int64_t row_len = dims.empty() ? 1 : dims.back();
-    if (out.numel() > 0) {
+    int64_t rows = 1, row_len = 1;
+    for (size_t d = 0; d < dims.size(); ++d) (d < k.outer_rank() ? rows : row_len) *= dims[d];
+    // Per-row kernels store rows values; the others rows * row_len.
+    if (out.numel() > 0 && rows > 0) {
       pool_.parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(row_len, 1)),
                          [&](int64_t b, int64_t e) { fn(ptrs.data(), syms.data(), b, e); });
     }
@@ -178,8 +182,11 @@ class CpuDevice : public Device {
     FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph));
     std::string source = generate_cpp_source(lg);
     if (log_enabled("fusion"))
-      std::fprintf(stderr, "[fusion] %zu nodes -> %d generated kernels (%d nodes fused) + %d library calls\n",
-                   graph.nodes().size(), lg.kernels, lg.fused_nodes, lg.library_steps);
+      std::fprintf(stderr,
+                   "[fusion] %zu nodes -> %d generated kernels (%d with reductions; %d nodes "
+                   "fused) + %d library calls\n",
+                   graph.nodes().size(), lg.kernels, lg.row_kernels, lg.fused_nodes,
+                   lg.library_steps);
     if (const char* dump = std::getenv("FERRITE_DUMP_LOWERED")) {
       std::FILE* f = std::fopen(dump, "w");
       if (f) {

@@ -1,0 +1,264 @@
+#include "lower/row_ops.h"
+
+#include <algorithm>
+
+namespace ferrite::lower_impl {
+
+namespace {
+
+bool float_dtype(DType t) {
+  return t == DType::kF32 || t == DType::kF64;
+}
+
+SymExpr product(const std::vector<Dim>& dims, size_t begin, size_t end) {
+  SymExpr p(1);
+  for (size_t i = begin; i < end; ++i) p = p * dims[i].expr();
+  return p;
+}
+
+Lowered pending(const Lowered& x, std::vector<Dim> dims, RowPlan plan, EmitFn emit) {
+  Lowered r;
+  r.dtype = x.dtype;
+  r.dims_known = true;
+  r.dims = std::move(dims);
+  r.emit = std::move(emit);
+  r.cost = x.cost + 8;
+  r.nodes = x.nodes;
+  r.row = std::make_shared<const RowPlan>(std::move(plan));
+  return r;
+}
+
+// Softmax / LogSoftmax over the last axis: max, sum of exp(x - max), then the store. exp runs
+// in the input type, the sum in double.
+std::optional<Lowered> softmax(const Node& n, const Lowered& x) {
+  int64_t rank = static_cast<int64_t>(x.dims.size());
+  int64_t axis = n.attr_int("axis", -1);
+  if (rank == 0 || (axis != -1 && axis != rank - 1)) return std::nullopt;  // other axes: library
+  bool log = n.op_type == "LogSoftmax";
+  RowPlan plan{x.dims, 1, false, loop_vars(x.dims.size())};
+  return pending(
+      x, x.dims, std::move(plan), [x, log](EmitContext& ctx, const std::vector<SymExpr>& idx) {
+        KernelBody& b = ctx.body;
+        DType t = x.dtype;
+        int v = emit_value(x, ctx, idx);
+        int shifted = b.binary("sub", v, b.reduce("max", v), t);
+        int e = b.unary("exp", shifted, t);
+        int sum = b.reduce("sum", b.cast(e, DType::kF64));
+        if (log) return b.binary("sub", shifted, b.cast(b.unary("log", sum, DType::kF64), t), t);
+        return b.binary("div", e, b.cast(sum, t), t);
+      });
+}
+
+// Index map of LayerNormalization's Scale / B onto the iteration: right-aligned against the
+// normalized dims (iteration dims [first, first + norm.size())), size-1 dims broadcast.
+std::optional<std::vector<int>> param_map(const Lowered& p, const std::vector<Dim>& norm,
+                                          size_t first) {
+  if (!p.dims_known || p.dims.size() > norm.size()) return std::nullopt;
+  std::vector<int> map;
+  size_t off = norm.size() - p.dims.size();
+  for (size_t d = 0; d < p.dims.size(); ++d) {
+    if (p.dims[d] == norm[off + d])
+      map.push_back(static_cast<int>(first + off + d));
+    else if (p.dims[d].value() == 1)
+      map.push_back(-1);
+    else
+      return std::nullopt;
+  }
+  return map;
+}
+
+struct Param {
+  Lowered l;
+  std::vector<int> map;
+  int emit(EmitContext& ctx, const std::vector<SymExpr>& idx) const {
+    std::vector<SymExpr> sub;
+    for (int m : map) sub.push_back(m < 0 ? SymExpr(0) : idx[m]);
+    return emit_value(l, ctx, sub);
+  }
+};
+
+// LayerNormalization over dims [axis, rank): mean, then variance (two passes, in double as the
+// reference computes them), then (x - mean) * rstd * scale + bias.
+std::optional<Lowered> layernorm(const Node& n, const std::vector<const Lowered*>& in,
+                                 const Lowered& x) {
+  int64_t rank = static_cast<int64_t>(x.dims.size());
+  int64_t axis = n.attr_int("axis", -1);
+  if (rank == 0 || axis < -rank || axis >= rank || in.size() < 2 || !in[1]) return std::nullopt;
+  if (axis < 0) axis += rank;
+  int64_t stash = n.attr_int("stash_type", 1);
+  if (stash != 1 && stash != 10 && stash != 11 && stash != 16) return std::nullopt;  // lib errs
+  std::vector<Dim> norm(x.dims.begin() + axis, x.dims.end());
+  std::vector<Param> params;
+  for (size_t i = 1; i < 3 && i < in.size(); ++i) {
+    if (!in[i]) continue;
+    if (in[i]->dtype != x.dtype) return std::nullopt;
+    auto map = param_map(*in[i], norm, static_cast<size_t>(axis));
+    if (!map) return std::nullopt;
+    params.push_back({*in[i], *map});
+  }
+  double eps = n.attr_float("epsilon", 1e-5f);
+  SymExpr count = product(x.dims, axis, x.dims.size());
+  RowPlan plan{x.dims, norm.size(), false, loop_vars(x.dims.size())};
+  return pending(
+      x, x.dims, std::move(plan),
+      [x, params, eps, count](EmitContext& ctx, const std::vector<SymExpr>& idx) {
+        KernelBody& b = ctx.body;
+        const DType d = DType::kF64;
+        int v = b.cast(emit_value(x, ctx, idx), d);
+        int cnt = b.symbol(d, count);
+        int mean = b.binary("div", b.reduce("sum", v), cnt, d);
+        int centered = b.binary("sub", v, mean, d);
+        int var = b.binary("div", b.reduce("sum", b.binary("mul", centered, centered, d)), cnt, d);
+        int rstd = b.binary("div", b.constant(d, 1.0),
+                            b.unary("sqrt", b.binary("add", var, b.constant(d, eps), d), d), d);
+        int y = b.binary("mul", centered, rstd, d);
+        y = b.binary("mul", y, b.cast(params[0].emit(ctx, idx), d), d);
+        if (params.size() > 1) y = b.binary("add", y, b.cast(params[1].emit(ctx, idx), d), d);
+        return b.cast(y, x.dtype);
+      });
+}
+
+// Which dims of a rank-`rank` input a Reduce* / GlobalAveragePool node reduces; nullopt when
+// they are not known statically or are invalid (the library step reports the error).
+std::optional<std::vector<bool>> reduced_dims(const Node& n, int64_t rank) {
+  std::vector<bool> reduced(rank, false);
+  if (n.op_type == "GlobalAveragePool") {
+    if (rank < 3) return std::nullopt;
+    for (int64_t i = 2; i < rank; ++i) reduced[i] = true;
+    return reduced;
+  }
+  std::vector<int64_t> axes;
+  if (n.op_type == "ReduceSum" || n.opset >= 18) {
+    if (const Value* a = n.input(1)) {
+      if (!a->constant || a->is_graph_input) return std::nullopt;
+      axes = a->constant->to_int_vector();
+    }
+  } else {
+    axes = n.attr_ints("axes");
+  }
+  if (axes.empty()) {
+    if (n.attr_int("noop_with_empty_axes", 0) != 0) return std::nullopt;
+    reduced.assign(rank, true);
+  }
+  for (int64_t a : axes) {
+    if (a < -rank || a >= rank) return std::nullopt;
+    if (a < 0) a += rank;
+    if (reduced[a]) return std::nullopt;
+    reduced[a] = true;
+  }
+  return reduced;
+}
+
+// Reduce* over any axes and GlobalAveragePool: the iteration space is the kept dims followed by
+// the reduced ones, and the result is stored once per row.
+std::optional<Lowered> reduce(const Node& n, const Lowered& x, const std::vector<Dim>& out_dims) {
+  const std::string& op = n.op_type;
+  int64_t rank = static_cast<int64_t>(x.dims.size());
+  auto reduced = reduced_dims(n, rank);
+  if (!reduced) return std::nullopt;
+  // pos[i]: iteration position of input dim i.
+  std::vector<int> pos(rank);
+  std::vector<Dim> iter;
+  for (bool second : {false, true})
+    for (int64_t i = 0; i < rank; ++i)
+      if ((*reduced)[i] == second) {
+        pos[i] = static_cast<int>(iter.size());
+        iter.push_back(x.dims[i]);
+      }
+  size_t outer = static_cast<size_t>(std::count(reduced->begin(), reduced->end(), false));
+  if (outer == iter.size()) return std::nullopt;  // nothing reduced (rank 0)
+  bool keep = op == "GlobalAveragePool" || n.attr_int("keepdims", 1) != 0;
+  if (out_dims.size() != (keep ? iter.size() : outer)) return std::nullopt;
+  SymExpr count = product(iter, outer, iter.size());
+  // The input as the iteration reads it. A realized input is re-strided instead, and reduced
+  // dims that are contiguous in it merge into one (a single, vectorisable inner loop).
+  Lowered src;
+  if (x.realized()) {
+    src = x;
+    src.dims = iter;
+    for (int64_t i = 0; i < rank; ++i) src.strides[pos[i]] = x.strides[i];
+    bool merge = iter.size() - outer > 1;
+    for (size_t i = outer; merge && i + 1 < iter.size(); ++i)
+      merge = src.strides[i] == src.strides[i + 1] * iter[i + 1].expr();
+    if (merge) {
+      SymExpr inner = src.strides.back();
+      src.dims.resize(outer);
+      src.strides.resize(outer);
+      src.dims.push_back(Dim(count));
+      src.strides.push_back(inner);
+    }
+  } else {
+    src.dtype = x.dtype;
+    src.dims = iter;
+    src.emit = [x, pos](EmitContext& ctx, const std::vector<SymExpr>& it) {
+      std::vector<SymExpr> in;
+      for (int p : pos) in.push_back(it[p]);
+      return emit_value(x, ctx, in);
+    };
+  }
+  RowPlan plan;
+  plan.iter = src.dims;
+  plan.reduce_rank = src.dims.size() - outer;
+  plan.per_row = true;
+  std::vector<SymExpr> vars = loop_vars(src.dims.size());
+  for (int64_t i = 0, k = 0; i < rank; ++i) {
+    if (!(*reduced)[i])
+      plan.out_idx.push_back(vars[k++]);
+    else if (keep)
+      plan.out_idx.push_back(SymExpr(0));
+  }
+  return pending(x, out_dims, std::move(plan),
+                 [src, vars, op, count](EmitContext& ctx, const std::vector<SymExpr>&) {
+                   KernelBody& b = ctx.body;
+                   const DType t = src.dtype, d = DType::kF64;
+                   int v = emit_value(src, ctx, vars);
+                   if (op == "ReduceMax" || op == "ReduceMin")
+                     return b.reduce(op == "ReduceMax" ? "max" : "min", v);
+                   int vd = b.cast(v, d);
+                   if (op == "ReduceSumSquare" || op == "ReduceL2") vd = b.binary("mul", vd, vd, d);
+                   if (op == "ReduceL1") vd = b.unary("abs", vd, d);
+                   int acc = b.reduce("sum", vd);
+                   if (op == "ReduceL2") acc = b.unary("sqrt", acc, d);
+                   if (op == "ReduceMean" || op == "GlobalAveragePool") {
+                     int cnt = b.symbol(d, count);
+                     acc = b.binary("div", acc, cnt, d);
+                     // The reference pools an empty plane to 0 (a mean of nothing is NaN
+                     // otherwise).
+                     if (op == "GlobalAveragePool" && !count.is_constant()) {
+                       int zero = b.constant(d, 0);
+                       acc = b.select(b.binary("eq", cnt, zero, DType::kBool), zero, acc);
+                     } else if (op == "GlobalAveragePool" && count == SymExpr(0)) {
+                       acc = b.constant(d, 0);
+                     }
+                   }
+                   return b.cast(acc, t);
+                 });
+}
+
+}  // namespace
+
+std::optional<Lowered> lower_row_op(const Node& n, const std::vector<const Lowered*>& in,
+                                    const std::vector<Dim>& out_dims) {
+  static const char* kReduceOps[] = {"ReduceSum",       "ReduceMean",       "ReduceMax",
+                                     "ReduceMin",       "ReduceL1",         "ReduceL2",
+                                     "ReduceSumSquare", "GlobalAveragePool"};
+  const std::string& op = n.op_type;
+  if (!n.domain.empty() || in.empty() || !in[0]) return std::nullopt;
+  const Lowered& x = *in[0];
+  if (!x.dims_known || !float_dtype(x.dtype)) return std::nullopt;
+  std::optional<Lowered> r;
+  if (op == "Softmax" || op == "LogSoftmax") {
+    r = softmax(n, x);
+  } else if (op == "LayerNormalization") {
+    r = layernorm(n, in, x);
+  } else if (std::find_if(std::begin(kReduceOps), std::end(kReduceOps),
+                          [&](const char* s) { return op == s; }) != std::end(kReduceOps)) {
+    r = reduce(n, x, out_dims);
+  }
+  if (r && r->dims != out_dims)
+    return std::nullopt;  // inference disagrees: leave it to the library
+  if (r) r->nodes.push_back(n.name);
+  return r;
+}
+
+}  // namespace ferrite::lower_impl
