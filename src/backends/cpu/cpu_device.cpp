@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include "backends/cpu/cpu_kernels.h"
@@ -12,6 +13,7 @@
 #include "backends/cpu/thread_pool.h"
 #include "codegen/cpp_source.h"
 #include "lower/lowering.h"
+#include "memory/lowered_memory.h"
 #include "ops/context.h"
 #include "ops/op_schema.h"
 #include "runtime/device.h"
@@ -46,6 +48,7 @@ class CpuModel : public PreparedModel {
           if (b >= 0) last_use_[b] = static_cast<int>(i);
     }
     for (int b : lg_.outputs) last_use_[b] = INT32_MAX;
+    memory_ = std::make_unique<LoweredMemory>(lg_, last_use_);
   }
 
   bool ready() const {
@@ -55,6 +58,7 @@ class CpuModel : public PreparedModel {
   }
 
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) override {
+    std::lock_guard<std::mutex> lock(run_mutex_);  // one arena per model: runs take turns
     // Bind shape symbols from the inputs (the session already checked their consistency).
     SymBindings bind;
     for (size_t i = 0; i < graph_.inputs().size(); ++i) {
@@ -73,6 +77,7 @@ class CpuModel : public PreparedModel {
       if (it == bind.end()) return err("cpu: shape symbol '", name, "' is not bound by any input");
       syms.push_back(it->second);
     }
+    memory_->begin_run(syms);
     std::vector<Tensor> bufs(lg_.buffers.size());
     for (size_t i = 0; i < lg_.inputs.size(); ++i) bufs[lg_.inputs[i]] = inputs[i];
     for (size_t b = 0; b < lg_.buffers.size(); ++b)
@@ -107,7 +112,8 @@ class CpuModel : public PreparedModel {
   Status run_kernel(const PointwiseKernel& k, KernelFnPtr fn, const SymBindings& bind,
                     const std::vector<int64_t>& syms, std::vector<Tensor>& bufs) {
     FERRITE_ASSIGN_OR_RETURN(auto dims, eval_dims(k.shape, bind));
-    FERRITE_ASSIGN_OR_RETURN(Tensor out, Tensor::create(k.out_dtype, dims));
+    FERRITE_ASSIGN_OR_RETURN(Tensor out,
+                             memory_->allocate(k.output_buffer, k.out_dtype, dims, /*zero=*/false));
     std::vector<void*> ptrs;
     for (int b : k.input_buffers) ptrs.push_back(const_cast<void*>(bufs[b].raw()));
     ptrs.push_back(out.raw());
@@ -141,14 +147,20 @@ class CpuModel : public PreparedModel {
     }
     std::vector<Tensor> outs(s.node->outputs.size());
     KernelContext ctx(*s.node, std::move(ins), outs);
+    ctx.set_output_allocator(memory_->output_allocator(s.outputs));
     if (const CpuKernel* k = CpuKernelRegistry::global().find(*s.node)) {
       FERRITE_RETURN_IF_ERROR(k->run(ctx, pool_));
     } else {
       FERRITE_RETURN_IF_ERROR(s.node->schema->kernel(ctx));
     }
     for (size_t i = 0; i < s.outputs.size(); ++i)
-      if (s.outputs[i] >= 0) bufs[s.outputs[i]] = std::move(outs[i]);
+      if (s.outputs[i] >= 0) bufs[s.outputs[i]] = memory_->adopt_output(s.outputs[i], std::move(outs[i]));
     return Status::ok();
+  }
+
+  ModelStats stats() const override {
+    std::lock_guard<std::mutex> lock(run_mutex_);
+    return ModelStats{memory_->stats()};
   }
 
   void release(size_t step, std::vector<Tensor>& bufs) {
@@ -162,6 +174,8 @@ class CpuModel : public PreparedModel {
   std::unique_ptr<LoadedModule> module_;
   std::vector<KernelFnPtr> fns_;
   std::vector<int> last_use_;
+  std::unique_ptr<LoweredMemory> memory_;  // arena for the intermediates
+  mutable std::mutex run_mutex_;
   ThreadPool pool_;
 };
 
