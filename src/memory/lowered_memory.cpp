@@ -1,5 +1,6 @@
 #include "memory/lowered_memory.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,14 +23,21 @@ std::optional<int64_t> byte_size(DType dtype, const std::vector<int64_t>& dims) 
   return checked_mul(*n, static_cast<int64_t>(dtype_size(dtype)));
 }
 
+// FERRITE_MEMORY_PLAN=off puts every intermediate on the heap again (for A/B timing and for
+// bisecting a suspected planning bug).
+bool planning_disabled() {
+  const char* v = std::getenv("FERRITE_MEMORY_PLAN");
+  return v && (std::string(v) == "off" || std::string(v) == "0");
+}
+
 }  // namespace
 
 Status Arena::reserve(int64_t bytes) {
   if (bytes <= capacity_ && block_) return Status::ok();
   if (bytes > (int64_t{1} << 46)) return err("memory arena of ", bytes, " bytes is too large");
   // Rounded up, at least one line, so that every view (even of zero bytes) has a valid address.
-  int64_t rounded = std::max<int64_t>(kArenaAlignment, (bytes + kArenaAlignment - 1) &
-                                                           ~(kArenaAlignment - 1));
+  int64_t rounded =
+      std::max<int64_t>(kArenaAlignment, (bytes + kArenaAlignment - 1) & ~(kArenaAlignment - 1));
   block_.reset();  // drop the old block first: the peak is the new size, not old + new
   void* p = std::aligned_alloc(kArenaAlignment, static_cast<size_t>(rounded));
   capacity_ = 0;
@@ -61,7 +69,8 @@ bool Arena::contains(const void* p) const {
 namespace {
 
 // Builds the planner's requests: one per arena buffer, with lifetimes and in-place hints.
-std::vector<SymbolicRequest> arena_requests(const LoweredGraph& lg, const std::vector<int>& last_use,
+std::vector<SymbolicRequest> arena_requests(const LoweredGraph& lg,
+                                            const std::vector<int>& last_use,
                                             std::vector<int>& request_of_buffer,
                                             std::vector<int>& buffer_of_request, int& unplanned) {
   const size_t nb = lg.buffers.size();
@@ -120,7 +129,8 @@ std::vector<SymbolicRequest> arena_requests(const LoweredGraph& lg, const std::v
 LoweredMemory::LoweredMemory(const LoweredGraph& lg, const std::vector<int>& last_use)
     : lg_(lg),
       planner_(arena_requests(lg, last_use, request_of_buffer_, buffer_of_request_, unplanned_),
-               lg.symbols) {}
+               lg.symbols),
+      disabled_(planning_disabled()) {}
 
 std::string LoweredMemory::binding_text(const std::vector<int64_t>& values) const {
   std::string s;
@@ -133,8 +143,15 @@ void LoweredMemory::begin_run(const std::vector<int64_t>& symbol_values) {
   plan_ = nullptr;
   stats_ = MemoryStats{};
   stats_.unplanned_buffers = unplanned_;
+  if (disabled_) {
+    stats_.unplanned_buffers += static_cast<int64_t>(buffer_of_request_.size());
+    return;
+  }
   bool fresh = false;
+  auto t0 = std::chrono::steady_clock::now();
   auto plan = planner_.plan_for(symbol_values, &fresh);
+  double plan_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   Status st = plan ? arena_.reserve((*plan)->arena_bytes) : plan.status();
   if (!st) {
     // Sizes that do not evaluate here fail again, with a clear message, when the step runs.
@@ -155,17 +172,15 @@ void LoweredMemory::begin_run(const std::vector<int64_t>& symbol_values) {
     std::fprintf(stderr,
                  "[memory] %s: %d planned buffers (%d in place), peak %lld bytes, intermediates "
                  "%lld bytes, reuse %.2fx, live lower bound %lld bytes; %d intermediates on the "
-                 "heap (size unknown before they run)\n",
+                 "heap (size unknown before they run); planned in %.3f ms\n",
                  binding_text(symbol_values).c_str(), plan_->buffers, plan_->in_place,
                  static_cast<long long>(plan_->arena_bytes),
                  static_cast<long long>(plan_->total_bytes), plan_->reuse_ratio(),
-                 static_cast<long long>(plan_->live_peak_bytes), unplanned_);
+                 static_cast<long long>(plan_->live_peak_bytes), unplanned_, plan_ms);
 }
 
-Expected<Tensor> LoweredMemory::allocate(int b, DType dtype, std::vector<int64_t> dims,
-                                         bool zero) {
-  int r = b >= 0 && static_cast<size_t>(b) < request_of_buffer_.size() ? request_of_buffer_[b]
-                                                                        : -1;
+Expected<Tensor> LoweredMemory::allocate(int b, DType dtype, std::vector<int64_t> dims, bool zero) {
+  int r = b >= 0 && static_cast<size_t>(b) < request_of_buffer_.size() ? request_of_buffer_[b] : -1;
   if (plan_ && r >= 0) {
     auto bytes = byte_size(dtype, dims);
     // The slot was sized from the inferred shape; a kernel producing something larger (it
@@ -195,8 +210,7 @@ KernelContext::OutputAllocator LoweredMemory::output_allocator(
 
 Tensor LoweredMemory::adopt_output(int b, Tensor t) {
   if (!t.defined() || !arena_.contains(t.raw())) return t;
-  int r = b >= 0 && static_cast<size_t>(b) < request_of_buffer_.size() ? request_of_buffer_[b]
-                                                                        : -1;
+  int r = b >= 0 && static_cast<size_t>(b) < request_of_buffer_.size() ? request_of_buffer_[b] : -1;
   if (plan_ && r >= 0 && t.raw() == arena_.address(plan_->offsets[r])) return t;
   return t.clone();
 }

@@ -78,6 +78,7 @@ class LoweredMemory {
   int unplanned_ = 0;
   SymbolicMemoryPlanner planner_;
   Arena arena_;
+  bool disabled_ = false;             // FERRITE_MEMORY_PLAN=off
   const MemoryPlan* plan_ = nullptr;  // this run's; null: everything on the heap
   MemoryStats stats_;
 };

@@ -9,9 +9,13 @@ namespace ferrite {
 
 namespace {
 
-bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+bool is_pow2(int64_t v) {
+  return v > 0 && (v & (v - 1)) == 0;
+}
 
-int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) & ~(a - 1); }
+int64_t align_up(int64_t v, int64_t a) {
+  return (v + a - 1) & ~(a - 1);
+}
 
 // In-place chains merged into one block: one offset, live from the first member's first step to
 // the last member's last step, as large as the largest member.
@@ -22,40 +26,84 @@ struct Block {
   int last = 0;
 };
 
-struct Placed {
-  int64_t offset, end;
-  int first, last;
-};
-
 bool overlaps_in_time(int a_first, int a_last, int b_first, int b_last) {
   return a_first <= b_last && b_first <= a_last;
 }
 
+// The blocks whose lifetimes overlap [first, last], where `first` is some block's first step, in
+// O(log n + k): those live at `first` (a segment tree over the distinct first steps; each block
+// sits at the O(log n) nodes that tile its lifetime) and those that start inside (first, last]
+// (blocks sorted by first step). Keeps planning near O(n log n) when few buffers are live at once,
+// instead of scanning every placed block for every block.
+class TimeIndex {
+ public:
+  explicit TimeIndex(const std::vector<Block>& blocks) : blocks_(blocks) {
+    by_first_.resize(blocks.size());
+    std::iota(by_first_.begin(), by_first_.end(), 0);
+    std::stable_sort(by_first_.begin(), by_first_.end(),
+                     [&](int a, int b) { return blocks[a].first < blocks[b].first; });
+    for (int i : by_first_)
+      if (times_.empty() || times_.back() != blocks[i].first) times_.push_back(blocks[i].first);
+    m_ = times_.size();
+    nodes_.resize(2 * m_);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      size_t lo = std::lower_bound(times_.begin(), times_.end(), blocks[i].first) - times_.begin();
+      size_t hi = std::upper_bound(times_.begin(), times_.end(), blocks[i].last) - times_.begin();
+      for (lo += m_, hi += m_; lo < hi; lo >>= 1, hi >>= 1) {
+        if (lo & 1) nodes_[lo++].push_back(static_cast<int>(i));
+        if (hi & 1) nodes_[--hi].push_back(static_cast<int>(i));
+      }
+    }
+  }
+
+  template <class F>
+  void for_each_overlapping(int first, int last, F&& f) const {
+    size_t leaf = std::lower_bound(times_.begin(), times_.end(), first) - times_.begin();
+    if (leaf < m_ && times_[leaf] == first)
+      for (size_t n = leaf + m_; n >= 1; n >>= 1)
+        for (int b : nodes_[n]) f(b);
+    auto lo = std::upper_bound(by_first_.begin(), by_first_.end(), first,
+                               [&](int t, int b) { return t < blocks_[b].first; });
+    for (; lo != by_first_.end() && blocks_[*lo].first <= last; ++lo) f(*lo);
+  }
+
+ private:
+  const std::vector<Block>& blocks_;
+  std::vector<int> by_first_;
+  std::vector<int> times_;
+  size_t m_ = 0;
+  std::vector<std::vector<int>> nodes_;
+};
+
 // Places blocks in `order`; returns the offsets per block and the arena size (nullopt on
 // overflow). Each block goes into the smallest gap, between the blocks already placed that are
 // live at the same time, that holds it; failing that, on top of them.
-std::optional<int64_t> place(const std::vector<Block>& blocks, const std::vector<int>& order,
-                             std::vector<int64_t>& offsets) {
+std::optional<int64_t> place(const std::vector<Block>& blocks, const TimeIndex& index,
+                             const std::vector<int>& order, std::vector<int64_t>& offsets) {
   offsets.assign(blocks.size(), 0);
-  std::vector<Placed> placed;  // sorted by offset
-  placed.reserve(blocks.size());
+  std::vector<char> placed(blocks.size(), 0);
+  std::vector<std::pair<int64_t, int64_t>> live;  // (offset, end) of placed overlapping blocks
   int64_t arena = 0;
   for (int bi : order) {
     const Block& b = blocks[bi];
     if (b.bytes == 0) continue;  // takes no memory; offset 0 is as good as any
+    live.clear();
+    index.for_each_overlapping(b.first, b.last, [&](int o) {
+      if (placed[o]) live.push_back({offsets[o], offsets[o] + blocks[o].bytes});
+    });
+    std::sort(live.begin(), live.end());
     int64_t cursor = 0;
     int64_t best = -1, best_waste = 0;
-    for (const Placed& p : placed) {
-      if (!overlaps_in_time(b.first, b.last, p.first, p.last)) continue;
+    for (const auto& [offset, end] : live) {
       int64_t at = align_up(cursor, b.alignment);
-      if (at < p.offset && p.offset - at >= b.bytes) {
-        int64_t waste = p.offset - cursor - b.bytes;
+      if (at < offset && offset - at >= b.bytes) {
+        int64_t waste = offset - cursor - b.bytes;
         if (best < 0 || waste < best_waste) {
           best = at;
           best_waste = waste;
         }
       }
-      cursor = std::max(cursor, p.end);
+      cursor = std::max(cursor, end);
     }
     if (best < 0) {
       if (cursor > (int64_t{1} << 60)) return std::nullopt;
@@ -64,11 +112,8 @@ std::optional<int64_t> place(const std::vector<Block>& blocks, const std::vector
     auto end = checked_add(best, b.bytes);
     if (!end || *end > (int64_t{1} << 60)) return std::nullopt;
     offsets[bi] = best;
+    placed[bi] = 1;
     arena = std::max(arena, *end);
-    Placed np{best, *end, b.first, b.last};
-    auto pos = std::upper_bound(placed.begin(), placed.end(), np,
-                                [](const Placed& x, const Placed& y) { return x.offset < y.offset; });
-    placed.insert(pos, np);
   }
   return arena;
 }
@@ -157,9 +202,10 @@ Expected<MemoryPlan> plan_memory(const std::vector<MemoryRequest>& requests) {
   std::vector<int> by_start = by_size;
   std::stable_sort(by_start.begin(), by_start.end(),
                    [&](int a, int b) { return blocks[a].first < blocks[b].first; });
+  TimeIndex index(blocks);
   std::vector<int64_t> off_size, off_start;
-  auto arena_size = place(blocks, by_size, off_size);
-  auto arena_start = place(blocks, by_start, off_start);
+  auto arena_size = place(blocks, index, by_size, off_size);
+  auto arena_start = place(blocks, index, by_start, off_start);
   if (!arena_size || !arena_start) return err("memory plan: arena size overflows");
   bool use_start = *arena_start < *arena_size;
   const std::vector<int64_t>& block_offsets = use_start ? off_start : off_size;

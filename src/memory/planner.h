@@ -11,7 +11,9 @@
 // largest first, each at the lowest-waste gap between the already placed blocks that are live at
 // the same time (best fit), or on top of them. A second order (by lifetime start) is tried as
 // well and the smaller arena wins. The lower bound is the largest sum of sizes live at any one
-// step; plans usually land within a few percent of it.
+// step; plans usually land within a few percent of it (on the model zoo: on it, or within 0.1%).
+// Cost: O(n log n + sum of k log k) for n buffers, k = buffers whose lifetimes overlap the one
+// being placed; an interval index over time finds those without scanning all placed blocks.
 //
 // Sizes may be symbolic (batch*seq*3072*4 bytes). One compile serves every input size, but the
 // best layout depends on the actual sizes (which buffer is larger can flip between shapes), so the
@@ -45,13 +47,13 @@ struct MemoryRequest {
 };
 
 struct MemoryPlan {
-  std::vector<int64_t> offsets;   // per request, multiple of its alignment
-  std::vector<int> in_place_of;   // per request: the request whose storage it took, or -1
-  std::vector<int64_t> bytes;     // per request: its size
-  int64_t arena_bytes = 0;        // planned peak: end of the highest block
-  int64_t total_bytes = 0;        // sum of all request sizes (what a fresh buffer each would take)
-  int64_t live_peak_bytes = 0;    // largest sum of sizes live at one step (a lower bound)
-  int in_place = 0;               // hints honoured
+  std::vector<int64_t> offsets;  // per request, multiple of its alignment
+  std::vector<int> in_place_of;  // per request: the request whose storage it took, or -1
+  std::vector<int64_t> bytes;    // per request: its size
+  int64_t arena_bytes = 0;       // planned peak: end of the highest block
+  int64_t total_bytes = 0;       // sum of all request sizes (what a fresh buffer each would take)
+  int64_t live_peak_bytes = 0;   // largest sum of sizes live at one step (a lower bound)
+  int in_place = 0;              // hints honoured
   int buffers = 0;
   // Sum of intermediates over the planned peak (>= 1 when planning saves anything).
   double reuse_ratio() const {

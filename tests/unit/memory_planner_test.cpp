@@ -1,15 +1,16 @@
 // Memory planning: arena layouts (reuse, alignment, in-place chains, the no-overlap invariant on
 // random lifetimes), plan caching per symbol binding, the in-place predicate of generated
 // kernels, and the cpu device running models out of its arena.
-#include "memory/planner.h"
-
 #include <gtest/gtest.h>
 #include <onnx/defs/parser.h>
 
+#include <chrono>
+#include <cstdio>
 #include <random>
 
 #include "frontend/onnx/importer.h"
 #include "memory/in_place.h"
+#include "memory/planner.h"
 #include "runtime/session.h"
 
 namespace ferrite {
@@ -61,7 +62,7 @@ TEST(MemoryPlanner, ChainReusesTwoSlots) {
 TEST(MemoryPlanner, SmallBufferFitsIntoGapOfDeadLargeOne) {
   // 0 (large) dies at 1; 2 (small) lives beside 1 (large, live 1..3) in 0's old place.
   MemoryPlan p = plan_ok({req(8000, 0, 1), req(8000, 1, 3), req(100, 2, 3)});
-  EXPECT_EQ(p.arena_bytes, 8000 + 8000 + 192 - 192);  // two large slots, small one reuses
+  EXPECT_EQ(p.arena_bytes, 16000);  // two large slots; the small one reuses the first
   EXPECT_EQ(p.offsets[2], p.offsets[0]);
 }
 
@@ -155,10 +156,18 @@ TEST(MemoryPlanner, RandomLifetimesNeverOverlap) {
       MemoryRequest r = req(0, first, std::min(steps - 1, first + len));
       // Mixed scales, odd sizes, a few zero-sized and over-aligned ones.
       switch (rng() % 4) {
-        case 0: r.bytes = static_cast<int64_t>(rng() % 100); break;
-        case 1: r.bytes = static_cast<int64_t>(rng() % 5000); break;
-        case 2: r.bytes = static_cast<int64_t>(1 << (rng() % 20)); break;
-        default: r.bytes = static_cast<int64_t>(rng() % 1000000); break;
+        case 0:
+          r.bytes = static_cast<int64_t>(rng() % 100);
+          break;
+        case 1:
+          r.bytes = static_cast<int64_t>(rng() % 5000);
+          break;
+        case 2:
+          r.bytes = static_cast<int64_t>(1 << (rng() % 20));
+          break;
+        default:
+          r.bytes = static_cast<int64_t>(rng() % 1000000);
+          break;
       }
       if (rng() % 8 == 0) r.alignment = int64_t{1} << (rng() % 12);
       if (rng() % 3 == 0 && i > 0) r.in_place_of = static_cast<int>(rng() % i);
@@ -197,6 +206,22 @@ TEST(MemoryPlanner, RandomPlansStayNearTheLowerBound) {
     worst = std::max(worst, static_cast<double>(p.arena_bytes) / p.live_peak_bytes);
   }
   EXPECT_LT(worst, 1.5);
+}
+
+TEST(MemoryPlanner, LargeGraphsPlanQuickly) {
+  // 20000 buffers of a long chain with skip connections: planning must stay cheap (it runs once
+  // per input shape). With few buffers live at a time it is O(n log n); a full scan of the placed
+  // blocks per block (O(n^2)) took 0.7 s here.
+  std::vector<MemoryRequest> reqs;
+  for (int i = 0; i < 20000; ++i)
+    reqs.push_back(req(64 * (1 + i % 7), i, i + (i % 50 == 0 ? 40 : 1)));
+  auto t0 = std::chrono::steady_clock::now();
+  auto p = plan_memory(reqs);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(p);
+  EXPECT_LT(p->arena_bytes, p->live_peak_bytes * 2);
+  EXPECT_LT(s, 5.0);
+  std::printf("planned %zu buffers in %.3f s\n", reqs.size(), s);
 }
 
 TEST(MemoryPlanner, SymbolicPlansAreCachedPerBinding) {
@@ -256,9 +281,9 @@ PointwiseKernel kernel_2x3(SymExpr address, DType in = DType::kF32, DType out = 
 TEST(InPlace, LoadAtStoreIndexOnly) {
   SymExpr x0 = SymExpr::symbol(loop_var(0)), x1 = SymExpr::symbol(loop_var(1));
   EXPECT_TRUE(pointwise_in_place_ok(kernel_2x3(x0 * 3 + x1), 7));
-  EXPECT_FALSE(pointwise_in_place_ok(kernel_2x3(x0 * 3 + x1), 9));  // not an input
-  EXPECT_FALSE(pointwise_in_place_ok(kernel_2x3(x1 * 2 + x0), 7));  // transposed read
-  EXPECT_FALSE(pointwise_in_place_ok(kernel_2x3(x1), 7));           // broadcast read
+  EXPECT_FALSE(pointwise_in_place_ok(kernel_2x3(x0 * 3 + x1), 9));      // not an input
+  EXPECT_FALSE(pointwise_in_place_ok(kernel_2x3(x1 * 2 + x0), 7));      // transposed read
+  EXPECT_FALSE(pointwise_in_place_ok(kernel_2x3(x1), 7));               // broadcast read
   EXPECT_FALSE(pointwise_in_place_ok(kernel_2x3(x0 * 3 + x1 + 1), 7));  // shifted read
   EXPECT_FALSE(pointwise_in_place_ok(kernel_2x3(x0 * 3 + x1, DType::kF64, DType::kF32), 7));
   EXPECT_TRUE(pointwise_in_place_ok(kernel_2x3(x0 * 3 + x1, DType::kI32, DType::kF32), 7));

@@ -154,7 +154,8 @@ class CpuModel : public PreparedModel {
       FERRITE_RETURN_IF_ERROR(s.node->schema->kernel(ctx));
     }
     for (size_t i = 0; i < s.outputs.size(); ++i)
-      if (s.outputs[i] >= 0) bufs[s.outputs[i]] = memory_->adopt_output(s.outputs[i], std::move(outs[i]));
+      if (s.outputs[i] >= 0)
+        bufs[s.outputs[i]] = memory_->adopt_output(s.outputs[i], std::move(outs[i]));
     return Status::ok();
   }
 
