@@ -6,12 +6,15 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include "frontend/onnx/importer.h"
 #include "memory/in_place.h"
 #include "memory/planner.h"
 #include "runtime/session.h"
+#include "test_util.h"
 
 namespace ferrite {
 namespace {
@@ -409,6 +412,33 @@ TEST(CpuArena, LibraryViewsOfArenaBuffersAreCopiedOut) {
   // Outputs own their memory: the second run did not touch the first run's outputs.
   expect_close(first[0], first[2]);
   expect_close(first[1], first[3]);
+}
+
+TEST(CpuArena, RunJsonAndLogReportMemory) {
+  ferrite::testing::TempDir dir;
+  onnx::ModelProto model;
+  ASSERT_TRUE(onnx::OnnxParser::Parse(model, kChain).IsOK());
+  std::string bytes;
+  model.SerializeToString(&bytes);
+  std::filesystem::path path = dir.write("chain.onnx", bytes);
+  std::string cmd = std::string("FERRITE_LOG=memory '") + FERRITE_CLI_PATH + "' run '" +
+                    path.string() + "' --device cpu --input x=random:7x8 --input w=random:8x8" +
+                    " --quiet --output-dir '" + (dir / "out").string() + "' 2>'" +
+                    (dir / "err").string() + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream js(dir / "out" / "run.json"), log(dir / "err");
+  std::stringstream j, l;
+  j << js.rdbuf();
+  l << log.rdbuf();
+  // 6 buffers of 7*8 floats (224 bytes) in two slots, the second at 256; per run and overall.
+  const std::string mem = "\"memory\": {\"planned_peak_bytes\": 480, \"intermediate_bytes\": 1344,";
+  EXPECT_NE(j.str().find("\"seconds\": "), std::string::npos) << j.str();
+  EXPECT_NE(j.str().find(mem), j.str().rfind(mem)) << j.str();
+  EXPECT_NE(j.str().find("}], " + mem), std::string::npos) << j.str();
+  EXPECT_NE(l.str().find("[memory] n=7: 6 planned buffers (3 in place), peak 480 bytes, "
+                         "intermediates 1344 bytes, reuse 2.80x"),
+            std::string::npos)
+      << l.str();
 }
 
 }  // namespace
