@@ -58,6 +58,9 @@ struct PointwiseKernel {
   std::vector<int> input_buffers;    // buffer id per input slot
   int output_buffer = -1;
   std::vector<std::string> source_nodes;  // the ONNX nodes fused into this kernel
+  // Input slot whose storage the output may share (memory planning may run the kernel in place,
+  // see memory/in_place.h), so code generators must not declare those two pointers non-aliasing.
+  int in_place_slot = -1;
 };
 
 // Human-readable form for dumps and tests.

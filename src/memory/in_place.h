@@ -8,6 +8,7 @@
 #pragma once
 
 #include "lower/kernel_ir.h"
+#include "lower/lowering.h"
 
 namespace ferrite {
 
@@ -15,5 +16,13 @@ namespace ferrite {
 // (a buffer id from k.input_buffers). Liveness (the buffer dies here, nothing else aliases it)
 // is the caller's business.
 bool pointwise_in_place_ok(const PointwiseKernel& k, int buffer);
+
+// Before code generation: marks in each generated kernel the input slot (if any) that it may
+// later overwrite (`PointwiseKernel::in_place_slot`): an intermediate that
+// `pointwise_in_place_ok` accepts and that no later step of a known kind reads. The generated code
+// then drops __restrict on that pair; the planner only runs a kernel in place where it is marked
+// (and its own liveness agrees), so a mark is never unsafe, only a lost optimisation hint.
+// Returns the number of kernels marked.
+int mark_in_place_candidates(LoweredGraph& lg);
 
 }  // namespace ferrite

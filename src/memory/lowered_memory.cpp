@@ -113,13 +113,15 @@ std::vector<SymbolicRequest> arena_requests(const LoweredGraph& lg,
     if (s.kind != Step::Kind::kKernel) continue;
     int out = s.kernel.output_buffer;
     if (out < 0 || static_cast<size_t>(out) >= nb || request_of_buffer[out] < 0) continue;
-    for (int in : s.kernel.input_buffers) {
-      if (in < 0 || static_cast<size_t>(in) >= nb || request_of_buffer[in] < 0) continue;
-      if (reqs[request_of_buffer[in]].last != static_cast<int>(si)) continue;
-      if (!pointwise_in_place_ok(s.kernel, in)) continue;
-      reqs[request_of_buffer[out]].in_place_of = request_of_buffer[in];
-      break;
-    }
+    // Only the slot marked before code generation: the generated code does not promise that
+    // those two pointers never alias.
+    int slot = s.kernel.in_place_slot;
+    if (slot < 0 || static_cast<size_t>(slot) >= s.kernel.input_buffers.size()) continue;
+    int in = s.kernel.input_buffers[slot];
+    if (in < 0 || static_cast<size_t>(in) >= nb || request_of_buffer[in] < 0) continue;
+    if (reqs[request_of_buffer[in]].last != static_cast<int>(si)) continue;
+    if (!pointwise_in_place_ok(s.kernel, in)) continue;
+    reqs[request_of_buffer[out]].in_place_of = request_of_buffer[in];
   }
   return reqs;
 }

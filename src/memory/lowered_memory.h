@@ -4,8 +4,9 @@
 // go back to the user and must own their memory) that exactly one generated kernel or library
 // step writes and whose dims are known, symbolically at least. Everything else, and any planned
 // buffer whose actual run-time size does not fit its planned slot, gets a fresh heap tensor as
-// before. Generated kernels write in place over an input that dies at their step when
-// `pointwise_in_place_ok` allows it.
+// before. A generated kernel writes in place over an input that dies at its step when
+// `pointwise_in_place_ok` allows it and `mark_in_place_candidates` marked that input before code
+// generation.
 //
 // Library kernels keep allocating through KernelContext::allocate_output; the output allocator
 // installed by `output_allocator` hands them their planned arena slot (zero-filled, as

@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 
+#include "codegen/cpp_source.h"
 #include "frontend/onnx/importer.h"
 #include "memory/in_place.h"
 #include "memory/planner.h"
@@ -295,6 +296,53 @@ TEST(InPlace, LoadAtStoreIndexOnly) {
   int other = k.body.load(0, DType::kF32, x0 * 3);
   k.root = k.body.binary("add", k.root, other, DType::kF32);
   EXPECT_FALSE(pointwise_in_place_ok(k, 7));
+}
+
+TEST(InPlace, MarkedKernelsDropRestrict) {
+  onnx::ModelProto model;
+  ASSERT_TRUE(onnx::OnnxParser::Parse(model, R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[n,8] x, float[8,8] w) => (float[n,8] y) {
+  a = MatMul(x, w)
+  b = Exp(a)
+  c = Transpose<perm = [1, 0]>(b)
+  d = MatMul(c, a)
+  y = MatMul(b, d)
+}
+)")
+                  .IsOK());
+  std::string bytes;
+  model.SerializeToString(&bytes);
+  auto g = import_onnx_bytes(bytes, "");
+  ASSERT_TRUE(g) << g.status().message();
+  auto lg = lower_graph(**g);
+  ASSERT_TRUE(lg);
+  // Exp(a) could overwrite a elementwise, but a is read again later: no candidate. The copy
+  // that makes Transpose(b) contiguous reads b transposed: no candidate either.
+  EXPECT_EQ(mark_in_place_candidates(*lg), 0);
+  std::string plain = generate_cpp_source(*lg);
+  EXPECT_EQ(plain.find("float* out ="), std::string::npos);
+
+  ASSERT_TRUE(onnx::OnnxParser::Parse(model, R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[n,8] x, float[8,8] w) => (float[n,8] y) {
+  a = MatMul(x, w)
+  b = Exp(a)
+  y = MatMul(b, w)
+}
+)")
+                  .IsOK());
+  model.SerializeToString(&bytes);
+  g = import_onnx_bytes(bytes, "");
+  ASSERT_TRUE(g) << g.status().message();
+  lg = lower_graph(**g);
+  ASSERT_TRUE(lg);
+  EXPECT_EQ(mark_in_place_candidates(*lg), 1);
+  std::string src = generate_cpp_source(*lg);
+  EXPECT_NE(
+      src.find("  const float* in0 = (const float*)bufs[0];\n  float* out = (float*)bufs[1];"),
+      std::string::npos)
+      << src;
 }
 
 // --- the cpu device with its arena -----------------------------------------------------------

@@ -13,6 +13,7 @@
 #include "backends/cpu/thread_pool.h"
 #include "codegen/cpp_source.h"
 #include "lower/lowering.h"
+#include "memory/in_place.h"
 #include "memory/lowered_memory.h"
 #include "ops/context.h"
 #include "ops/op_schema.h"
@@ -191,6 +192,7 @@ class CpuDevice : public Device {
                                                    const RunOptions& opts) override {
     auto t0 = std::chrono::steady_clock::now();
     FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph));
+    mark_in_place_candidates(lg);  // before codegen: in-place pairs are not __restrict
     std::string source = generate_cpp_source(lg);
     if (log_enabled("fusion"))
       std::fprintf(stderr, "[fusion] %zu nodes -> %d generated kernels (%d nodes fused) + %d library calls\n",
