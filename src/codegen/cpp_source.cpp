@@ -171,11 +171,12 @@ std::vector<std::string> emit_prologue(std::ostringstream& os, const Kernel& k,
   for (size_t i = 0; i < k.input_buffers.size(); ++i) {
     const Buffer& b = lg.buffers[k.input_buffers[i]];
     in_names.push_back("in" + std::to_string(i));
-    os << "  const " << ctype(b.dtype) << "* __restrict in" << i << " = (const " << ctype(b.dtype)
-       << "*)bufs[" << i << "];\n";
+    const char* qual = static_cast<int>(i) == k.in_place_slot ? "" : " __restrict";
+    os << "  const " << ctype(b.dtype) << "*" << qual << " in" << i << " = (const "
+       << ctype(b.dtype) << "*)bufs[" << i << "];\n";
   }
-  os << "  " << ctype(k.out_dtype) << "* __restrict out = (" << ctype(k.out_dtype) << "*)bufs["
-     << k.input_buffers.size() << "];\n";
+  os << "  " << ctype(k.out_dtype) << "*" << (k.in_place_slot >= 0 ? "" : " __restrict")
+     << " out = (" << ctype(k.out_dtype) << "*)bufs[" << k.input_buffers.size() << "];\n";
   for (size_t s = 0; s < lg.symbols.size(); ++s)
     os << "  const int64_t s" << s << " = syms[" << s << "]; (void)s" << s << ";\n";
   for (size_t d = 0; d < k.shape.size(); ++d)

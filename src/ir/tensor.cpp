@@ -47,6 +47,20 @@ Expected<Tensor> Tensor::create(DType dtype, std::vector<int64_t> dims) {
   return t;
 }
 
+Expected<Tensor> Tensor::over_storage(DType dtype, std::vector<int64_t> dims,
+                                      std::shared_ptr<uint8_t[]> storage) {
+  if (dtype == DType::kUndefined) return err("tensor of undefined dtype");
+  auto n = checked_numel(dims);
+  if (!n) return err("invalid tensor dims ", dims_to_string(dims), " (negative or overflowing)");
+  if (!storage) return err("tensor ", dims_to_string(dims), " over null storage");
+  Tensor t;
+  t.storage_ = std::move(storage);
+  t.dtype_ = dtype;
+  t.dims_ = std::move(dims);
+  t.numel_ = *n;
+  return t;
+}
+
 Tensor Tensor::zeros(DType dtype, std::vector<int64_t> dims) {
   auto t = create(dtype, std::move(dims));
   FERRITE_CHECK(t.has_value());

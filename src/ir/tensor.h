@@ -18,6 +18,11 @@ class Tensor {
   Tensor() = default;
   // Allocates zero-initialised storage; fails cleanly on overflow or allocation failure.
   static Expected<Tensor> create(DType dtype, std::vector<int64_t> dims);
+  // A tensor over storage that the caller provides (e.g. a slice of a device's memory arena, made
+  // with shared_ptr's aliasing constructor so it keeps the arena alive). The storage must hold
+  // numel(dims) * dtype_size(dtype) bytes; the contents are used as they are.
+  static Expected<Tensor> over_storage(DType dtype, std::vector<int64_t> dims,
+                                       std::shared_ptr<uint8_t[]> storage);
   // For internal use where dims are known to be valid.
   static Tensor zeros(DType dtype, std::vector<int64_t> dims);
   template <class T>

@@ -35,6 +35,13 @@ void InferContext::set_output_dims_value(size_t i, std::vector<Dim> value) {
 }
 
 Expected<Tensor*> KernelContext::allocate_output(size_t i, DType dtype, std::vector<int64_t> dims) {
+  if (allocator_ && i < outputs_.size()) {
+    Tensor t = allocator_(i, dtype, dims);
+    if (t.defined()) {
+      outputs_.at(i) = std::move(t);
+      return &outputs_.at(i);
+    }
+  }
   auto t = Tensor::create(dtype, std::move(dims));
   if (!t) return t.status().with_context(node_.describe() + " output " + std::to_string(i));
   outputs_.at(i) = std::move(t).value();

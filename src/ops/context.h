@@ -1,6 +1,7 @@
 // What shape inference and reference kernels see of a node.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -59,6 +60,12 @@ class KernelContext {
   bool has_output(size_t i) const { return node_.output(i) != nullptr; }
   // Allocates output i (zero-filled). Fails cleanly if the size is invalid or too large.
   Expected<Tensor*> allocate_output(size_t i, DType dtype, std::vector<int64_t> dims);
+  // Lets a device place outputs in memory of its own (a planned arena): allocate_output asks it
+  // first. It returns a zero-filled tensor of exactly (dtype, dims), or an undefined Tensor to
+  // fall back to a fresh allocation.
+  using OutputAllocator =
+      std::function<Tensor(size_t i, DType dtype, const std::vector<int64_t>& dims)>;
+  void set_output_allocator(OutputAllocator a) { allocator_ = std::move(a); }
   // Sets output i to an existing tensor (may share storage with an input: tensors are immutable
   // once produced).
   void set_output(size_t i, Tensor t) { outputs_.at(i) = std::move(t); }
@@ -72,6 +79,7 @@ class KernelContext {
   const Node& node_;
   std::vector<const Tensor*> inputs_;
   std::vector<Tensor>& outputs_;
+  OutputAllocator allocator_;
 };
 
 // Validates a node against its schema (arity, attributes, type constraints), fills attribute

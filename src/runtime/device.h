@@ -22,11 +22,28 @@ struct RunOptions {
   std::optional<std::vector<std::string>> passes;
 };
 
+// Memory of the intermediate buffers of the last run, for devices that plan it.
+struct MemoryStats {
+  int64_t planned_peak_bytes = 0;    // arena bytes the plan needs
+  int64_t intermediate_bytes = 0;    // sum of the planned buffers (a fresh allocation each)
+  int64_t live_peak_bytes = 0;       // most bytes live at one step (lower bound for the plan)
+  int64_t planned_buffers = 0;
+  int64_t in_place = 0;              // buffers written over an input that died there
+  int64_t unplanned_buffers = 0;     // intermediates allocated on the heap (unknown size, ...)
+  int64_t arena_capacity_bytes = 0;  // arena kept across runs
+};
+
+struct ModelStats {
+  std::optional<MemoryStats> memory;
+};
+
 // A graph prepared for one device. Inputs are in graph-input order, already validated.
 class PreparedModel {
  public:
   virtual ~PreparedModel() = default;
   virtual Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) = 0;
+  // Statistics about the last run, where the device keeps any.
+  virtual ModelStats stats() const { return {}; }
 };
 
 class Device {

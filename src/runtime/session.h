@@ -29,6 +29,8 @@ class Session {
   const Graph& graph() const { return *graph_; }
   const Device& device() const { return *device_; }
   int compiles() const { return compiles_; }
+  // The prepared model's statistics about the last run (empty before the first prepare).
+  ModelStats stats() const { return prepared_ ? prepared_->stats() : ModelStats{}; }
 
  private:
   Status prepare();

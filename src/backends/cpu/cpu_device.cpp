@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include "backends/cpu/cpu_kernels.h"
@@ -12,6 +13,8 @@
 #include "backends/cpu/thread_pool.h"
 #include "codegen/cpp_source.h"
 #include "lower/lowering.h"
+#include "memory/in_place.h"
+#include "memory/lowered_memory.h"
 #include "ops/context.h"
 #include "ops/op_schema.h"
 #include "runtime/device.h"
@@ -46,6 +49,7 @@ class CpuModel : public PreparedModel {
           if (b >= 0) last_use_[b] = static_cast<int>(i);
     }
     for (int b : lg_.outputs) last_use_[b] = INT32_MAX;
+    memory_ = std::make_unique<LoweredMemory>(lg_, last_use_);
   }
 
   bool ready() const {
@@ -55,6 +59,7 @@ class CpuModel : public PreparedModel {
   }
 
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) override {
+    std::lock_guard<std::mutex> lock(run_mutex_);  // one arena per model: runs take turns
     // Bind shape symbols from the inputs (the session already checked their consistency).
     SymBindings bind;
     for (size_t i = 0; i < graph_.inputs().size(); ++i) {
@@ -73,6 +78,7 @@ class CpuModel : public PreparedModel {
       if (it == bind.end()) return err("cpu: shape symbol '", name, "' is not bound by any input");
       syms.push_back(it->second);
     }
+    memory_->begin_run(syms);
     std::vector<Tensor> bufs(lg_.buffers.size());
     for (size_t i = 0; i < lg_.inputs.size(); ++i) bufs[lg_.inputs[i]] = inputs[i];
     for (size_t b = 0; b < lg_.buffers.size(); ++b)
@@ -111,7 +117,8 @@ class CpuModel : public PreparedModel {
     FERRITE_ASSIGN_OR_RETURN(auto dims, eval_dims(k.shape, bind));
     FERRITE_ASSIGN_OR_RETURN(auto out_dims,
                              eval_dims(lg_.buffers[k.output_buffer].shape.dims(), bind));
-    FERRITE_ASSIGN_OR_RETURN(Tensor out, Tensor::create(k.out_dtype, out_dims));
+    FERRITE_ASSIGN_OR_RETURN(Tensor out,
+                             memory_->allocate(k.output_buffer, k.out_dtype, out_dims, /*zero=*/false));
     std::vector<void*> ptrs;
     for (int b : k.input_buffers) ptrs.push_back(const_cast<void*>(bufs[b].raw()));
     ptrs.push_back(out.raw());
@@ -145,14 +152,21 @@ class CpuModel : public PreparedModel {
     }
     std::vector<Tensor> outs(s.node->outputs.size());
     KernelContext ctx(*s.node, std::move(ins), outs);
+    ctx.set_output_allocator(memory_->output_allocator(s.outputs));
     if (const CpuKernel* k = CpuKernelRegistry::global().find(*s.node)) {
       FERRITE_RETURN_IF_ERROR(k->run(ctx, pool_));
     } else {
       FERRITE_RETURN_IF_ERROR(s.node->schema->kernel(ctx));
     }
     for (size_t i = 0; i < s.outputs.size(); ++i)
-      if (s.outputs[i] >= 0) bufs[s.outputs[i]] = std::move(outs[i]);
+      if (s.outputs[i] >= 0)
+        bufs[s.outputs[i]] = memory_->adopt_output(s.outputs[i], std::move(outs[i]));
     return Status::ok();
+  }
+
+  ModelStats stats() const override {
+    std::lock_guard<std::mutex> lock(run_mutex_);
+    return ModelStats{memory_->stats()};
   }
 
   void release(size_t step, std::vector<Tensor>& bufs) {
@@ -166,6 +180,8 @@ class CpuModel : public PreparedModel {
   std::unique_ptr<LoadedModule> module_;
   std::vector<KernelFnPtr> fns_;
   std::vector<int> last_use_;
+  std::unique_ptr<LoweredMemory> memory_;  // arena for the intermediates
+  mutable std::mutex run_mutex_;
   ThreadPool pool_;
 };
 
@@ -180,6 +196,7 @@ class CpuDevice : public Device {
                                                    const RunOptions& opts) override {
     auto t0 = std::chrono::steady_clock::now();
     FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph));
+    mark_in_place_candidates(lg);  // before codegen: in-place pairs are not __restrict
     std::string source = generate_cpp_source(lg);
     if (log_enabled("fusion"))
       std::fprintf(stderr,

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 
 #include "frontend/onnx/tensor_proto.h"
 #include "passes/pass.h"
@@ -105,6 +106,7 @@ int run_command(int argc, char** argv) {
   }
   const Graph& g = (*session)->graph();
   std::vector<double> seconds;
+  std::vector<std::optional<MemoryStats>> memory;  // per run, where the device plans memory
   std::vector<std::string> checks(input_sets.size(), "");
   bool all_match = true;
   for (size_t k = 0; k < input_sets.size(); ++k) {
@@ -113,6 +115,7 @@ int run_command(int argc, char** argv) {
     auto r1 = std::chrono::steady_clock::now();
     if (!outs) return fail(outs.status().with_context("run " + std::to_string(k) + " (" + labels[k] + ")"));
     seconds.push_back(std::chrono::duration<double>(r1 - r0).count());
+    memory.push_back((*session)->stats().memory);
     if (!args->flag("quiet")) {
       std::printf("run %zu (%s): %.3f s\n", k, labels[k].c_str(), seconds.back());
       for (size_t i = 0; i < outs->size(); ++i)
@@ -160,11 +163,29 @@ int run_command(int argc, char** argv) {
        << json_escape(args->positional()[0]) << "\", \"compiles\": " << (*session)->compiles()
        << ", \"load_seconds\": " << load_s << ", \"prepare_seconds\": " << prepare_s
        << ", \"runs\": [";
-    for (size_t k = 0; k < seconds.size(); ++k)
+    // Memory of the intermediates: per run (plans depend on the input shapes), and the largest
+    // over the runs at the top level.
+    auto memory_json = [](const MemoryStats& m) {
+      return str_cat("{\"planned_peak_bytes\": ", m.planned_peak_bytes,
+                     ", \"intermediate_bytes\": ", m.intermediate_bytes,
+                     ", \"live_peak_bytes\": ", m.live_peak_bytes,
+                     ", \"planned_buffers\": ", m.planned_buffers, ", \"in_place\": ", m.in_place,
+                     ", \"unplanned_buffers\": ", m.unplanned_buffers, "}");
+    };
+    std::optional<MemoryStats> peak;
+    for (size_t k = 0; k < seconds.size(); ++k) {
       js << (k ? ", " : "") << "{\"inputs\": \"" << json_escape(labels[k])
          << "\", \"seconds\": " << seconds[k]
-         << (checks[k].empty() ? "" : ", \"check\": \"" + json_escape(checks[k]) + "\"") << "}";
-    js << "]}\n";
+         << (checks[k].empty() ? "" : ", \"check\": \"" + json_escape(checks[k]) + "\"");
+      if (memory[k]) {
+        js << ", \"memory\": " << memory_json(*memory[k]);
+        if (!peak || memory[k]->planned_peak_bytes > peak->planned_peak_bytes) peak = memory[k];
+      }
+      js << "}";
+    }
+    js << "]";
+    if (peak) js << ", \"memory\": " << memory_json(*peak);
+    js << "}\n";
     if (!js) return fail(err("cannot write '", (out_dir / "run.json").string(), "'"));
   }
   if (!all_match) {

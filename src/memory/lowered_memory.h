@@ -1,0 +1,87 @@
+// Arena memory for the intermediate buffers of a LoweredGraph.
+//
+// Which buffers live in the arena: intermediates (not graph inputs, constants or outputs: outputs
+// go back to the user and must own their memory) that exactly one generated kernel or library
+// step writes and whose dims are known, symbolically at least. Everything else, and any planned
+// buffer whose actual run-time size does not fit its planned slot, gets a fresh heap tensor as
+// before. A generated kernel writes in place over an input that dies at its step when
+// `pointwise_in_place_ok` allows it and `mark_in_place_candidates` marked that input before code
+// generation.
+//
+// Library kernels keep allocating through KernelContext::allocate_output; the output allocator
+// installed by `output_allocator` hands them their planned arena slot (zero-filled, as
+// allocate_output promises). A library kernel may also return a view of one of its inputs
+// (set_output); such an output would outlive the arena slot it points into, so `adopt_output`
+// copies it out.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/tensor.h"
+#include "lower/lowering.h"
+#include "memory/planner.h"
+#include "ops/context.h"
+#include "runtime/device.h"
+
+namespace ferrite {
+
+// One 64-byte-aligned block, grown when a run needs more and kept across runs. Its contents are
+// not preserved when it grows (nothing is live between runs).
+class Arena {
+ public:
+  Status reserve(int64_t bytes);
+  int64_t capacity() const { return capacity_; }
+  // A tensor over [offset, offset + bytes of dims) of the arena; keeps this block alive.
+  Expected<Tensor> view(int64_t offset, DType dtype, std::vector<int64_t> dims) const;
+  bool contains(const void* p) const;
+  const void* address(int64_t offset) const;
+
+ private:
+  std::shared_ptr<uint8_t[]> block_;
+  int64_t capacity_ = 0;
+};
+
+class LoweredMemory {
+ public:
+  // `last_use[b]`: the last step that reads buffer b (-1 when none reads it; graph outputs may
+  // have any value since they are never planned).
+  LoweredMemory(const LoweredGraph& lg, const std::vector<int>& last_use);
+
+  // Plans (or finds the cached plan) for this run's symbol values (in lg.symbols order) and makes
+  // the arena large enough. Never fails: without a plan every buffer goes to the heap.
+  void begin_run(const std::vector<int64_t>& symbol_values);
+
+  // Storage for buffer `b` of (dtype, dims): its arena slot when planned and large enough, else a
+  // fresh zero-filled heap tensor. `zero` clears an arena slot (library outputs); generated
+  // kernels write every element, and an in-place slot still holds the input they read.
+  Expected<Tensor> allocate(int b, DType dtype, std::vector<int64_t> dims, bool zero);
+
+  // The allocator for a library step's KernelContext (outputs in `step_outputs` order).
+  KernelContext::OutputAllocator output_allocator(const std::vector<int>& step_outputs);
+
+  // A library step's output `t` for buffer `b`: copied out when it points into the arena
+  // anywhere but b's own slot (a view of an input, whose slot is reused once the input dies).
+  Tensor adopt_output(int b, Tensor t);
+
+  // Whether buffer b has an arena slot.
+  bool planned(int b) const { return request_of_buffer_[b] >= 0; }
+  MemoryStats stats() const { return stats_; }
+  size_t cached_plans() const { return planner_.cached_plans(); }
+
+ private:
+  std::string binding_text(const std::vector<int64_t>& values) const;
+
+  const LoweredGraph& lg_;
+  std::vector<int> request_of_buffer_;
+  std::vector<int> buffer_of_request_;
+  int unplanned_ = 0;
+  SymbolicMemoryPlanner planner_;
+  Arena arena_;
+  bool disabled_ = false;             // FERRITE_MEMORY_PLAN=off
+  const MemoryPlan* plan_ = nullptr;  // this run's; null: everything on the heap
+  MemoryStats stats_;
+};
+
+}  // namespace ferrite
