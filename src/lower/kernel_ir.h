@@ -85,7 +85,6 @@ struct Kernel {
   std::vector<int> input_buffers;    // buffer id per input slot
   int output_buffer = -1;
   std::vector<std::string> source_nodes;  // the ONNX nodes fused into this kernel
-<<<<<<< HEAD
 
   bool is_row() const { return reduce_rank > 0; }
   // Leading dims that the runtime splits across threads ("rows"): all but the last for pointwise
@@ -94,11 +93,9 @@ struct Kernel {
     if (is_row()) return shape.size() - reduce_rank;
     return shape.empty() ? 0 : shape.size() - 1;
   }
-=======
   // Input slot whose storage the output may share (memory planning may run the kernel in place,
   // see memory/in_place.h), so code generators must not declare those two pointers non-aliasing.
   int in_place_slot = -1;
->>>>>>> helper-memplan
 };
 using PointwiseKernel = Kernel;  // the name before row kernels existed
 

@@ -3,6 +3,8 @@
 namespace ferrite {
 
 bool pointwise_in_place_ok(const PointwiseKernel& k, int buffer) {
+  // Row kernels read a row in several phases before storing it; only pointwise kernels qualify.
+  if (k.is_row()) return false;
   // The store index: row-major position of the loop variables in the output.
   SymExpr store(0), stride(1);
   for (size_t d = k.shape.size(); d-- > 0;) {
