@@ -172,7 +172,9 @@ std::string ort_python() {
   if (const char* env = std::getenv("FERRITE_PYTHON"); env && *env) {
     py = env;
   } else {
-    py = (fs::path(FERRITE_TEST_DATA_DIR) / ".." / ".." / ".venv" / "bin" / "python").string();
+    // Lexical parents: tests/data need not exist, and "missing/.." does not resolve.
+    py = (fs::path(FERRITE_TEST_DATA_DIR).parent_path().parent_path() / ".venv" / "bin" / "python")
+             .string();
   }
   std::string cmd = quote(py) + " -c 'import onnxruntime, onnx, numpy' >/dev/null 2>&1";
   return std::system(cmd.c_str()) == 0 ? py : "";
