@@ -257,11 +257,11 @@ void emit_row_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph
   }
   // Expressions a pass needs: the closure of `root`, stopping at phase results (computed by
   // earlier passes); a phase's own pass (`through`) starts below its kReduce.
-  auto needed = [&](int root, bool through) {
+  auto needed = [&](int root, bool through, int leaf = -1) {
     std::vector<bool> need(n, false);
     need[root] = true;
     for (int64_t i = root; i >= 0; --i) {
-      if (!need[i]) continue;
+      if (!need[i] || i == leaf) continue;
       const ScalarExpr& e = k.body.at(static_cast<int>(i));
       if (e.kind == ScalarKind::kReduce && !(through && i == root)) continue;
       for (int a : e.args) need[a] = true;
@@ -277,6 +277,34 @@ void emit_row_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph
   }
   std::vector<std::string> t(n);
   for (size_t i = 0; i < n; ++i) t[i] = "t" + std::to_string(i);
+  std::string flat;  // the element's offset within the row
+  for (size_t d = outer; d < rank; ++d)
+    flat = flat.empty() ? "x" + std::to_string(d)
+                        : "(" + flat + ") * d" + std::to_string(d) + " + x" + std::to_string(d);
+  const std::string out_elem = "out[row * row_len + " + flat + "]";
+
+  // Stash: an expensive value that the last phase and the store both compute (softmax's
+  // exp(x - max)) is written to the output row by the last phase and read back by the store,
+  // instead of being computed twice. It must have the output's type, so that the store reads
+  // exactly the value it would have computed.
+  int last_phase = -1, stash = -1;
+  for (size_t i = 0; i < n; ++i)
+    if (live[i] && k.body.at(static_cast<int>(i)).kind == ScalarKind::kReduce)
+      last_phase = static_cast<int>(i);
+  if (!k.per_row && last_phase >= 0) {
+    std::vector<bool> in_last = needed(last_phase, true), in_store = needed(k.root, false);
+    std::vector<bool> costly(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      const ScalarExpr& e = k.body.at(static_cast<int>(i));
+      if (!varies[i] || e.kind == ScalarKind::kReduce) continue;
+      costly[i] = e.kind == ScalarKind::kUnary && e.fn != "neg" && e.fn != "abs" &&
+                  e.fn != "relu" && e.fn != "not" && e.fn != "isnan";
+      for (int a : e.args) costly[i] = costly[i] || costly[a];
+      if (costly[i] && in_last[i] && in_store[i] && e.dtype == k.out_dtype &&
+          static_cast<int>(i) != last_phase)
+        stash = static_cast<int>(i);
+    }
+  }
 
   std::string row_len;
   for (size_t d = outer; d < rank; ++d)
@@ -288,7 +316,7 @@ void emit_row_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph
   // Emits the row-invariant part of `need` once, then a loop nest over the row computing the
   // varying part and running `body` in the innermost loop.
   auto pass = [&](const std::vector<bool>& need, int skip, const std::string& pragma,
-                  const std::string& body) {
+                  const std::string& body, int from_out = -1) {
     for (size_t i = 0; i < n; ++i)
       if (need[i] && !varies[i] && !hoisted[i] && static_cast<int>(i) != skip &&
           k.body.at(static_cast<int>(i)).kind != ScalarKind::kReduce) {
@@ -303,8 +331,13 @@ void emit_row_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph
          << ") {\n";
       indent += "  ";
     }
-    for (size_t i = 0; i < n; ++i)
-      if (need[i] && varies[i]) os << indent << emit_def(k, i, t, in_names, ident);
+    for (size_t i = 0; i < n; ++i) {
+      if (!need[i] || !varies[i]) continue;
+      if (static_cast<int>(i) == from_out)
+        os << indent << "const " << ctype(k.out_dtype) << " " << t[i] << " = " << out_elem << ";\n";
+      else
+        os << indent << emit_def(k, i, t, in_names, ident);
+    }
     os << indent << body;
     for (size_t d = rank; d > outer; --d) {
       indent.resize(indent.size() - 2);
@@ -319,10 +352,12 @@ void emit_row_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph
     const std::string& acc = t[i];
     const std::string& v = t[e.args[0]];
     std::string inf = std::string("std::numeric_limits<") + ty + ">::infinity()";
+    std::string save =
+        static_cast<int>(i) == last_phase && stash >= 0 ? out_elem + " = " + t[stash] + "; " : "";
     if (e.fn == "sum") {
       os << "    " << ty << " " << acc << " = 0;\n";
       pass(needed(static_cast<int>(i), true), static_cast<int>(i),
-           "#pragma omp simd reduction(+:" + acc + ")", acc + " += " + v + ";\n");
+           "#pragma omp simd reduction(+:" + acc + ")", save + acc + " += " + v + ";\n");
     } else {
       // max / min; NaN propagates through a separate flag so that the loop still vectorises.
       bool mx = e.fn == "max";
@@ -331,24 +366,20 @@ void emit_row_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph
       pass(needed(static_cast<int>(i), true), static_cast<int>(i),
            "#pragma omp simd reduction(" + std::string(mx ? "max" : "min") + ":" + acc +
                ") reduction(|:" + acc + "_nan)",
-           acc + " = " + v + (mx ? " > " : " < ") + acc + " ? " + v + " : " + acc + "; " + acc +
-               "_nan |= " + v + " != " + v + ";\n");
+           save + acc + " = " + v + (mx ? " > " : " < ") + acc + " ? " + v + " : " + acc + "; " +
+               acc + "_nan |= " + v + " != " + v + ";\n");
       os << "    if (" << acc << "_nan) " << acc << " = std::numeric_limits<" << ty
          << ">::quiet_NaN();\n";
     }
   }
-  std::vector<bool> store = needed(k.root, false);
+  std::vector<bool> store = needed(k.root, false, stash);
   if (k.per_row) {
     for (size_t i = 0; i < n; ++i)
       if (store[i] && !hoisted[i] && k.body.at(static_cast<int>(i)).kind != ScalarKind::kReduce)
         os << "    " << emit_def(k, i, t, in_names, ident);
     os << "    out[row] = " << t[k.root] << ";\n";
   } else {
-    std::string flat;
-    for (size_t d = outer; d < rank; ++d)
-      flat = flat.empty() ? "x" + std::to_string(d)
-                          : "(" + flat + ") * d" + std::to_string(d) + " + x" + std::to_string(d);
-    pass(store, -1, "", "out[row * row_len + " + flat + "] = " + t[k.root] + ";\n");
+    pass(store, -1, "", out_elem + " = " + t[k.root] + ";\n", stash);
   }
   os << "  }\n}\n";
 }
