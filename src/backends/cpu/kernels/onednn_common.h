@@ -1,0 +1,130 @@
+// Shared plumbing of the oneDNN-backed library kernels: the CPU engine, per-thread streams, the
+// thread count oneDNN's OpenMP runtime uses, caches of primitives (creating one JIT-compiles
+// code, so it is done once per shape) and of constant weights reordered to blocked layouts.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <dnnl.hpp>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "ops/context.h"
+
+namespace ferrite::onednn {
+
+using dnnl::memory;
+using Dims = memory::dims;
+
+dnnl::engine& engine();
+// One stream per thread: kernels run concurrently from several sessions' threads.
+dnnl::stream& stream();
+
+// Makes oneDNN (and its GEMM) use `n` threads in the calling thread while the object lives. The
+// Debian build uses OpenMP, whose thread count is a per-thread setting.
+class ThreadScope {
+ public:
+  explicit ThreadScope(int n);
+  ~ThreadScope();
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+
+ private:
+  int prev_;
+};
+
+// The threads a oneDNN call made now would use (part of every primitive key: oneDNN plans its
+// work split for the thread count at creation).
+int current_threads();
+
+// Cache key built from integers and short strings.
+class Key {
+ public:
+  Key& add(int64_t v) {
+    s_ += std::to_string(v);
+    s_ += ',';
+    return *this;
+  }
+  Key& add(const std::vector<int64_t>& v) {
+    s_ += '[';
+    for (int64_t x : v) add(x);
+    s_ += ']';
+    return *this;
+  }
+  Key& add(const std::string& v) {
+    s_ += v;
+    s_ += ';';
+    return *this;
+  }
+  const std::string& str() const { return s_; }
+
+ private:
+  std::string s_;
+};
+
+// A thread-safe map from key to an immutable entry. `make` may return null (oneDNN cannot do
+// this case; the caller falls back) and that answer is cached too. Entries are never evicted
+// below `capacity`; past it the map starts over (shapes rarely vary that much).
+template <class V>
+class Cache {
+ public:
+  explicit Cache(size_t capacity = 4096) : capacity_(capacity) {}
+  std::shared_ptr<const V> get(const std::string& key,
+                               const std::function<std::shared_ptr<const V>()>& make) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = map_.find(key);
+      if (it != map_.end()) return it->second;
+    }
+    // Created outside the lock: creation can take milliseconds and other shapes need not wait.
+    // Two threads may both create the same entry; the first stored wins.
+    std::shared_ptr<const V> v = make();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map_.size() >= capacity_) map_.clear();
+    return map_.emplace(key, std::move(v)).first->second;
+  }
+
+ private:
+  size_t capacity_;
+  std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const V>> map_;
+};
+
+// True when oneDNN picked its slow reference implementation; the kernels then prefer ferrite's.
+bool is_reference_impl(const dnnl::primitive_desc_base& pd);
+
+// Dense row-major f32 memory descriptor of `dims`.
+memory::desc plain_desc(const Dims& dims);
+// f32 memory descriptor of `dims` with explicit element strides.
+memory::desc strided_desc(const Dims& dims, const Dims& strides);
+
+// True when input `i` of `node` is a graph constant and `t` is its storage (not a copy).
+bool is_constant_input(const Node& node, size_t i, const Tensor& t);
+
+// `t` (laid out as `have`) as a oneDNN memory in layout `want`. When `constant` the reordered copy
+// is cached (keyed by the tensor's storage, which the cache keeps alive, so the address cannot be
+// reused by another tensor); otherwise it is reordered into a fresh buffer held by `keep`.
+memory operand(const Tensor& t, const memory::desc& have, const memory::desc& want, bool constant,
+               std::vector<memory>& keep);
+
+// Copies `src` into `dst` (same logical dims, any layouts) with a cached reorder primitive.
+void reorder(const memory& src, const memory& dst);
+
+// A memory object over a tensor's data (no copy).
+memory wrap(const memory::desc& md, const Tensor& t);
+memory wrap(const memory::desc& md, Tensor& t);
+
+// Runs the op table's reference kernel for the node (the fallback for cases the library kernels
+// leave alone after `accepts`, e.g. shapes oneDNN rejects).
+Status run_reference(KernelContext& ctx);
+
+// f32 dtype of input `i` of the node, when known.
+bool input_is_f32(const Node& node, size_t i);
+
+}  // namespace ferrite::onednn
