@@ -2,6 +2,7 @@
 // strides, dilations, explicit or auto pads, bias), f32, on oneDNN's convolution primitive.
 // ferrite's tensors are NCHW; oneDNN is asked for its preferred layouts (`any`), so activations
 // are reordered in and out around each call and constant weights once.
+#include <algorithm>
 #include <cstdlib>
 
 #include "backends/cpu/cpu_kernels.h"
@@ -37,14 +38,30 @@ Cache<ConvPlan>& conv_cache() {
   return cache;
 }
 
-// Layout policy, overridable for experiments: FERRITE_CONV_LAYOUT=plain keeps NCHW activations
-// (no reorders; oneDNN may then pick a slower implementation).
-bool plain_activations() {
-  static const bool plain = [] {
-    const char* v = std::getenv("FERRITE_CONV_LAYOUT");
-    return v && std::string(v) == "plain";
+// Whether to run on ferrite's NCHW activations directly rather than in oneDNN's preferred
+// layout. Pointwise (1x1, stride 1, unpadded) convolutions are plain GEMMs, which oneDNN runs as
+// fast on NCHW; for the others the blocked implementations win by more than the two reorders
+// cost. FERRITE_CONV_LAYOUT=plain|blocked overrides this (for experiments).
+bool force_onednn() {
+  static const bool v = [] {
+    const char* e = std::getenv("FERRITE_CONV_LAYOUT");
+    return e && e[0] != 0;
   }();
-  return plain;
+  return v;
+}
+
+bool prefer_plain(const ConvSpec& s) {
+  static const std::string force = [] {
+    const char* v = std::getenv("FERRITE_CONV_LAYOUT");
+    return std::string(v ? v : "");
+  }();
+  if (force == "plain") return true;
+  if (force == "blocked") return false;
+  bool pointwise = s.wei.size() == s.src.size();  // no group dim
+  for (size_t d = 2; d < s.src.size(); ++d)
+    pointwise = pointwise && s.wei[d] == 1 && s.strides[d - 2] == 1 && s.pad_l[d - 2] == 0 &&
+                s.pad_r[d - 2] == 0;
+  return pointwise;
 }
 
 std::shared_ptr<const ConvPlan> make_conv_plan(const ConvSpec& s) {
@@ -74,8 +91,100 @@ std::shared_ptr<const ConvPlan> make_conv_plan(const ConvSpec& s) {
       return false;
     }
   };
-  if (try_make(plain_activations()) || try_make(!plain_activations())) return plan;
+  if (try_make(prefer_plain(s)) || try_make(!prefer_plain(s))) return plan;
   return nullptr;
+}
+
+// Depthwise 2-D convolution (one filter per channel) directly on NCHW planes: oneDNN's depthwise
+// kernels want channel-blocked or NHWC activations, and the reorders around them cost more than
+// the convolution itself. Each plane is copied into a zero-padded buffer, so that every output
+// is a fixed sum of taps with no bounds checks; with the kernel size and stride known at compile
+// time the taps unroll, stay in registers, and the loop over a row's outputs vectorises.
+struct DwGeometry {
+  int64_t H, W, OH, OW, KH, KW, sh, sw, dh, dw, pt, pl;
+  int64_t PH() const { return (OH - 1) * sh + (KH - 1) * dh + 1; }
+  int64_t PW() const { return (OW - 1) * sw + (KW - 1) * dw + 1; }
+};
+
+// K x K taps, stride S, dilation 1, over the padded plane P (row length pw).
+template <int K, int S>
+__attribute__((target_clones("avx512f", "avx2", "default"))) void dw_fixed(
+    const float* __restrict P, int64_t pw, const float* __restrict wt, float bias,
+    float* __restrict out, int64_t OH, int64_t OW) {
+  float w[K * K];
+  for (int t = 0; t < K * K; ++t) w[t] = wt[t];
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const float* r = P + oh * S * pw;
+    float* o = out + oh * OW;
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      float acc = bias;
+      for (int kh = 0; kh < K; ++kh)
+        for (int kw = 0; kw < K; ++kw) acc += w[kh * K + kw] * r[kh * pw + ow * S + kw];
+      o[ow] = acc;
+    }
+  }
+}
+
+// Any kernel size, stride and dilation.
+void dw_generic(const float* P, int64_t pw, const float* wt, float bias, float* out,
+                const DwGeometry& g) {
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    float* o = out + oh * g.OW;
+    for (int64_t ow = 0; ow < g.OW; ++ow) o[ow] = bias;
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const float wv = wt[kh * g.KW + kw];
+        const float* r = P + (oh * g.sh + kh * g.dh) * pw + kw * g.dw;
+        for (int64_t ow = 0; ow < g.OW; ++ow) o[ow] += wv * r[ow * g.sw];
+      }
+  }
+}
+
+void depthwise_plane(const float* in, const float* wt, float bias, float* out, const DwGeometry& g,
+                     std::vector<float>& pad) {
+  const int64_t ph = g.PH(), pw = g.PW();
+  if (pad.size() < static_cast<size_t>(ph * pw)) pad.resize(static_cast<size_t>(ph * pw));
+  // Input columns that land inside the padded row (the end padding may cut some off).
+  const int64_t x0 = std::min(pw, g.pl), x1 = std::max(x0, std::min(pw, g.W + g.pl));
+  for (int64_t y = 0; y < ph; ++y) {
+    float* row = pad.data() + y * pw;
+    const int64_t ih = y - g.pt;
+    if (ih < 0 || ih >= g.H) {
+      std::fill(row, row + pw, 0.0f);
+      continue;
+    }
+    std::fill(row, row + x0, 0.0f);
+    std::copy(in + ih * g.W, in + ih * g.W + (x1 - x0), row + x0);
+    std::fill(row + x1, row + pw, 0.0f);
+  }
+  const bool unit_dilation = g.dh == 1 && g.dw == 1 && g.KH == g.KW && g.sh == g.sw;
+  if (unit_dilation && g.KH == 3 && g.sh == 1) return dw_fixed<3, 1>(pad.data(), pw, wt, bias, out, g.OH, g.OW);
+  if (unit_dilation && g.KH == 3 && g.sh == 2) return dw_fixed<3, 2>(pad.data(), pw, wt, bias, out, g.OH, g.OW);
+  if (unit_dilation && g.KH == 5 && g.sh == 1) return dw_fixed<5, 1>(pad.data(), pw, wt, bias, out, g.OH, g.OW);
+  if (unit_dilation && g.KH == 5 && g.sh == 2) return dw_fixed<5, 2>(pad.data(), pw, wt, bias, out, g.OH, g.OW);
+  dw_generic(pad.data(), pw, wt, bias, out, g);
+}
+
+Status depthwise_run(const Tensor& x, const Tensor& w, const Tensor* bias, const ConvSpec& s,
+                     Tensor& y, ThreadPool& pool) {
+  DwGeometry g{s.src[2], s.src[3], s.dst[2],          s.dst[3],         s.wei[3],
+               s.wei[4], s.strides[0], s.strides[1], s.dilates[0] + 1, s.dilates[1] + 1,
+               s.pad_l[0], s.pad_l[1]};
+  const int64_t C = s.src[1], planes = s.src[0] * C;
+  const float* px = x.data<float>();
+  const float* pw = w.data<float>();
+  const float* pb = bias ? bias->data<float>() : nullptr;
+  float* py = y.data<float>();
+  const int64_t work = std::max<int64_t>(1, g.OH * g.OW * g.KH * g.KW);
+  pool.parallel_for(planes, std::max<int64_t>(1, 32768 / work), [&](int64_t p0, int64_t p1) {
+    thread_local std::vector<float> pad;
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t c = p % C;
+      depthwise_plane(px + p * g.H * g.W, pw + c * g.KH * g.KW, pb ? pb[c] : 0.0f,
+                      py + p * g.OH * g.OW, g, pad);
+    }
+  });
+  return Status::ok();
 }
 
 bool conv_accepts(const Node& node) {
@@ -136,14 +245,16 @@ Status conv_run(KernelContext& ctx, ThreadPool& pool) {
   s.weights_constant = is_constant_input(node, 1, w);
 
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DType::kF32, out));
+  // Depthwise (channel multiplier 1), 2-D: ferrite's own kernel.
+  if (nsp == 2 && group == c && m == c && group > 1 && !force_onednn())
+    return depthwise_run(x, w, bias, s, *y, pool);
   ThreadScope threads(pool.size());
   auto plan = conv_cache().get(s.key(), [&] { return make_conv_plan(s); });
   if (!plan) return run_reference(ctx);
-  std::vector<memory> keep;
-  memory src = operand(x, plan->src_plain, plan->src_want, false, keep);
-  memory wei = operand(w, plan->wei_plain, plan->wei_want, s.weights_constant, keep);
+  memory src = operand(x, plan->src_plain, plan->src_want, false, 0);
+  memory wei = operand(w, plan->wei_plain, plan->wei_want, s.weights_constant, 1);
   const bool dst_direct = plan->dst_want == plan->dst_plain;
-  memory dst = dst_direct ? wrap(plan->dst_plain, *y) : memory(plan->dst_want, engine());
+  memory dst = dst_direct ? wrap(plan->dst_plain, *y) : scratch(plan->dst_want, 2);
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
   if (bias) args.emplace(DNNL_ARG_BIAS, wrap(plan->bias, *bias));

@@ -187,9 +187,8 @@ bool run_matmul(const MatmulSpec& s, const Node& node, const Tensor& a, const Te
   ThreadScope threads(pool.size());
   auto plan = matmul_cache().get(s.key(), [&] { return make_matmul_plan(s); });
   if (!plan) return false;
-  std::vector<memory> keep;
   memory bm = operand(b, plan->b_have, plan->b_want,
-                      s.b_constant && is_constant_input(node, b_input, b), keep);
+                      s.b_constant && is_constant_input(node, b_input, b), 0);
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(plan->a, a)},
                                        {DNNL_ARG_WEIGHTS, bm},
                                        {DNNL_ARG_DST, wrap(plan->dst, y)}};

@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "ops/op_schema.h"
@@ -125,16 +127,33 @@ class PackedCache {
 
 }  // namespace
 
+memory scratch(const memory::desc& md, int slot) {
+  struct Buffer {
+    std::unique_ptr<float, decltype(&std::free)> p{nullptr, &std::free};
+    size_t bytes = 0;
+  };
+  thread_local Buffer buffers[4];
+  Buffer& b = buffers[slot];
+  const size_t need = std::max<size_t>(md.get_size(), 64);
+  if (b.bytes < need) {
+    const size_t bytes = (need + 4095) / 4096 * 4096;
+    void* p = std::aligned_alloc(4096, bytes);
+    if (!p) throw dnnl::error(dnnl_out_of_memory, "scratch allocation failed");
+    b.p.reset(static_cast<float*>(p));
+    b.bytes = bytes;
+  }
+  return memory(md, engine(), b.p.get());
+}
+
 memory operand(const Tensor& t, const memory::desc& have, const memory::desc& want, bool constant,
-               std::vector<memory>& keep) {
+               int slot) {
   if (have == want) return wrap(have, t);
   if (constant) {
     static PackedCache cache;
     return cache.get(t, have, want);
   }
-  memory out(want, engine());
+  memory out = scratch(want, slot);
   reorder(wrap(have, t), out);
-  keep.push_back(out);
   return out;
 }
 

@@ -107,11 +107,16 @@ memory::desc strided_desc(const Dims& dims, const Dims& strides);
 // True when input `i` of `node` is a graph constant and `t` is its storage (not a copy).
 bool is_constant_input(const Node& node, size_t i, const Tensor& t);
 
+// Scratch memory of layout `md` in this thread's buffer number `slot` (0..3), reused across
+// calls: fresh allocations of activation-sized buffers cost page faults on every run. Valid
+// until the next call with the same slot on this thread.
+memory scratch(const memory::desc& md, int slot);
+
 // `t` (laid out as `have`) as a oneDNN memory in layout `want`. When `constant` the reordered copy
 // is cached (keyed by the tensor's storage, which the cache keeps alive, so the address cannot be
-// reused by another tensor); otherwise it is reordered into a fresh buffer held by `keep`.
+// reused by another tensor); otherwise it is reordered into scratch buffer `slot`.
 memory operand(const Tensor& t, const memory::desc& have, const memory::desc& want, bool constant,
-               std::vector<memory>& keep);
+               int slot);
 
 // Copies `src` into `dst` (same logical dims, any layouts) with a cached reorder primitive.
 void reorder(const memory& src, const memory& dst);
