@@ -1,11 +1,14 @@
 #include "backends/cpu/kernels/onednn_common.h"
 
+#include <atomic>
+
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
+#include "backends/cpu/kernels/kernel_stats.h"
 #include "ops/op_schema.h"
 
 namespace ferrite::onednn {
@@ -157,7 +160,14 @@ memory operand(const Tensor& t, const memory::desc& have, const memory::desc& wa
   return out;
 }
 
-Status run_reference(KernelContext& ctx) { return ctx.node().schema->kernel(ctx); }
+namespace {
+std::atomic<int64_t> g_fallbacks{0};
+}  // namespace
+
+Status run_reference(KernelContext& ctx) {
+  g_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  return ctx.node().schema->kernel(ctx);
+}
 
 bool input_is_f32(const Node& node, size_t i) {
   const Value* v = node.input(i);
@@ -165,3 +175,7 @@ bool input_is_f32(const Node& node, size_t i) {
 }
 
 }  // namespace ferrite::onednn
+
+namespace ferrite {
+int64_t cpu_library_fallbacks() { return onednn::g_fallbacks.load(std::memory_order_relaxed); }
+}  // namespace ferrite
