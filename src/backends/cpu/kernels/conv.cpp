@@ -1,12 +1,20 @@
 // Convolution library kernel for the cpu device: ONNX Conv (1-D to 3-D, groups incl. depthwise,
-// strides, dilations, explicit or auto pads, bias), f32, on oneDNN's convolution primitive.
-// ferrite's tensors are NCHW; oneDNN is asked for its preferred layouts (`any`), so activations
-// are reordered in and out around each call and constant weights once.
+// strides, dilations, explicit or auto pads, bias), f32.
+//   - pointwise (1x1, stride 1, unpadded, one group): a GEMM per image on the NCHW data
+//     (run_gemm), no layout changes;
+//   - depthwise 2-D: ferrite's own kernel on NCHW planes (below);
+//   - everything else: oneDNN's convolution in its preferred layouts (`any`), with activations
+//     reordered in and out around each call and constant weights reordered once.
+// Work is spread over ferrite's thread pool as single-threaded oneDNN calls on groups of images
+// or, when there are fewer images than threads, on bands of output rows of one image (each band
+// reads the input rows it needs, its halo included).
 #include <algorithm>
-#include <cstdlib>
+#include <array>
+#include <numeric>
 
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/kernels/onednn_common.h"
+#include "backends/cpu/kernels/onednn_gemm.h"
 #include "ops/conv_util.h"
 
 namespace ferrite {
@@ -15,22 +23,24 @@ namespace {
 
 using namespace onednn;
 
+// One oneDNN convolution call: images [n] x rows [h] of the input, as views into the NCHW
+// tensors (strides of the whole tensors), with the band's own pads.
 struct ConvSpec {
-  Dims src, wei, dst, strides, dilates, pad_l, pad_r;  // oneDNN's conventions (dilation - 1)
+  Dims src, src_strides, wei, dst, dst_strides, strides, dilates, pad_l, pad_r;
   bool bias = false;
   bool weights_constant = false;
 
   std::string key() const {
     Key k;
-    k.add(src).add(wei).add(dst).add(strides).add(dilates).add(pad_l).add(pad_r);
-    k.add(bias).add(weights_constant).add(current_threads());
+    k.add(src).add(src_strides).add(wei).add(dst).add(dst_strides).add(strides).add(dilates);
+    k.add(pad_l).add(pad_r).add(bias).add(weights_constant);
     return k.str();
   }
 };
 
 struct ConvPlan {
   dnnl::convolution_forward prim;
-  memory::desc src_plain, src_want, wei_plain, wei_want, bias, dst_plain, dst_want;
+  memory::desc src_view, src_want, wei_plain, wei_want, bias, dst_view, dst_want, scratchpad;
 };
 
 Cache<ConvPlan>& conv_cache() {
@@ -38,61 +48,31 @@ Cache<ConvPlan>& conv_cache() {
   return cache;
 }
 
-// Whether to run on ferrite's NCHW activations directly rather than in oneDNN's preferred
-// layout. Pointwise (1x1, stride 1, unpadded) convolutions are plain GEMMs, which oneDNN runs as
-// fast on NCHW; for the others the blocked implementations win by more than the two reorders
-// cost. FERRITE_CONV_LAYOUT=plain|blocked overrides this (for experiments).
-bool force_onednn() {
-  static const bool v = [] {
-    const char* e = std::getenv("FERRITE_CONV_LAYOUT");
-    return e && e[0] != 0;
-  }();
-  return v;
-}
-
-bool prefer_plain(const ConvSpec& s) {
-  static const std::string force = [] {
-    const char* v = std::getenv("FERRITE_CONV_LAYOUT");
-    return std::string(v ? v : "");
-  }();
-  if (force == "plain") return true;
-  if (force == "blocked") return false;
-  bool pointwise = s.wei.size() == s.src.size();  // no group dim
-  for (size_t d = 2; d < s.src.size(); ++d)
-    pointwise = pointwise && s.wei[d] == 1 && s.strides[d - 2] == 1 && s.pad_l[d - 2] == 0 &&
-                s.pad_r[d - 2] == 0;
-  return pointwise;
-}
-
 std::shared_ptr<const ConvPlan> make_conv_plan(const ConvSpec& s) {
   auto plan = std::make_shared<ConvPlan>();
-  plan->src_plain = plain_desc(s.src);
+  plan->src_view = strided_desc(s.src, s.src_strides);
+  plan->dst_view = strided_desc(s.dst, s.dst_strides);
   plan->wei_plain = plain_desc(s.wei);
-  plan->dst_plain = plain_desc(s.dst);
   if (s.bias) plan->bias = plain_desc({s.dst[1]});
   const auto any = memory::format_tag::any;
   const auto f32 = memory::data_type::f32;
-  auto try_make = [&](bool plain_act) -> bool {
-    try {
-      memory::desc src = plain_act ? plan->src_plain : memory::desc(s.src, f32, any);
-      memory::desc dst = plain_act ? plan->dst_plain : memory::desc(s.dst, f32, any);
-      memory::desc wei = s.weights_constant ? memory::desc(s.wei, f32, any) : plan->wei_plain;
-      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
-                                        dnnl::algorithm::convolution_direct, src, wei, plan->bias,
-                                        dst, s.strides, s.dilates, s.pad_l, s.pad_r);
-      dnnl::convolution_forward::primitive_desc pd(d, engine());
-      if (is_reference_impl(pd)) return false;
-      plan->src_want = pd.src_desc();
-      plan->wei_want = pd.weights_desc();
-      plan->dst_want = pd.dst_desc();
-      plan->prim = dnnl::convolution_forward(pd);
-      return true;
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  };
-  if (try_make(prefer_plain(s)) || try_make(!prefer_plain(s))) return plan;
-  return nullptr;
+  try {
+    memory::desc wei = s.weights_constant ? memory::desc(s.wei, f32, any) : plan->wei_plain;
+    dnnl::convolution_forward::desc d(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+        memory::desc(s.src, f32, any), wei, plan->bias, memory::desc(s.dst, f32, any), s.strides,
+        s.dilates, s.pad_l, s.pad_r);
+    dnnl::convolution_forward::primitive_desc pd(d, base_attr(), engine());
+    if (is_reference_impl(pd)) return nullptr;
+    plan->src_want = pd.src_desc();
+    plan->wei_want = pd.weights_desc();
+    plan->dst_want = pd.dst_desc();
+    plan->scratchpad = pd.scratchpad_desc();
+    plan->prim = dnnl::convolution_forward(pd);
+    return plan;
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
 }
 
 // Depthwise 2-D convolution (one filter per channel) directly on NCHW planes: oneDNN's depthwise
@@ -165,12 +145,12 @@ void depthwise_plane(const float* in, const float* wt, float bias, float* out, c
   dw_generic(pad.data(), pw, wt, bias, out, g);
 }
 
-Status depthwise_run(const Tensor& x, const Tensor& w, const Tensor* bias, const ConvSpec& s,
-                     Tensor& y, ThreadPool& pool) {
-  DwGeometry g{s.src[2], s.src[3], s.dst[2],          s.dst[3],         s.wei[3],
-               s.wei[4], s.strides[0], s.strides[1], s.dilates[0] + 1, s.dilates[1] + 1,
-               s.pad_l[0], s.pad_l[1]};
-  const int64_t C = s.src[1], planes = s.src[0] * C;
+void depthwise_run(const Tensor& x, const Tensor& w, const Tensor* bias, const Window& win,
+                   const std::vector<int64_t>& out, Tensor& y, ThreadPool& pool) {
+  DwGeometry g{x.dim(2),          x.dim(3),          out[2],       out[3],
+               w.dim(2),          w.dim(3),          win.strides[0], win.strides[1],
+               win.dilations[0], win.dilations[1], win.pad_begin(0), win.pad_begin(1)};
+  const int64_t C = x.dim(1), planes = x.dim(0) * C;
   const float* px = x.data<float>();
   const float* pw = w.data<float>();
   const float* pb = bias ? bias->data<float>() : nullptr;
@@ -184,7 +164,6 @@ Status depthwise_run(const Tensor& x, const Tensor& w, const Tensor* bias, const
                       py + p * g.OH * g.OW, g, pad);
     }
   });
-  return Status::ok();
 }
 
 bool conv_accepts(const Node& node) {
@@ -194,6 +173,70 @@ bool conv_accepts(const Node& node) {
   // 1-D to 3-D convolutions (oneDNN's range); unknown rank is decided at run time.
   return !x->type.shape.rank_known() ||
          (x->type.shape.rank() >= 3 && x->type.shape.rank() <= 5);
+}
+
+// A unit of work: images [n0, n1) and output rows (first spatial dim) [o0, o1).
+struct ConvTask {
+  int64_t n0, n1, o0, o1;
+  const ConvPlan* plan;
+  int64_t in_row0;  // first input row the band reads
+};
+
+// Plans every task, or returns false when oneDNN rejects one of the shapes.
+bool plan_tasks(const Tensor& x, const Tensor& w, const Window& win, const std::vector<int64_t>& out,
+                int64_t group, bool bias, bool weights_constant, int64_t images_per_task,
+                int64_t bands, std::vector<ConvTask>& tasks,
+                std::vector<std::shared_ptr<const ConvPlan>>& keep) {
+  const size_t nsp = x.rank() - 2;
+  const int64_t N = x.dim(0), H = x.dim(2), OH = out[2];
+  const int64_t s0 = win.strides[0], ext0 = win.extent(0), pt = win.pad_begin(0);
+  Dims x_strides(x.rank(), 1), y_strides(x.rank(), 1);
+  for (size_t d = x.rank() - 1; d-- > 0;) {
+    x_strides[d] = x_strides[d + 1] * x.dim(d + 1);
+    y_strides[d] = y_strides[d + 1] * out[d + 1];
+  }
+  tasks.clear();
+  for (int64_t n0 = 0; n0 < N; n0 += images_per_task)
+    for (int64_t j = 0; j < bands; ++j) {
+      ConvTask t;
+      t.n0 = n0;
+      t.n1 = std::min(N, n0 + images_per_task);
+      t.o0 = OH * j / bands;
+      t.o1 = OH * (j + 1) / bands;
+      const int64_t lo = t.o0 * s0 - pt, hi = (t.o1 - 1) * s0 - pt + ext0;
+      const int64_t ih0 = std::max<int64_t>(0, lo), ih1 = std::min(H, hi);
+      if (ih1 <= ih0) return false;  // a band entirely in the padding
+      t.in_row0 = ih0;
+      ConvSpec s;
+      s.src = x.dims();
+      s.src[0] = t.n1 - t.n0;
+      s.src[2] = ih1 - ih0;
+      s.src_strides = x_strides;
+      s.dst = out;
+      s.dst[0] = t.n1 - t.n0;
+      s.dst[2] = t.o1 - t.o0;
+      s.dst_strides = y_strides;
+      if (group == 1) {
+        s.wei = w.dims();
+      } else {
+        s.wei = {group, w.dim(0) / group};
+        s.wei.insert(s.wei.end(), w.dims().begin() + 1, w.dims().end());
+      }
+      for (size_t d = 0; d < nsp; ++d) {
+        s.strides.push_back(win.strides[d]);
+        s.dilates.push_back(win.dilations[d] - 1);
+        s.pad_l.push_back(d == 0 ? ih0 - lo : win.pad_begin(d));
+        s.pad_r.push_back(d == 0 ? hi - ih1 : win.pad_end(d));
+      }
+      s.bias = bias;
+      s.weights_constant = weights_constant;
+      auto plan = conv_cache().get(s.key(), [&] { return make_conv_plan(s); });
+      if (!plan) return false;
+      keep.push_back(plan);
+      t.plan = plan.get();
+      tasks.push_back(t);
+    }
+  return true;
 }
 
 Status conv_run(KernelContext& ctx, ThreadPool& pool) {
@@ -225,42 +268,81 @@ Status conv_run(KernelContext& ctx, ThreadPool& pool) {
     if (d == 0) return run_reference(ctx);
   for (int64_t d : x.dims())
     if (d == 0) return run_reference(ctx);
-
-  ConvSpec s;
-  s.src = x.dims();
-  s.dst = out;
-  if (group == 1) {
-    s.wei = w.dims();
-  } else {
-    s.wei = {group, m / group};
-    s.wei.insert(s.wei.end(), w.dims().begin() + 1, w.dims().end());
-  }
-  for (size_t d = 0; d < nsp; ++d) {
-    s.strides.push_back(win->strides[d]);
-    s.dilates.push_back(win->dilations[d] - 1);
-    s.pad_l.push_back(win->pad_begin(d));
-    s.pad_r.push_back(win->pad_end(d));
-  }
-  s.bias = bias != nullptr;
-  s.weights_constant = is_constant_input(node, 1, w);
-
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DType::kF32, out));
+
   // Depthwise (channel multiplier 1), 2-D: ferrite's own kernel.
-  if (nsp == 2 && group == c && m == c && group > 1 && !force_onednn())
-    return depthwise_run(x, w, bias, s, *y, pool);
-  ThreadScope threads(pool.size());
-  auto plan = conv_cache().get(s.key(), [&] { return make_conv_plan(s); });
-  if (!plan) return run_reference(ctx);
-  memory src = operand(x, plan->src_plain, plan->src_want, false, 0);
-  memory wei = operand(w, plan->wei_plain, plan->wei_want, s.weights_constant, 1);
-  const bool dst_direct = plan->dst_want == plan->dst_plain;
-  memory dst = dst_direct ? wrap(plan->dst_plain, *y) : scratch(plan->dst_want, 2);
-  std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
-  if (bias) args.emplace(DNNL_ARG_BIAS, wrap(plan->bias, *bias));
-  plan->prim.execute(stream(), args);
-  stream().wait();
-  if (!dst_direct) reorder(dst, wrap(plan->dst_plain, *y));
+  if (nsp == 2 && group == c && m == c && group > 1) {
+    depthwise_run(x, w, bias, *win, out, *y, pool);
+    return Status::ok();
+  }
+  // Pointwise: y[n] = W [M, C] @ x[n] [C, spatial] + bias per row.
+  bool pointwise = group == 1;
+  for (size_t d = 0; d < nsp; ++d)
+    pointwise = pointwise && kernel[d] == 1 && win->strides[d] == 1 &&
+                win->pad_begin(d) == 0 && win->pad_end(d) == 0;
+  if (pointwise) {
+    GemmProblem p;
+    p.M = m;
+    p.K = c;
+    p.N = product(in);
+    p.a = w.data<float>();
+    p.a_rs = c;
+    p.b = x.data<float>();
+    p.b_rs = p.N;
+    p.b_off.resize(n);
+    p.a_off.assign(n, 0);
+    for (int64_t i = 0; i < n; ++i) p.b_off[i] = i * c * p.N;
+    p.y = y->data<float>();
+    if (bias) p.row_bias = bias->data<float>();
+    if (run_gemm(p, pool)) return Status::ok();
+    return run_reference(ctx);
+  }
+
+  ThreadScope single(1);
+  const bool weights_constant = is_constant_input(node, 1, w);
+  const int64_t T = pool.size();
+  // Whole images per task when they divide evenly over the threads; else bands of rows.
+  int64_t per_task = n, bands = 1;
+  if (n % T == 0) {
+    per_task = n / T;
+  } else {
+    per_task = 1;
+    bands = std::min<int64_t>(out[2], n < T ? (T + n - 1) / n : T);
+  }
+  std::vector<ConvTask> tasks;
+  std::vector<std::shared_ptr<const ConvPlan>> keep;
+  if (!plan_tasks(x, w, *win, out, group, bias != nullptr, weights_constant, per_task, bands,
+                  tasks, keep) &&
+      !plan_tasks(x, w, *win, out, group, bias != nullptr, weights_constant, n, 1, tasks, keep))
+    return run_reference(ctx);
+  // Constant weights reordered once (cached), before the threads need them.
+  std::vector<memory> wmem(tasks.size());
+  if (weights_constant)
+    for (size_t i = 0; i < tasks.size(); ++i)
+      wmem[i] = operand(&w, w.raw(), tasks[i].plan->wei_plain, tasks[i].plan->wei_want, 1);
+  const int64_t x_image = product(x.dims()) / n, y_image = product(out) / n;
+  const int64_t x_row = product(in) / in[0], y_row = product(*out_sp) / out[2];
+  const float* px = x.data<float>();
+  float* py = y->data<float>();
+  pool.parallel_for(static_cast<int64_t>(tasks.size()), 1, [&](int64_t t0, int64_t t1) {
+    ThreadScope one(1);
+    for (int64_t ti = t0; ti < t1; ++ti) {
+      const ConvTask& t = tasks[ti];
+      const ConvPlan& plan = *t.plan;
+      memory src = operand(nullptr, px + t.n0 * x_image + t.in_row0 * x_row, plan.src_view,
+                           plan.src_want, 0);
+      memory wei = weights_constant ? wmem[ti]
+                                    : operand(nullptr, w.raw(), plan.wei_plain, plan.wei_want, 1);
+      float* yv = py + t.n0 * y_image + t.o0 * y_row;
+      const bool direct = plan.dst_want == plan.dst_view;
+      memory dst = direct ? wrap(plan.dst_view, yv) : scratch(plan.dst_want, 2);
+      std::unordered_map<int, memory> args{
+          {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
+      if (bias) args.emplace(DNNL_ARG_BIAS, wrap(plan.bias, bias->raw()));
+      execute(plan.prim, plan.scratchpad, std::move(args));
+      if (!direct) reorder(dst, wrap(plan.dst_view, yv));
+    }
+  });
   return Status::ok();
 }
 

@@ -36,8 +36,6 @@ ThreadScope::~ThreadScope() {
   if (omp_get_max_threads() != prev_) omp_set_num_threads(prev_);
 }
 
-int current_threads() { return omp_get_max_threads(); }
-
 bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
   const char* impl = pd.impl_info_str();
   return impl && std::strncmp(impl, "ref", 3) == 0;
@@ -58,11 +56,9 @@ bool is_constant_input(const Node& node, size_t i, const Tensor& t) {
   return v && v->constant && v->constant->raw() == t.raw() && v->constant->dims() == t.dims();
 }
 
-memory wrap(const memory::desc& md, const Tensor& t) {
-  return memory(md, engine(), const_cast<void*>(t.raw()));
+memory wrap(const memory::desc& md, const void* ptr) {
+  return memory(md, engine(), const_cast<void*>(ptr));
 }
-
-memory wrap(const memory::desc& md, Tensor& t) { return memory(md, engine(), t.raw()); }
 
 namespace {
 
@@ -70,8 +66,13 @@ std::string desc_bytes(const memory::desc& md) {
   return std::string(reinterpret_cast<const char*>(&md.data), sizeof(md.data));
 }
 
-Cache<dnnl::reorder>& reorder_cache() {
-  static Cache<dnnl::reorder> cache;
+struct ReorderPlan {
+  dnnl::reorder prim;
+  memory::desc scratchpad;
+};
+
+Cache<ReorderPlan>& reorder_cache() {
+  static Cache<ReorderPlan> cache;
   return cache;
 }
 
@@ -79,13 +80,12 @@ Cache<dnnl::reorder>& reorder_cache() {
 
 void reorder(const memory& src, const memory& dst) {
   const memory::desc have = src.get_desc(), want = dst.get_desc();
-  std::string key = desc_bytes(have) + desc_bytes(want) + std::to_string(current_threads());
+  std::string key = desc_bytes(have) + desc_bytes(want);
   auto r = reorder_cache().get(key, [&] {
-    return std::make_shared<const dnnl::reorder>(
-        dnnl::reorder::primitive_desc(engine(), have, engine(), want));
+    dnnl::reorder::primitive_desc pd(engine(), have, engine(), want, base_attr());
+    return std::make_shared<const ReorderPlan>(ReorderPlan{dnnl::reorder(pd), pd.scratchpad_desc()});
   });
-  r->execute(stream(), const_cast<memory&>(src), const_cast<memory&>(dst));
-  stream().wait();
+  execute(r->prim, r->scratchpad, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
 }
 
 namespace {
@@ -100,8 +100,9 @@ struct Packed {
 
 class PackedCache {
  public:
-  memory get(const Tensor& t, const memory::desc& have, const memory::desc& want) {
-    std::string key = std::to_string(reinterpret_cast<uintptr_t>(t.raw())) + ":" +
+  memory get(const Tensor& owner, const void* ptr, const memory::desc& have,
+             const memory::desc& want) {
+    std::string key = std::to_string(reinterpret_cast<uintptr_t>(ptr)) + ":" +
                       desc_bytes(have) + desc_bytes(want);
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -109,7 +110,7 @@ class PackedCache {
       if (it != map_.end()) return it->second.mem;
     }
     memory out(want, engine());
-    reorder(wrap(have, t), out);
+    reorder(wrap(have, ptr), out);
     std::lock_guard<std::mutex> lock(mu_);
     size_t bytes = want.get_size();
     // Bounded: a process that loads many models must not keep all their weights forever.
@@ -117,7 +118,7 @@ class PackedCache {
       map_.clear();
       total_ = 0;
     }
-    auto [it, inserted] = map_.emplace(key, Packed{t, out, bytes});
+    auto [it, inserted] = map_.emplace(key, Packed{owner, out, bytes});
     if (inserted) total_ += bytes;
     return it->second.mem;
   }
@@ -130,12 +131,26 @@ class PackedCache {
 
 }  // namespace
 
+dnnl::primitive_attr base_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+void execute(const dnnl::primitive& prim, const memory::desc& scratchpad_md,
+             std::unordered_map<int, memory> args) {
+  if (scratchpad_md.get_size() > 0)
+    args.emplace(DNNL_ARG_SCRATCHPAD, scratch(scratchpad_md, kScratchpadSlot));
+  prim.execute(stream(), args);
+  stream().wait();
+}
+
 memory scratch(const memory::desc& md, int slot) {
   struct Buffer {
     std::unique_ptr<float, decltype(&std::free)> p{nullptr, &std::free};
     size_t bytes = 0;
   };
-  thread_local Buffer buffers[4];
+  thread_local Buffer buffers[kScratchSlots];
   Buffer& b = buffers[slot];
   const size_t need = std::max<size_t>(md.get_size(), 64);
   if (b.bytes < need) {
@@ -148,15 +163,15 @@ memory scratch(const memory::desc& md, int slot) {
   return memory(md, engine(), b.p.get());
 }
 
-memory operand(const Tensor& t, const memory::desc& have, const memory::desc& want, bool constant,
-               int slot) {
-  if (have == want) return wrap(have, t);
-  if (constant) {
+memory operand(const Tensor* owner, const void* ptr, const memory::desc& have,
+               const memory::desc& want, int slot) {
+  if (have == want) return wrap(have, ptr);
+  if (owner) {
     static PackedCache cache;
-    return cache.get(t, have, want);
+    return cache.get(*owner, ptr, have, want);
   }
   memory out = scratch(want, slot);
-  reorder(wrap(have, t), out);
+  reorder(wrap(have, ptr), out);
   return out;
 }
 

@@ -26,8 +26,11 @@ dnnl::engine& engine();
 // One stream per thread: kernels run concurrently from several sessions' threads.
 dnnl::stream& stream();
 
-// Makes oneDNN (and its GEMM) use `n` threads in the calling thread while the object lives. The
-// Debian build uses OpenMP, whose thread count is a per-thread setting.
+// Makes oneDNN (and its sgemm) use `n` threads in the calling thread while the object lives.
+// The kernels always ask for 1 and spread blocks of work over ferrite's own thread pool: the
+// Debian oneDNN uses OpenMP, whose idle workers spin for milliseconds after every parallel
+// region and would fight the pool's threads for the same cores (at --threads 2 that made runs
+// several times slower). One pool also makes --threads N mean exactly N threads.
 class ThreadScope {
  public:
   explicit ThreadScope(int n);
@@ -38,10 +41,6 @@ class ThreadScope {
  private:
   int prev_;
 };
-
-// The threads a oneDNN call made now would use (part of every primitive key: oneDNN plans its
-// work split for the thread count at creation).
-int current_threads();
 
 // Cache key built from integers and short strings.
 class Key {
@@ -107,23 +106,36 @@ memory::desc strided_desc(const Dims& dims, const Dims& strides);
 // True when input `i` of `node` is a graph constant and `t` is its storage (not a copy).
 bool is_constant_input(const Node& node, size_t i, const Tensor& t);
 
-// Scratch memory of layout `md` in this thread's buffer number `slot` (0..3), reused across
+// Scratch memory of layout `md` in this thread's buffer number `slot` (0..kScratchSlots-1), reused across
 // calls: fresh allocations of activation-sized buffers cost page faults on every run. Valid
 // until the next call with the same slot on this thread.
 memory scratch(const memory::desc& md, int slot);
+inline constexpr int kScratchSlots = 5;
+// The slot for primitives' own scratchpads. Primitives are made with a user-managed scratchpad:
+// oneDNN's default one is shared by all primitives, so concurrent calls from the pool's threads
+// would corrupt each other's.
+inline constexpr int kScratchpadSlot = 4;
 
-// `t` (laid out as `have`) as a oneDNN memory in layout `want`. When `constant` the reordered copy
-// is cached (keyed by the tensor's storage, which the cache keeps alive, so the address cannot be
-// reused by another tensor); otherwise it is reordered into scratch buffer `slot`.
-memory operand(const Tensor& t, const memory::desc& have, const memory::desc& want, bool constant,
-               int slot);
+// Attributes every primitive here is created with (user scratchpad).
+dnnl::primitive_attr base_attr();
+
+// Runs `prim` on this thread's stream with `args` plus a scratchpad of `scratchpad_md` (its
+// primitive descriptor's scratchpad_desc()), and waits.
+void execute(const dnnl::primitive& prim, const memory::desc& scratchpad_md,
+             std::unordered_map<int, memory> args);
+
+// The data at `ptr` (laid out as `have`) as a oneDNN memory in layout `want`. With `owner` (the
+// graph constant `ptr` points into) the reordered copy is cached, keyed by the address; the cache
+// keeps the owner's storage alive, so the address cannot be reused by another tensor. Otherwise
+// the data is reordered into this thread's scratch buffer `slot`.
+memory operand(const Tensor* owner, const void* ptr, const memory::desc& have,
+               const memory::desc& want, int slot);
 
 // Copies `src` into `dst` (same logical dims, any layouts) with a cached reorder primitive.
 void reorder(const memory& src, const memory& dst);
 
-// A memory object over a tensor's data (no copy).
-memory wrap(const memory::desc& md, const Tensor& t);
-memory wrap(const memory::desc& md, Tensor& t);
+// A memory object over existing data (no copy).
+memory wrap(const memory::desc& md, const void* ptr);
 
 // Runs the op table's reference kernel for the node (the fallback for cases the library kernels
 // leave alone after `accepts`, e.g. shapes oneDNN rejects).
