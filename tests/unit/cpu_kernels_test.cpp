@@ -266,6 +266,28 @@ TEST(CpuKernels, AttentionMasksAndCausal) {
           nan_mask);
 }
 
+TEST(CpuKernels, MaxPoolGeometry) {
+  using V = std::vector<int64_t>;
+  const std::vector<std::pair<Dims, std::vector<Attr>>> cases = {
+      {{2, 3, 8, 8}, {{"kernel_shape", V{2, 2}}, {"strides", V{2, 2}}}},
+      {{1, 4, 11, 13}, {{"kernel_shape", V{3, 3}}, {"strides", V{2, 2}}, {"pads", V{1, 1, 1, 1}}}},
+      {{1, 2, 10, 9}, {{"kernel_shape", V{3, 2}}, {"strides", V{2, 3}}, {"ceil_mode", int64_t{1}}}},
+      {{1, 2, 10, 9}, {{"kernel_shape", V{2, 2}}, {"dilations", V{2, 2}}, {"pads", V{0, 1, 2, 1}}}},
+      {{1, 2, 7, 7}, {{"kernel_shape", V{3, 3}}, {"auto_pad", std::string("SAME_UPPER")}}},
+      {{1, 2, 7, 6}, {{"kernel_shape", V{4, 3}}, {"auto_pad", std::string("SAME_LOWER")},
+                      {"strides", V{2, 1}}}},
+      {{1, 1, 3, 3}, {{"kernel_shape", V{3, 3}}, {"pads", V{2, 2, 2, 2}}}},
+  };
+  uint32_t seed = 500;
+  for (const auto& [x, attrs] : cases) check("", "MaxPool", {x}, attrs, seed++);
+  // NaNs: kept when a window's first in-bounds tap, skipped later, as the reference does.
+  auto nans = [](std::vector<Tensor>& ts) {
+    float* p = ts[0].data<float>();
+    for (int64_t i = 0; i < ts[0].numel(); i += 7) p[i] = std::numeric_limits<float>::quiet_NaN();
+  };
+  for (const auto& [x, attrs] : cases) check("", "MaxPool", {x}, attrs, seed++, {}, nans);
+}
+
 TEST(CpuKernels, OtherDtypesDecline) {
   ModelBuilder b(17);
   b.input("a", testing::kOnnxDouble, {3, 4});

@@ -18,6 +18,7 @@ const CpuKernelRegistry& CpuKernelRegistry::global() {
     register_cpu_gemm_kernels(r);
     register_cpu_conv_kernels(r);
     register_cpu_attention_kernels(r);
+    register_cpu_pool_kernels(r);
     return r;
   }();
   return registry;

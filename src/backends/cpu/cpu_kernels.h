@@ -36,5 +36,6 @@ class CpuKernelRegistry {
 void register_cpu_gemm_kernels(CpuKernelRegistry& r);
 void register_cpu_conv_kernels(CpuKernelRegistry& r);
 void register_cpu_attention_kernels(CpuKernelRegistry& r);
+void register_cpu_pool_kernels(CpuKernelRegistry& r);
 
 }  // namespace ferrite
