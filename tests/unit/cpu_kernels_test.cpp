@@ -152,6 +152,31 @@ TEST(CpuKernels, MatMulShapes) {
   }
 }
 
+// Problems big enough to be cut into row or column blocks across the pool's threads.
+TEST(CpuKernels, BlockedGemms) {
+  uint32_t seed = 50;
+  check("", "MatMul", {Dims{2, 130, 64}, Dims{64, 96}}, {}, seed++, {1});      // row blocks
+  check("", "MatMul", {Dims{1, 5, 256}, Dims{256, 1000}}, {}, seed++, {1});    // column blocks
+  check("", "MatMul", {Dims{1, 5, 256}, Dims{256, 1000}}, {}, seed++);         // unpacked B
+  check("", "MatMul", {Dims{3, 70, 40}, Dims{3, 40, 50}}, {}, seed++);         // batched
+  check("", "Gemm", {Dims{7, 300}, Dims{1001, 300}, Dims{1001}}, {{"transB", int64_t{1}}}, seed++,
+        {1, 2});
+  check("", "Gemm", {Dims{300, 7}, Dims{300, 520}, Dims{7, 520}},
+        {{"transA", int64_t{1}}, {"alpha", 2.0f}}, seed++, {1});
+  for (const char* act : {"relu", "gelu"}) {
+    std::vector<Attr> attrs{{"activation", std::string(act)}, {"transB", int64_t{1}}};
+    check("ferrite", "FusedMatMul", {Dims{1, 6, 128}, Dims{700, 128}, Dims{700}, Dims{1, 6, 700}},
+          attrs, seed++, {1, 2});
+    check("ferrite", "FusedMatMul", {Dims{1, 6, 128}, Dims{700, 128}, Dims{700}, Dims{700}}, attrs,
+          seed++, {1, 2});
+    check("ferrite", "FusedMatMul", {Dims{2, 100, 64}, Dims{96, 64}, Dims{96}, Dims{2, 100, 96}},
+          attrs, seed++, {1, 2});
+  }
+  // Pointwise convolutions are GEMMs too: output-channel blocks, spatial blocks.
+  check("", "Conv", {Dims{1, 32, 20, 20}, Dims{200, 32, 1, 1}, Dims{200}}, {}, seed++, {1});
+  check("", "Conv", {Dims{1, 16, 20, 20}, Dims{8, 16, 1, 1}, Dims{8}}, {}, seed++, {1});
+}
+
 TEST(CpuKernels, GemmAttributes) {
   uint32_t seed = 100;
   for (int ta = 0; ta < 2; ++ta)
