@@ -112,35 +112,135 @@ std::shared_ptr<const ConvPlan> make_conv_plan(const ConvSpec& s) {
 
 // Depthwise 2-D convolution (one filter per channel) directly on NCHW planes: oneDNN's depthwise
 // kernels want channel-blocked or NHWC activations, and the reorders around them cost more than
-// the convolution itself. Each plane is copied into a zero-padded buffer, so that every output
-// is a fixed sum of taps with no bounds checks; with the kernel size and stride known at compile
-// time the taps unroll, stay in registers, and the loop over a row's outputs vectorises.
+// the convolution itself. For the common shapes (3x3 or 5x5, stride 1 or 2, no dilation) the
+// kernel size and stride are compile-time constants: the taps unroll and stay in registers, and
+// the loop over a row's interior outputs (window inside the row) vectorises; rows above or below
+// the input read a zero row, and the few border columns test bounds per tap. Other shapes copy
+// each plane into a zero-padded buffer first.
 struct DwGeometry {
   int64_t H, W, OH, OW, KH, KW, sh, sw, dh, dw, pt, pl;
   int64_t PH() const { return (OH - 1) * sh + (KH - 1) * dh + 1; }
   int64_t PW() const { return (OW - 1) * sw + (KW - 1) * dw + 1; }
 };
 
-// K x K taps, stride S, dilation 1, over the padded plane P (row length pw).
+// 16 floats as one vector (one AVX-512 register, two AVX ones, four SSE ones).
+typedef float v16 __attribute__((vector_size(64)));
+
+inline v16 load16(const float* p) {
+  v16 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// p[0], p[S], ..., p[15 * S]; reads nothing past p[15 * S].
+template <int S>
+inline v16 load16_strided(const float* p) {
+  if constexpr (S == 1) {
+    return load16(p);
+  } else {
+    static_assert(S == 2);
+    const v16 a = load16(p), b = load16(p + 15);
+    return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21, 23, 25, 27, 29,
+                                   31);
+  }
+}
+
+// 16 adjacent outputs of one row; r[kh] points at the input column of the block's first output
+// (kw = 0) in input row kh.
+template <int K, int S>
+inline void dw_block16(const float* const* r, const float* w, float bias, float* out) {
+  v16 acc = bias + v16{};
+  for (int kh = 0; kh < K; ++kh)
+    for (int kw = 0; kw < K; ++kw) acc += w[kh * K + kw] * load16_strided<S>(r[kh] + kw);
+  __builtin_memcpy(out, &acc, sizeof acc);
+}
+
 template <int K, int S>
 __attribute__((target_clones("avx512f", "avx2", "default"))) void dw_fixed(
-    const float* __restrict P, int64_t pw, const float* __restrict wt, float bias,
-    float* __restrict out, int64_t OH, int64_t OW) {
+    const float* __restrict in, const float* __restrict wt, float bias, float* __restrict out,
+    const DwGeometry& g, const float* __restrict zeros) {
   float w[K * K];
   for (int t = 0; t < K * K; ++t) w[t] = wt[t];
-  for (int64_t oh = 0; oh < OH; ++oh) {
-    const float* r = P + oh * S * pw;
+  const int64_t W = g.W, pl = g.pl, OW = g.OW;
+  // Interior columns: ow * S - pl >= 0 and ow * S - pl + K <= W.
+  const int64_t ow0 = std::min(OW, (pl + S - 1) / S);
+  const int64_t ow1 = std::max(ow0, std::min(OW, W + pl - K < 0 ? 0 : (W + pl - K) / S + 1));
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const float* r[K];
+    for (int kh = 0; kh < K; ++kh) {
+      const int64_t ih = oh * S - g.pt + kh;
+      r[kh] = ih >= 0 && ih < g.H ? in + ih * W : zeros;
+    }
     float* o = out + oh * OW;
-    for (int64_t ow = 0; ow < OW; ++ow) {
+    auto at = [&](int64_t ow, const float** rb) {
+      for (int kh = 0; kh < K; ++kh) rb[kh] = r[kh] + ow * S - pl;
+    };
+    int64_t ow = ow0;
+    if (ow1 - ow0 >= 16) {
+      const float* rb[K];
+      for (; ow + 16 <= ow1; ow += 16) {
+        at(ow, rb);
+        dw_block16<K, S>(rb, w, bias, o + ow);
+      }
+      if (ow < ow1) {  // last block overlaps the previous one; it rewrites the same values
+        at(ow1 - 16, rb);
+        dw_block16<K, S>(rb, w, bias, o + ow1 - 16);
+      }
+      ow = ow1;
+    }
+    for (; ow < ow1; ++ow) {
       float acc = bias;
       for (int kh = 0; kh < K; ++kh)
-        for (int kw = 0; kw < K; ++kw) acc += w[kh * K + kw] * r[kh * pw + ow * S + kw];
+        for (int kw = 0; kw < K; ++kw) acc += w[kh * K + kw] * r[kh][ow * S + kw - pl];
       o[ow] = acc;
+    }
+    auto border = [&](int64_t ow) {
+      float acc = bias;
+      for (int kh = 0; kh < K; ++kh)
+        for (int kw = 0; kw < K; ++kw) {
+          const int64_t iw = ow * S + kw - pl;
+          if (iw >= 0 && iw < W) acc += w[kh * K + kw] * r[kh][iw];
+        }
+      o[ow] = acc;
+    };
+    for (int64_t c = 0; c < ow0; ++c) border(c);
+    for (int64_t c = ow1; c < OW; ++c) border(c);
+  }
+}
+
+// Narrow planes (fewer than 16 interior outputs per row): every row in 16-wide blocks over a
+// copy of the plane padded with zeros, wide enough for the last block.
+template <int K, int S>
+__attribute__((target_clones("avx512f", "avx2", "default"))) void dw_fixed_padded(
+    const float* __restrict in, const float* __restrict wt, float bias, float* __restrict out,
+    const DwGeometry& g, std::vector<float>& buf) {
+  float w[K * K];
+  for (int t = 0; t < K * K; ++t) w[t] = wt[t];
+  const int64_t blocks = (g.OW + 15) / 16;
+  const int64_t pw = (blocks * 16 - 1) * S + K, ph = (g.OH - 1) * S + K;
+  if (buf.size() < static_cast<size_t>(ph * pw)) buf.resize(static_cast<size_t>(ph * pw));
+  float* P = buf.data();
+  for (int64_t y = 0; y < ph; ++y) {
+    float* row = P + y * pw;
+    std::fill(row, row + pw, 0.0f);
+    const int64_t ih = y - g.pt;
+    if (ih < 0 || ih >= g.H) continue;
+    const int64_t x0 = std::min(pw, g.pl), x1 = std::max(x0, std::min(pw, g.W + g.pl));
+    std::copy(in + ih * g.W, in + ih * g.W + (x1 - x0), row + x0);
+  }
+  float tmp[16];
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* rb[K];
+      for (int kh = 0; kh < K; ++kh) rb[kh] = P + (oh * S + kh) * pw + b * 16 * S;
+      dw_block16<K, S>(rb, w, bias, tmp);
+      const int64_t n = std::min<int64_t>(16, g.OW - b * 16);
+      std::copy(tmp, tmp + n, out + oh * g.OW + b * 16);
     }
   }
 }
 
-// Any kernel size, stride and dilation.
+// Any kernel size, stride and dilation, over the zero-padded plane P (row length pw).
 void dw_generic(const float* P, int64_t pw, const float* wt, float bias, float* out,
                 const DwGeometry& g) {
   for (int64_t oh = 0; oh < g.OH; ++oh) {
@@ -156,13 +256,32 @@ void dw_generic(const float* P, int64_t pw, const float* wt, float bias, float* 
 }
 
 void depthwise_plane(const float* in, const float* wt, float bias, float* out, const DwGeometry& g,
-                     std::vector<float>& pad) {
+                     std::vector<float>& buf) {
+  const bool square = g.dh == 1 && g.dw == 1 && g.KH == g.KW && g.sh == g.sw;
+  if (square && (g.KH == 3 || g.KH == 5) && (g.sh == 1 || g.sh == 2)) {
+    // Only ever holds zeros (the generic path's padded plane is another buffer).
+    thread_local std::vector<float> zero_row;
+    if (zero_row.size() < static_cast<size_t>(g.W)) zero_row.assign(static_cast<size_t>(g.W), 0.0f);
+    const float* zeros = zero_row.data();
+    const int64_t interior = g.W + g.pl - g.KH < 0 ? 0 : (g.W + g.pl - g.KH) / g.sw + 1 -
+                                                         (g.pl + g.sw - 1) / g.sw;
+    if (interior < 16) {
+      if (g.KH == 3 && g.sh == 1) return dw_fixed_padded<3, 1>(in, wt, bias, out, g, buf);
+      if (g.KH == 3 && g.sh == 2) return dw_fixed_padded<3, 2>(in, wt, bias, out, g, buf);
+      if (g.KH == 5 && g.sh == 1) return dw_fixed_padded<5, 1>(in, wt, bias, out, g, buf);
+      return dw_fixed_padded<5, 2>(in, wt, bias, out, g, buf);
+    }
+    if (g.KH == 3 && g.sh == 1) return dw_fixed<3, 1>(in, wt, bias, out, g, zeros);
+    if (g.KH == 3 && g.sh == 2) return dw_fixed<3, 2>(in, wt, bias, out, g, zeros);
+    if (g.KH == 5 && g.sh == 1) return dw_fixed<5, 1>(in, wt, bias, out, g, zeros);
+    return dw_fixed<5, 2>(in, wt, bias, out, g, zeros);
+  }
   const int64_t ph = g.PH(), pw = g.PW();
-  if (pad.size() < static_cast<size_t>(ph * pw)) pad.resize(static_cast<size_t>(ph * pw));
+  if (buf.size() < static_cast<size_t>(ph * pw)) buf.resize(static_cast<size_t>(ph * pw));
   // Input columns that land inside the padded row (the end padding may cut some off).
   const int64_t x0 = std::min(pw, g.pl), x1 = std::max(x0, std::min(pw, g.W + g.pl));
   for (int64_t y = 0; y < ph; ++y) {
-    float* row = pad.data() + y * pw;
+    float* row = buf.data() + y * pw;
     const int64_t ih = y - g.pt;
     if (ih < 0 || ih >= g.H) {
       std::fill(row, row + pw, 0.0f);
@@ -172,12 +291,7 @@ void depthwise_plane(const float* in, const float* wt, float bias, float* out, c
     std::copy(in + ih * g.W, in + ih * g.W + (x1 - x0), row + x0);
     std::fill(row + x1, row + pw, 0.0f);
   }
-  const bool unit_dilation = g.dh == 1 && g.dw == 1 && g.KH == g.KW && g.sh == g.sw;
-  if (unit_dilation && g.KH == 3 && g.sh == 1) return dw_fixed<3, 1>(pad.data(), pw, wt, bias, out, g.OH, g.OW);
-  if (unit_dilation && g.KH == 3 && g.sh == 2) return dw_fixed<3, 2>(pad.data(), pw, wt, bias, out, g.OH, g.OW);
-  if (unit_dilation && g.KH == 5 && g.sh == 1) return dw_fixed<5, 1>(pad.data(), pw, wt, bias, out, g.OH, g.OW);
-  if (unit_dilation && g.KH == 5 && g.sh == 2) return dw_fixed<5, 2>(pad.data(), pw, wt, bias, out, g.OH, g.OW);
-  dw_generic(pad.data(), pw, wt, bias, out, g);
+  dw_generic(buf.data(), pw, wt, bias, out, g);
 }
 
 void depthwise_run(const Tensor& x, const Tensor& w, const Tensor* bias, const Window& win,
@@ -192,11 +306,11 @@ void depthwise_run(const Tensor& x, const Tensor& w, const Tensor* bias, const W
   float* py = y.data<float>();
   const int64_t work = std::max<int64_t>(1, g.OH * g.OW * g.KH * g.KW);
   pool.parallel_for(planes, std::max<int64_t>(1, 32768 / work), [&](int64_t p0, int64_t p1) {
-    thread_local std::vector<float> pad;
+    thread_local std::vector<float> buf;
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t c = p % C;
       depthwise_plane(px + p * g.H * g.W, pw + c * g.KH * g.KW, pb ? pb[c] : 0.0f,
-                      py + p * g.OH * g.OW, g, pad);
+                      py + p * g.OH * g.OW, g, buf);
     }
   });
 }
