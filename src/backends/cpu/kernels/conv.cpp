@@ -126,32 +126,29 @@ struct DwGeometry {
 // 16 floats as one vector (one AVX-512 register, two AVX ones, four SSE ones).
 typedef float v16 __attribute__((vector_size(64)));
 
-inline v16 load16(const float* p) {
-  v16 v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-
-// p[0], p[S], ..., p[15 * S]; reads nothing past p[15 * S].
-template <int S>
-inline v16 load16_strided(const float* p) {
-  if constexpr (S == 1) {
-    return load16(p);
-  } else {
-    static_assert(S == 2);
-    const v16 a = load16(p), b = load16(p + 15);
-    return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21, 23, 25, 27, 29,
-                                   31);
-  }
-}
-
 // 16 adjacent outputs of one row; r[kh] points at the input column of the block's first output
-// (kw = 0) in input row kh.
+// (kw = 0) in input row kh. Vectors stay local (never passed or returned), so the functions'
+// ABI does not depend on the vector extensions of each target clone.
 template <int K, int S>
 inline void dw_block16(const float* const* r, const float* w, float bias, float* out) {
+  static_assert(S == 1 || S == 2);
   v16 acc = bias + v16{};
   for (int kh = 0; kh < K; ++kh)
-    for (int kw = 0; kw < K; ++kw) acc += w[kh * K + kw] * load16_strided<S>(r[kh] + kw);
+    for (int kw = 0; kw < K; ++kw) {
+      const float* p = r[kh] + kw;
+      v16 x;
+      if constexpr (S == 1) {
+        __builtin_memcpy(&x, p, sizeof x);
+      } else {
+        // p[0], p[2], ..., p[30]: two loads, reading nothing past p[30].
+        v16 lo, hi;
+        __builtin_memcpy(&lo, p, sizeof lo);
+        __builtin_memcpy(&hi, p + 15, sizeof hi);
+        x = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21, 23, 25, 27, 29,
+                                    31);
+      }
+      acc += w[kh * K + kw] * x;
+    }
   __builtin_memcpy(out, &acc, sizeof acc);
 }
 
