@@ -1,13 +1,14 @@
 // The cpu device's library kernels (oneDNN GEMM/convolution, own depthwise and attention) against
 // the op table's reference kernels on random shapes and attribute combinations, on one and on
 // several threads, with graph-constant weights (the packed-weights path) and without.
+#include "backends/cpu/cpu_kernels.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <random>
 
-#include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/kernels/kernel_stats.h"
 #include "backends/cpu/thread_pool.h"
 #include "test_util.h"
@@ -140,11 +141,17 @@ void check(const std::string& domain, const std::string& op,
 using Dims = std::vector<int64_t>;
 
 TEST(CpuKernels, MatMulShapes) {
-  const std::vector<std::pair<Dims, Dims>> cases = {
-      {{3, 4}, {4, 5}},          {{2, 3, 4}, {4, 5}},       {{2, 1, 3, 4}, {5, 4, 6}},
-      {{4}, {4, 5}},             {{2, 3, 4}, {4}},          {{1, 3, 4}, {2, 4, 5}},
-      {{2, 3, 7, 9}, {3, 9, 2}}, {{5}, {5}},                {{1, 1, 17, 33}, {1, 33, 65}},
-      {{3, 1, 2}, {3, 2, 1}},    {{2, 2, 3, 4}, {1, 2, 4, 5}}};
+  const std::vector<std::pair<Dims, Dims>> cases = {{{3, 4}, {4, 5}},
+                                                    {{2, 3, 4}, {4, 5}},
+                                                    {{2, 1, 3, 4}, {5, 4, 6}},
+                                                    {{4}, {4, 5}},
+                                                    {{2, 3, 4}, {4}},
+                                                    {{1, 3, 4}, {2, 4, 5}},
+                                                    {{2, 3, 7, 9}, {3, 9, 2}},
+                                                    {{5}, {5}},
+                                                    {{1, 1, 17, 33}, {1, 33, 65}},
+                                                    {{3, 1, 2}, {3, 2, 1}},
+                                                    {{2, 2, 3, 4}, {1, 2, 4, 5}}};
   uint32_t seed = 1;
   for (const auto& [a, b] : cases) {
     check("", "MatMul", {a, b}, {}, seed++);
@@ -155,10 +162,10 @@ TEST(CpuKernels, MatMulShapes) {
 // Problems big enough to be cut into row or column blocks across the pool's threads.
 TEST(CpuKernels, BlockedGemms) {
   uint32_t seed = 50;
-  check("", "MatMul", {Dims{2, 130, 64}, Dims{64, 96}}, {}, seed++, {1});      // row blocks
-  check("", "MatMul", {Dims{1, 5, 256}, Dims{256, 1000}}, {}, seed++, {1});    // column blocks
-  check("", "MatMul", {Dims{1, 5, 256}, Dims{256, 1000}}, {}, seed++);         // unpacked B
-  check("", "MatMul", {Dims{3, 70, 40}, Dims{3, 40, 50}}, {}, seed++);         // batched
+  check("", "MatMul", {Dims{2, 130, 64}, Dims{64, 96}}, {}, seed++, {1});    // row blocks
+  check("", "MatMul", {Dims{1, 5, 256}, Dims{256, 1000}}, {}, seed++, {1});  // column blocks
+  check("", "MatMul", {Dims{1, 5, 256}, Dims{256, 1000}}, {}, seed++);       // unpacked B
+  check("", "MatMul", {Dims{3, 70, 40}, Dims{3, 40, 50}}, {}, seed++);       // batched
   check("", "Gemm", {Dims{7, 300}, Dims{1001, 300}, Dims{1001}}, {{"transB", int64_t{1}}}, seed++,
         {1, 2});
   check("", "Gemm", {Dims{300, 7}, Dims{300, 520}, Dims{7, 520}},
@@ -230,25 +237,37 @@ TEST(CpuKernels, ConvGeometry) {
       {{2, 4, 11, 12}, {6, 2, 3, 3}, true, {{"group", int64_t{2}}, {"pads", V{1, 0, 2, 1}}}},
       {{1, 8, 9, 9}, {8, 2, 3, 2}, false, {{"group", int64_t{4}}, {"strides", V{2, 1}}}},
       {{2, 6, 13, 11}, {6, 1, 3, 3}, true, {{"group", int64_t{6}}, {"pads", V{1, 1, 1, 1}}}},
-      {{1, 5, 14, 15}, {5, 1, 3, 3}, true,
+      {{1, 5, 14, 15},
+       {5, 1, 3, 3},
+       true,
        {{"group", int64_t{5}}, {"pads", V{1, 1, 1, 1}}, {"strides", V{2, 2}}}},
-      {{1, 4, 12, 12}, {4, 1, 5, 5}, false,
+      {{1, 4, 12, 12},
+       {4, 1, 5, 5},
+       false,
        {{"group", int64_t{4}}, {"pads", V{2, 2, 2, 2}}, {"strides", V{2, 2}}}},
-      {{1, 3, 12, 10}, {3, 1, 3, 3}, true,
+      {{1, 3, 12, 10},
+       {3, 1, 3, 3},
+       true,
        {{"group", int64_t{3}}, {"dilations", V{2, 3}}, {"pads", V{2, 0, 1, 3}}}},
       {{1, 3, 12, 10}, {3, 1, 2, 4}, true, {{"group", int64_t{3}}, {"strides", V{3, 1}}}},
       {{1, 4, 9, 9}, {8, 1, 3, 3}, true, {{"group", int64_t{4}}}},  // channel multiplier 2
       {{2, 3, 15, 16}, {5, 3, 3, 3}, true, {{"dilations", V{2, 2}}, {"pads", V{2, 2, 2, 2}}}},
-      {{1, 3, 10, 9}, {4, 3, 3, 2}, true, {{"auto_pad", std::string("SAME_UPPER")},
-                                           {"strides", V{2, 2}}}},
+      {{1, 3, 10, 9},
+       {4, 3, 3, 2},
+       true,
+       {{"auto_pad", std::string("SAME_UPPER")}, {"strides", V{2, 2}}}},
       {{1, 3, 10, 9}, {4, 3, 4, 3}, false, {{"auto_pad", std::string("SAME_LOWER")}}},
-      {{1, 3, 10, 9}, {3, 1, 4, 3}, true, {{"auto_pad", std::string("SAME_LOWER")},
-                                           {"group", int64_t{3}}, {"strides", V{2, 3}}}},
-      {{1, 3, 10, 9}, {4, 3, 3, 3}, true, {{"auto_pad", std::string("VALID")},
-                                           {"strides", V{2, 2}}}},
+      {{1, 3, 10, 9},
+       {3, 1, 4, 3},
+       true,
+       {{"auto_pad", std::string("SAME_LOWER")}, {"group", int64_t{3}}, {"strides", V{2, 3}}}},
+      {{1, 3, 10, 9},
+       {4, 3, 3, 3},
+       true,
+       {{"auto_pad", std::string("VALID")}, {"strides", V{2, 2}}}},
       {{1, 3, 8, 8}, {4, 3, 7, 7}, true, {{"pads", V{3, 3, 3, 3}}, {"strides", V{2, 2}}}},
       {{2, 16, 10, 10}, {32, 16, 3, 3}, true, {{"pads", V{1, 1, 1, 1}}}},
-      {{2, 3, 17}, {4, 3, 3}, true, {{"pads", V{1, 2}}}},                  // 1-D
+      {{2, 3, 17}, {4, 3, 3}, true, {{"pads", V{1, 2}}}},                   // 1-D
       {{1, 2, 5, 6, 7}, {3, 2, 2, 3, 2}, true, {{"strides", V{1, 2, 1}}}},  // 3-D
   };
   uint32_t seed = 300;
@@ -266,7 +285,8 @@ TEST(CpuKernels, AttentionMasksAndCausal) {
   check("ferrite", "Attention", {q, k, v}, {}, seed++);
   check("ferrite", "Attention", {q, k, v}, {{"causal", int64_t{1}}}, seed++);
   check("ferrite", "Attention", {q, k, v}, {{"scale", 0.3f}, {"causal", int64_t{1}}}, seed++);
-  for (const Dims& m : std::vector<Dims>{{2, 1, 1, 7}, {2, 1, 5, 7}, {5, 7}, {7}, {1}, {2, 3, 5, 1}})
+  for (const Dims& m :
+       std::vector<Dims>{{2, 1, 1, 7}, {2, 1, 5, 7}, {5, 7}, {7}, {1}, {2, 3, 5, 1}})
     check("ferrite", "Attention", {q, k, v, m}, {}, seed++);
   // Broadcast batch dims and longer sequences (several row blocks per head).
   check("ferrite", "Attention", {Dims{1, 4, 70, 16}, Dims{1, 1, 70, 16}, Dims{1, 1, 70, 16}},
@@ -277,7 +297,7 @@ TEST(CpuKernels, AttentionMasksAndCausal) {
     float* m = ts[3].data<float>();
     const float inf = std::numeric_limits<float>::infinity();
     for (int64_t t = 0; t < 7; ++t) m[0 * 7 + t] = -inf;  // batch 0: every key masked
-    m[7 + 2] = -inf;                                     // batch 1: one key masked
+    m[7 + 2] = -inf;                                      // batch 1: one key masked
   };
   for (int64_t ntz : {0, 1})
     check("ferrite", "Attention", {q, k, v, Dims{2, 1, 1, 7}}, {{"nan_to_zero", ntz}}, seed++, {},
@@ -299,8 +319,8 @@ TEST(CpuKernels, MaxPoolGeometry) {
       {{1, 2, 10, 9}, {{"kernel_shape", V{3, 2}}, {"strides", V{2, 3}}, {"ceil_mode", int64_t{1}}}},
       {{1, 2, 10, 9}, {{"kernel_shape", V{2, 2}}, {"dilations", V{2, 2}}, {"pads", V{0, 1, 2, 1}}}},
       {{1, 2, 7, 7}, {{"kernel_shape", V{3, 3}}, {"auto_pad", std::string("SAME_UPPER")}}},
-      {{1, 2, 7, 6}, {{"kernel_shape", V{4, 3}}, {"auto_pad", std::string("SAME_LOWER")},
-                      {"strides", V{2, 1}}}},
+      {{1, 2, 7, 6},
+       {{"kernel_shape", V{4, 3}}, {"auto_pad", std::string("SAME_LOWER")}, {"strides", V{2, 1}}}},
       {{1, 1, 3, 3}, {{"kernel_shape", V{3, 3}}, {"pads", V{2, 2, 2, 2}}}},
   };
   uint32_t seed = 500;

@@ -65,8 +65,7 @@ std::shared_ptr<const ConvPlan> make_conv_plan(const ConvSpec& s) {
   if (s.bias) plan->bias = plain_desc({s.dst[1]});
   const auto any = memory::format_tag::any;
   const auto f32 = memory::data_type::f32;
-  const memory::desc wei =
-      s.weights_constant ? memory::desc(s.wei, f32, any) : plan->wei_plain;
+  const memory::desc wei = s.weights_constant ? memory::desc(s.wei, f32, any) : plan->wei_plain;
   // First choice: NCHW input, which oneDNN's direct JIT kernels read for few input channels
   // (the first layer of CNNs) and which saves the input reorder. Taken only when oneDNN runs it
   // with such a kernel, not its im2col GEMM; else its preferred layout for both.
@@ -76,8 +75,8 @@ std::shared_ptr<const ConvPlan> make_conv_plan(const ConvSpec& s) {
     try {
       dnnl::convolution_forward::desc d(
           dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd,
-          memory::desc(s.src, f32, any), wei, plan->bias, memory::desc(s.dst, f32, any),
-          s.strides, s.dilates, s.pad_l, s.pad_r);
+          memory::desc(s.src, f32, any), wei, plan->bias, memory::desc(s.dst, f32, any), s.strides,
+          s.dilates, s.pad_l, s.pad_r);
       dnnl::convolution_forward::primitive_desc pd(d, base_attr(), engine());
       plan->src_want = pd.src_desc();
       plan->wei_want = pd.weights_desc();
@@ -96,8 +95,7 @@ std::shared_ptr<const ConvPlan> make_conv_plan(const ConvSpec& s) {
           memory::desc(s.dst, f32, any), s.strides, s.dilates, s.pad_l, s.pad_r);
       dnnl::convolution_forward::primitive_desc pd(d, base_attr(), engine());
       const std::string impl = pd.impl_info_str();
-      if (is_reference_impl(pd) || (plain_src && impl.find("gemm") != std::string::npos))
-        continue;
+      if (is_reference_impl(pd) || (plain_src && impl.find("gemm") != std::string::npos)) continue;
       plan->src_want = pd.src_desc();
       plan->wei_want = pd.weights_desc();
       plan->dst_want = pd.dst_desc();
@@ -260,8 +258,8 @@ void depthwise_plane(const float* in, const float* wt, float bias, float* out, c
     thread_local std::vector<float> zero_row;
     if (zero_row.size() < static_cast<size_t>(g.W)) zero_row.assign(static_cast<size_t>(g.W), 0.0f);
     const float* zeros = zero_row.data();
-    const int64_t interior = g.W + g.pl - g.KH < 0 ? 0 : (g.W + g.pl - g.KH) / g.sw + 1 -
-                                                         (g.pl + g.sw - 1) / g.sw;
+    const int64_t interior =
+        g.W + g.pl - g.KH < 0 ? 0 : (g.W + g.pl - g.KH) / g.sw + 1 - (g.pl + g.sw - 1) / g.sw;
     if (interior < 16) {
       if (g.KH == 3 && g.sh == 1) return dw_fixed_padded<3, 1>(in, wt, bias, out, g, buf);
       if (g.KH == 3 && g.sh == 2) return dw_fixed_padded<3, 2>(in, wt, bias, out, g, buf);
@@ -293,8 +291,8 @@ void depthwise_plane(const float* in, const float* wt, float bias, float* out, c
 
 void depthwise_run(const Tensor& x, const Tensor& w, const Tensor* bias, const Window& win,
                    const std::vector<int64_t>& out, Tensor& y, ThreadPool& pool) {
-  DwGeometry g{x.dim(2),          x.dim(3),          out[2],       out[3],
-               w.dim(2),          w.dim(3),          win.strides[0], win.strides[1],
+  DwGeometry g{x.dim(2),         x.dim(3),         out[2],           out[3],
+               w.dim(2),         w.dim(3),         win.strides[0],   win.strides[1],
                win.dilations[0], win.dilations[1], win.pad_begin(0), win.pad_begin(1)};
   const int64_t C = x.dim(1), planes = x.dim(0) * C;
   const float* px = x.data<float>();
@@ -317,8 +315,7 @@ bool conv_accepts(const Node& node) {
     if (node.input(i) && !input_is_f32(node, i)) return false;
   const Value* x = node.input(0);
   // 1-D to 3-D convolutions (oneDNN's range); unknown rank is decided at run time.
-  return !x->type.shape.rank_known() ||
-         (x->type.shape.rank() >= 3 && x->type.shape.rank() <= 5);
+  return !x->type.shape.rank_known() || (x->type.shape.rank() >= 3 && x->type.shape.rank() <= 5);
 }
 
 // A unit of work: images [n0, n1) and output rows (first spatial dim) [o0, o1).
@@ -329,9 +326,9 @@ struct ConvTask {
 };
 
 // Plans every task, or returns false when oneDNN rejects one of the shapes.
-bool plan_tasks(const Tensor& x, const Tensor& w, const Window& win, const std::vector<int64_t>& out,
-                int64_t group, bool bias, bool weights_constant, int64_t images_per_task,
-                int64_t bands, std::vector<ConvTask>& tasks,
+bool plan_tasks(const Tensor& x, const Tensor& w, const Window& win,
+                const std::vector<int64_t>& out, int64_t group, bool bias, bool weights_constant,
+                int64_t images_per_task, int64_t bands, std::vector<ConvTask>& tasks,
                 std::vector<std::shared_ptr<const ConvPlan>>& keep) {
   const size_t nsp = x.rank() - 2;
   const int64_t N = x.dim(0), H = x.dim(2), OH = out[2];
@@ -424,8 +421,8 @@ Status conv_run(KernelContext& ctx, ThreadPool& pool) {
   // Pointwise: y[n] = W [M, C] @ x[n] [C, spatial] + bias per row.
   bool pointwise = group == 1;
   for (size_t d = 0; d < nsp; ++d)
-    pointwise = pointwise && kernel[d] == 1 && win->strides[d] == 1 &&
-                win->pad_begin(d) == 0 && win->pad_end(d) == 0;
+    pointwise = pointwise && kernel[d] == 1 && win->strides[d] == 1 && win->pad_begin(d) == 0 &&
+                win->pad_end(d) == 0;
   if (pointwise) {
     GemmProblem p;
     p.M = m;
@@ -457,8 +454,8 @@ Status conv_run(KernelContext& ctx, ThreadPool& pool) {
   }
   std::vector<ConvTask> tasks;
   std::vector<std::shared_ptr<const ConvPlan>> keep;
-  if (!plan_tasks(x, w, *win, out, group, bias != nullptr, weights_constant, per_task, bands,
-                  tasks, keep) &&
+  if (!plan_tasks(x, w, *win, out, group, bias != nullptr, weights_constant, per_task, bands, tasks,
+                  keep) &&
       !plan_tasks(x, w, *win, out, group, bias != nullptr, weights_constant, n, 1, tasks, keep))
     return run_reference(ctx);
   // Constant weights reordered once (cached), before the threads need them.
@@ -477,8 +474,8 @@ Status conv_run(KernelContext& ctx, ThreadPool& pool) {
       const ConvPlan& plan = *t.plan;
       memory src = operand(nullptr, px + t.n0 * x_image + t.in_row0 * x_row, plan.src_view,
                            plan.src_want, 0);
-      memory wei = weights_constant ? wmem[ti]
-                                    : operand(nullptr, w.raw(), plan.wei_plain, plan.wei_want, 1);
+      memory wei =
+          weights_constant ? wmem[ti] : operand(nullptr, w.raw(), plan.wei_plain, plan.wei_want, 1);
       float* yv = py + t.n0 * y_image + t.o0 * y_row;
       const bool direct = plan.dst_want == plan.dst_view;
       memory dst = direct ? wrap(plan.dst_view, yv) : scratch(plan.dst_want, 2);
@@ -494,6 +491,8 @@ Status conv_run(KernelContext& ctx, ThreadPool& pool) {
 
 }  // namespace
 
-void register_cpu_conv_kernels(CpuKernelRegistry& r) { r.add("", "Conv", {conv_accepts, conv_run}); }
+void register_cpu_conv_kernels(CpuKernelRegistry& r) {
+  r.add("", "Conv", {conv_accepts, conv_run});
+}
 
 }  // namespace ferrite

@@ -162,7 +162,7 @@ bool run_gemm(const GemmProblem& p, ThreadPool& pool) {
       mparts = splits;
   }
   const bool packed = p.b_constant != nullptr;
-  BlockSpec base{0, 0, p.K, p.a_rs, p.a_cs, p.b_rs, p.b_cs, packed, p.col_bias != nullptr,
+  BlockSpec base{0,     0, p.K,    p.a_rs, p.a_cs, p.b_rs, p.b_cs, packed, p.col_bias != nullptr,
                  p.act, 0, p.scale};
   // A residual is fused only when blocks write straight into y (full rows).
   if (p.res && nparts == 1) base.res = p.res_full ? 1 : 2;
@@ -214,8 +214,8 @@ bool run_gemm(const GemmProblem& p, ThreadPool& pool) {
            packed ? bmem[mj * nparts + nj] : wrap(plan.b_have, p.b + p.b_off[i] + n0 * p.b_cs)},
           {DNNL_ARG_DST, dst}};
       if (p.col_bias) args.emplace(DNNL_ARG_BIAS, wrap(plan.bias, p.col_bias + n0));
-      const float* res_block = p.res ? (p.res_full ? p.res + i * p.M * p.N + m0 * p.N : p.res)
-                                     : nullptr;
+      const float* res_block =
+          p.res ? (p.res_full ? p.res + i * p.M * p.N + m0 * p.N : p.res) : nullptr;
       if (plan.res_fused)
         args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(plan.res_arg) | DNNL_ARG_SRC_1,
                      wrap(plan.res, res_block));
@@ -315,8 +315,8 @@ void add_broadcast(float* y, const float* r, const std::vector<int64_t>& out,
 // (stored [.., N, K] when `tb`); returns the output dims [batch.., M, N]. A B without batch
 // dims folds A's batch into M, so "activations x weight matrix" is one 2-D GEMM.
 std::vector<int64_t> plan_matmul(const Tensor& a, const std::vector<int64_t>& ad, const Tensor& b,
-                                 const std::vector<int64_t>& bd,
-                                 const std::vector<int64_t>& batch, bool tb, GemmProblem& p) {
+                                 const std::vector<int64_t>& bd, const std::vector<int64_t>& batch,
+                                 bool tb, GemmProblem& p) {
   const int64_t M = ad[ad.size() - 2], K = ad.back();
   const int64_t N = tb ? bd[bd.size() - 2] : bd.back();
   std::vector<int64_t> out = batch;
@@ -351,7 +351,9 @@ std::vector<int64_t> plan_matmul(const Tensor& a, const std::vector<int64_t>& ad
 
 // ---- MatMul -------------------------------------------------------------------------------
 
-bool matmul_accepts(const Node& node) { return input_is_f32(node, 0) && input_is_f32(node, 1); }
+bool matmul_accepts(const Node& node) {
+  return input_is_f32(node, 0) && input_is_f32(node, 1);
+}
 
 Status matmul_run(KernelContext& ctx, ThreadPool& pool) {
   const Tensor& a = ctx.input(0);

@@ -1,10 +1,9 @@
 #include "backends/cpu/kernels/onednn_common.h"
 
-#include <atomic>
-
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -43,7 +42,8 @@ bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
 
 memory::desc plain_desc(const Dims& dims) {
   Dims strides(dims.size(), 1);
-  for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * std::max<int64_t>(dims[i], 1);
+  for (size_t i = dims.size(); i-- > 1;)
+    strides[i - 1] = strides[i] * std::max<int64_t>(dims[i], 1);
   return memory::desc(dims, memory::data_type::f32, strides);
 }
 
@@ -83,7 +83,8 @@ void reorder(const memory& src, const memory& dst) {
   std::string key = desc_bytes(have) + desc_bytes(want);
   auto r = reorder_cache().get(key, [&] {
     dnnl::reorder::primitive_desc pd(engine(), have, engine(), want, base_attr());
-    return std::make_shared<const ReorderPlan>(ReorderPlan{dnnl::reorder(pd), pd.scratchpad_desc()});
+    return std::make_shared<const ReorderPlan>(
+        ReorderPlan{dnnl::reorder(pd), pd.scratchpad_desc()});
   });
   execute(r->prim, r->scratchpad, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
 }
@@ -102,8 +103,8 @@ class PackedCache {
  public:
   memory get(const Tensor& owner, const void* ptr, const memory::desc& have,
              const memory::desc& want) {
-    std::string key = std::to_string(reinterpret_cast<uintptr_t>(ptr)) + ":" +
-                      desc_bytes(have) + desc_bytes(want);
+    std::string key = std::to_string(reinterpret_cast<uintptr_t>(ptr)) + ":" + desc_bytes(have) +
+                      desc_bytes(want);
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = map_.find(key);
@@ -192,5 +193,7 @@ bool input_is_f32(const Node& node, size_t i) {
 }  // namespace ferrite::onednn
 
 namespace ferrite {
-int64_t cpu_library_fallbacks() { return onednn::g_fallbacks.load(std::memory_order_relaxed); }
+int64_t cpu_library_fallbacks() {
+  return onednn::g_fallbacks.load(std::memory_order_relaxed);
+}
 }  // namespace ferrite

@@ -4,14 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <dnnl.hpp>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
-
-#include <dnnl.hpp>
 
 #include "ir/graph.h"
 #include "ir/tensor.h"
@@ -106,8 +105,8 @@ memory::desc strided_desc(const Dims& dims, const Dims& strides);
 // True when input `i` of `node` is a graph constant and `t` is its storage (not a copy).
 bool is_constant_input(const Node& node, size_t i, const Tensor& t);
 
-// Scratch memory of layout `md` in this thread's buffer number `slot` (0..kScratchSlots-1), reused across
-// calls: fresh allocations of activation-sized buffers cost page faults on every run. Valid
+// Scratch memory of layout `md` in this thread's buffer number `slot` (0..kScratchSlots-1), reused
+// across calls: fresh allocations of activation-sized buffers cost page faults on every run. Valid
 // until the next call with the same slot on this thread.
 memory scratch(const memory::desc& md, int slot);
 inline constexpr int kScratchSlots = 5;

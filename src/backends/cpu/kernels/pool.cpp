@@ -97,20 +97,27 @@ Status max_pool_run(KernelContext& ctx, ThreadPool& pool) {
   if (!out) return onednn::run_reference(ctx);
   const int64_t storage_order = node.attr_int("storage_order", 0);
   if (storage_order != 0 && storage_order != 1) return onednn::run_reference(ctx);
-  FERRITE_ASSIGN_OR_RETURN(Tensor * y,
-                           ctx.allocate_output(0, DType::kF32, {x.dim(0), x.dim(1), (*out)[0],
-                                                                (*out)[1]}));
-  PoolGeometry g{in[0],           in[1],           (*out)[0],        (*out)[1],
-                 kernel[0],       kernel[1],       win->strides[0],  win->strides[1],
-                 win->dilations[0], win->dilations[1], win->pad_begin(0), win->pad_begin(1)};
+  FERRITE_ASSIGN_OR_RETURN(
+      Tensor * y, ctx.allocate_output(0, DType::kF32, {x.dim(0), x.dim(1), (*out)[0], (*out)[1]}));
+  PoolGeometry g{in[0],
+                 in[1],
+                 (*out)[0],
+                 (*out)[1],
+                 kernel[0],
+                 kernel[1],
+                 win->strides[0],
+                 win->strides[1],
+                 win->dilations[0],
+                 win->dilations[1],
+                 win->pad_begin(0),
+                 win->pad_begin(1)};
   const int64_t planes = x.dim(0) * x.dim(1);
   if (planes == 0 || g.OH == 0 || g.OW == 0) return Status::ok();
   const float* px = x.data<float>();
   float* py = y->data<float>();
   const int64_t work = std::max<int64_t>(1, g.OH * g.OW * g.KH * g.KW);
   pool.parallel_for(planes, std::max<int64_t>(1, 32768 / work), [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p)
-      max_pool_plane(px + p * g.H * g.W, py + p * g.OH * g.OW, g);
+    for (int64_t p = p0; p < p1; ++p) max_pool_plane(px + p * g.H * g.W, py + p * g.OH * g.OW, g);
   });
   return Status::ok();
 }
