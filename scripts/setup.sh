@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(cmake ninja-build g++ libprotobuf-dev protobuf-compiler libonnx-dev libgtest-dev
-              python3-venv)
+              libdnnl-dev python3-venv)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -16,6 +16,9 @@ const CpuKernelRegistry& CpuKernelRegistry::global() {
   static const CpuKernelRegistry registry = [] {
     CpuKernelRegistry r;
     register_cpu_gemm_kernels(r);
+    register_cpu_conv_kernels(r);
+    register_cpu_attention_kernels(r);
+    register_cpu_pool_kernels(r);
     return r;
   }();
   return registry;

@@ -34,5 +34,8 @@ class CpuKernelRegistry {
 
 // One registration function per kernel file under src/backends/cpu/kernels/.
 void register_cpu_gemm_kernels(CpuKernelRegistry& r);
+void register_cpu_conv_kernels(CpuKernelRegistry& r);
+void register_cpu_attention_kernels(CpuKernelRegistry& r);
+void register_cpu_pool_kernels(CpuKernelRegistry& r);
 
 }  // namespace ferrite

@@ -1,0 +1,131 @@
+// MaxPool library kernel for the cpu device: 2-D, f32, without the Indices output, on NCHW
+// planes spread over the thread pool. Results equal the reference kernel's bit for bit, NaNs
+// included: each output is the first in-bounds tap (row-major tap order) replaced by every later
+// tap that compares greater. Interior outputs (window inside the input) run that as a
+// vectorisable select per tap; the thin border runs the same rule tap by tap.
+#include <algorithm>
+#include <limits>
+
+#include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/kernels/onednn_common.h"
+#include "ops/conv_util.h"
+
+namespace ferrite {
+
+namespace {
+
+struct PoolGeometry {
+  int64_t H, W, OH, OW, KH, KW, sh, sw, dh, dw, pt, pl;
+};
+
+// Outputs o whose window [o*s - p, o*s - p + extent) lies inside [0, n).
+std::pair<int64_t, int64_t> interior(int64_t n, int64_t out, int64_t s, int64_t p, int64_t ext) {
+  const int64_t lo = (p + s - 1) / s;
+  const int64_t hi = n + p - ext < 0 ? 0 : (n + p - ext) / s + 1;
+  return {std::min(lo, out), std::max(std::min(lo, out), std::min(hi, out))};
+}
+
+float border_max(const float* in, const PoolGeometry& g, int64_t oh, int64_t ow) {
+  float best = std::numeric_limits<float>::lowest();
+  bool seen = false;
+  for (int64_t kh = 0; kh < g.KH; ++kh) {
+    const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
+    if (ih < 0 || ih >= g.H) continue;
+    for (int64_t kw = 0; kw < g.KW; ++kw) {
+      const int64_t iw = ow * g.sw - g.pl + kw * g.dw;
+      if (iw < 0 || iw >= g.W) continue;
+      const float v = in[ih * g.W + iw];
+      if (!seen || v > best) best = v;
+      seen = true;
+    }
+  }
+  return best;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void max_pool_plane(
+    const float* __restrict in, float* __restrict out, const PoolGeometry& g) {
+  const auto [oh0, oh1] = interior(g.H, g.OH, g.sh, g.pt, (g.KH - 1) * g.dh + 1);
+  const auto [ow0, ow1] = interior(g.W, g.OW, g.sw, g.pl, (g.KW - 1) * g.dw + 1);
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    float* orow = out + oh * g.OW;
+    if (oh < oh0 || oh >= oh1) {
+      for (int64_t ow = 0; ow < g.OW; ++ow) orow[ow] = border_max(in, g, oh, ow);
+      continue;
+    }
+    for (int64_t ow = 0; ow < ow0; ++ow) orow[ow] = border_max(in, g, oh, ow);
+    for (int64_t ow = ow1; ow < g.OW; ++ow) orow[ow] = border_max(in, g, oh, ow);
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+      const float* irow = in + (oh * g.sh - g.pt + kh * g.dh) * g.W;
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const int64_t off = kw * g.dw - g.pl;  // input column of output ow: ow * sw + off
+        if (kh == 0 && kw == 0) {
+          for (int64_t ow = ow0; ow < ow1; ++ow) orow[ow] = irow[ow * g.sw + off];
+        } else if (g.sw == 2) {
+          for (int64_t ow = ow0; ow < ow1; ++ow) {
+            const float v = irow[2 * ow + off];
+            orow[ow] = v > orow[ow] ? v : orow[ow];
+          }
+        } else {
+          for (int64_t ow = ow0; ow < ow1; ++ow) {
+            const float v = irow[ow * g.sw + off];
+            orow[ow] = v > orow[ow] ? v : orow[ow];
+          }
+        }
+      }
+    }
+  }
+}
+
+bool max_pool_accepts(const Node& node) {
+  if (!onednn::input_is_f32(node, 0)) return false;
+  if (node.outputs.size() > 1 && node.output(1)) return false;  // Indices: the reference
+  const Value* x = node.input(0);
+  return !x->type.shape.rank_known() || x->type.shape.rank() == 4;
+}
+
+Status max_pool_run(KernelContext& ctx, ThreadPool& pool) {
+  const Tensor& x = ctx.input(0);
+  const Node& node = ctx.node();
+  if (x.dtype() != DType::kF32 || x.rank() != 4 || (ctx.num_outputs() > 1 && ctx.has_output(1)))
+    return onednn::run_reference(ctx);
+  const std::vector<int64_t> kernel = node.attr_ints("kernel_shape");
+  if (kernel.size() != 2) return onednn::run_reference(ctx);
+  auto win = read_window(node, kernel);
+  if (!win) return onednn::run_reference(ctx);
+  const std::vector<int64_t> in{x.dim(2), x.dim(3)};
+  auto out = resolve_window(node, *win, in);
+  if (!out) return onednn::run_reference(ctx);
+  const int64_t storage_order = node.attr_int("storage_order", 0);
+  if (storage_order != 0 && storage_order != 1) return onednn::run_reference(ctx);
+  FERRITE_ASSIGN_OR_RETURN(
+      Tensor * y, ctx.allocate_output(0, DType::kF32, {x.dim(0), x.dim(1), (*out)[0], (*out)[1]}));
+  PoolGeometry g{in[0],
+                 in[1],
+                 (*out)[0],
+                 (*out)[1],
+                 kernel[0],
+                 kernel[1],
+                 win->strides[0],
+                 win->strides[1],
+                 win->dilations[0],
+                 win->dilations[1],
+                 win->pad_begin(0),
+                 win->pad_begin(1)};
+  const int64_t planes = x.dim(0) * x.dim(1);
+  if (planes == 0 || g.OH == 0 || g.OW == 0) return Status::ok();
+  const float* px = x.data<float>();
+  float* py = y->data<float>();
+  const int64_t work = std::max<int64_t>(1, g.OH * g.OW * g.KH * g.KW);
+  pool.parallel_for(planes, std::max<int64_t>(1, 32768 / work), [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) max_pool_plane(px + p * g.H * g.W, py + p * g.OH * g.OW, g);
+  });
+  return Status::ok();
+}
+
+}  // namespace
+
+void register_cpu_pool_kernels(CpuKernelRegistry& r) {
+  r.add("", "MaxPool", {max_pool_accepts, max_pool_run});
+}
+
+}  // namespace ferrite
