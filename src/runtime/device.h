@@ -1,7 +1,7 @@
-// The device contract as the foundation needs it: a device prepares a graph once and then runs
-// it any number of times with concrete inputs. The compiler stages (issue: compiler core) add the
-// finer-grained backend interfaces; this is the boundary every device, including `reference`,
-// keeps.
+// The device contract at the session boundary: a device prepares a graph once and then runs it
+// any number of times with concrete inputs. How a device is built from smaller parts (runtime,
+// compiler, codegen dialect, launch heuristics, properties) is backend_api/backend.h; devices
+// register from their own folder (src/backends/<device>/CMakeLists.txt, ferrite_add_device).
 #pragma once
 
 #include <functional>
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_api/properties.h"
 #include "ir/graph.h"
 #include "support/status.h"
 
@@ -51,6 +52,7 @@ class Device {
   virtual ~Device() = default;
   virtual std::string name() const = 0;
   virtual std::string description() const = 0;
+  virtual DeviceProperties properties() const = 0;
   // Passes a Session runs before prepare() unless the user chose: none for the `reference`
   // oracle, {"default"} (the default pipeline) for compiling devices.
   virtual std::vector<std::string> default_passes() const { return {}; }
@@ -71,7 +73,8 @@ class DeviceRegistry {
   std::map<std::string, Factory> factories_;
 };
 
-// Registers the devices built into this binary (called once by the registry).
+// Registers the devices built into this binary (called once by the registry; generated from the
+// device folders by src/backends/CMakeLists.txt).
 void register_builtin_devices(DeviceRegistry& r);
 
 }  // namespace ferrite

@@ -8,10 +8,10 @@
 #include <mutex>
 #include <thread>
 
+#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/host_compiler.h"
 #include "backends/cpu/thread_pool.h"
-#include "codegen/cpp_source.h"
 #include "lower/lowering.h"
 #include "memory/in_place.h"
 #include "memory/lowered_memory.h"
@@ -32,8 +32,9 @@ bool log_enabled(const char* topic) {
 
 class CpuModel : public PreparedModel {
  public:
-  CpuModel(const Graph& g, LoweredGraph lg, std::unique_ptr<LoadedModule> module, int threads)
-      : graph_(g), lg_(std::move(lg)), module_(std::move(module)), pool_(threads) {
+  CpuModel(const Graph& g, LoweredGraph lg, std::unique_ptr<LoadedModule> module, int threads,
+           std::shared_ptr<const BackendParts> parts)
+      : graph_(g), lg_(std::move(lg)), module_(std::move(module)), parts_(std::move(parts)), pool_(threads) {
     for (const Step& s : lg_.steps)
       fns_.push_back(s.kind == Step::Kind::kKernel
                          ? reinterpret_cast<KernelFnPtr>(module_->symbol(s.kernel.name))
@@ -126,7 +127,8 @@ class CpuModel : public PreparedModel {
     for (size_t d = 0; d < dims.size(); ++d) (d < k.outer_rank() ? rows : row_len) *= dims[d];
     // Per-row kernels store rows values; the others rows * row_len.
     if (out.numel() > 0 && rows > 0) {
-      pool_.parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(row_len, 1)),
+      LaunchConfig launch = parts_->heuristics->choose(k, rows, row_len, parts_->properties);
+      pool_.parallel_for(rows, launch.rows_per_block,
                          [&](int64_t b, int64_t e) { fn(ptrs.data(), syms.data(), b, e); });
     }
     bufs[k.output_buffer] = std::move(out);
@@ -178,6 +180,7 @@ class CpuModel : public PreparedModel {
   const Graph& graph_;
   LoweredGraph lg_;
   std::unique_ptr<LoadedModule> module_;
+  std::shared_ptr<const BackendParts> parts_;
   std::vector<KernelFnPtr> fns_;
   std::vector<int> last_use_;
   std::unique_ptr<LoweredMemory> memory_;  // arena for the intermediates
@@ -187,7 +190,14 @@ class CpuModel : public PreparedModel {
 
 class CpuDevice : public Device {
  public:
+  CpuDevice() {
+    auto parts = std::make_shared<BackendParts>(make_cpu_backend_parts());
+    Status s = parts->finalize();
+    FERRITE_CHECK(s.is_ok());  // the cpu parts are all built in
+    parts_ = std::move(parts);
+  }
   std::string name() const override { return "cpu"; }
+  DeviceProperties properties() const override { return parts_->properties; }
   std::string description() const override {
     return "host CPU: fused kernels generated as C++, compiled with the system compiler";
   }
@@ -197,7 +207,8 @@ class CpuDevice : public Device {
     auto t0 = std::chrono::steady_clock::now();
     FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph));
     mark_in_place_candidates(lg);  // before codegen: in-place pairs are not __restrict
-    std::string source = generate_cpp_source(lg);
+    FERRITE_ASSIGN_OR_RETURN(std::string source,
+                             parts_->dialect->generate(lg, parts_->properties));
     if (log_enabled("fusion"))
       std::fprintf(stderr,
                    "[fusion] %zu nodes -> %d generated kernels (%d with reductions; %d nodes "
@@ -213,10 +224,11 @@ class CpuDevice : public Device {
         std::fclose(f);
       }
     }
-    FERRITE_ASSIGN_OR_RETURN(HostCompileResult compiled, compile_and_load(source, "kernels"));
+    FERRITE_ASSIGN_OR_RETURN(CompiledModule compiled, parts_->compiler->compile(source, "kernels"));
     int threads = opts.threads > 0 ? opts.threads
                                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    auto model = std::make_unique<CpuModel>(graph, std::move(lg), std::move(compiled.module), threads);
+    auto model = std::make_unique<CpuModel>(graph, std::move(lg), std::move(compiled.module),
+                                            threads, parts_);
     if (!model->ready()) return err("cpu: a generated kernel is missing from the compiled module");
     if (log_enabled("compile"))
       std::fprintf(stderr, "[compile] cpu: %.3f s (%s %.3f s)%s%s\n",
@@ -225,6 +237,9 @@ class CpuDevice : public Device {
                    compiled.cache_note.empty() ? "" : "; cache: ", compiled.cache_note.c_str());
     return std::unique_ptr<PreparedModel>(std::move(model));
   }
+
+ private:
+  std::shared_ptr<BackendParts> parts_;
 };
 
 }  // namespace

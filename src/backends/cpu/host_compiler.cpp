@@ -17,20 +17,6 @@ namespace ferrite {
 
 namespace fs = std::filesystem;
 
-LoadedModule::~LoadedModule() {
-  if (handle_) dlclose(handle_);
-}
-
-void* LoadedModule::symbol(const std::string& name) const { return dlsym(handle_, name.c_str()); }
-
-Expected<std::unique_ptr<LoadedModule>> LoadedModule::open(const std::string& path) {
-  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) return err("cannot load generated module '", path, "': ", dlerror());
-  auto m = std::unique_ptr<LoadedModule>(new LoadedModule());
-  m->handle_ = h;
-  return m;
-}
-
 namespace {
 
 // -O2 with vectorisation: the generated loops are simple, and -O3 costs compile time for little.
@@ -69,22 +55,33 @@ std::string host_cpu_identity() {
 
 }  // namespace
 
-Expected<HostCompileResult> compile_and_load(const std::string& source, const std::string& tag) {
+std::string HostCompiler::identity() const {
+  return compiler() + " " + kFlags + " (" +
+         first_line_of_command(compiler() + " --version 2>/dev/null") + ")";
+}
+
+Expected<CompiledModule> HostCompiler::compile(const std::string& source, const std::string& tag) {
+  return compile_and_load(source, tag, device_key_);
+}
+
+Expected<CompiledModule> compile_and_load(const std::string& source, const std::string& tag,
+                                          const std::string& extra_key) {
   auto t0 = std::chrono::steady_clock::now();
   static const std::string compiler_version =
       first_line_of_command(compiler() + " --version 2>/dev/null");
   static const std::string cpu = host_cpu_identity();
   CompileCache& cache = CompileCache::global();
-  CacheKey key = make_compile_key({source, kFlags, cpu, compiler_version, "so"});
+  std::string device = cpu + extra_key;
+  CacheKey key = make_compile_key({source, kFlags, device, compiler_version, "so"});
   std::string cache_note;
   if (cache.enabled()) {
     auto hit = cache.get_file(key);
     if (hit.hit()) {
-      auto module = LoadedModule::open(hit.value->path.string());
+      auto module = SharedObjectModule::open(hit.value->path.string());
       if (module) {
-        HostCompileResult r;
+        CompiledModule r;
         r.module = std::move(module).value();
-        r.so_path = hit.value->path.string();
+        r.artifact = hit.value->path.string();
         r.cache_hit = true;
         r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         return r;
@@ -126,10 +123,10 @@ Expected<HostCompileResult> compile_and_load(const std::string& source, const st
     if (stored) load_path = stored->string();
     else if (cache_note.empty()) cache_note = stored.status().message();
   }
-  FERRITE_ASSIGN_OR_RETURN(auto module, LoadedModule::open(load_path));
-  HostCompileResult r;
+  FERRITE_ASSIGN_OR_RETURN(auto module, SharedObjectModule::open(load_path));
+  CompiledModule r;
   r.module = std::move(module);
-  r.so_path = load_path;
+  r.artifact = load_path;
   r.cache_note = cache_note;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // The loaded module stays mapped after its file is removed; keep sources with FERRITE_KEEP_SOURCE.

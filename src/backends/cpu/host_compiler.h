@@ -4,26 +4,21 @@
 #include <memory>
 #include <string>
 
+#include "backend_api/compiler.h"
 #include "support/status.h"
 
 namespace ferrite {
 
-class LoadedModule {
+// The cpu device's KernelCompiler (see backend_api/compiler.h).
+class HostCompiler : public KernelCompiler {
  public:
-  ~LoadedModule();
-  void* symbol(const std::string& name) const;
-  static Expected<std::unique_ptr<LoadedModule>> open(const std::string& path);
+  // `device_key` (DeviceProperties::cache_key()) joins every cache key of this compiler.
+  explicit HostCompiler(std::string device_key = {}) : device_key_(std::move(device_key)) {}
+  std::string identity() const override;
+  Expected<CompiledModule> compile(const std::string& source, const std::string& tag) override;
 
  private:
-  void* handle_ = nullptr;
-};
-
-struct HostCompileResult {
-  std::unique_ptr<LoadedModule> module;
-  double seconds = 0;
-  std::string so_path;
-  bool cache_hit = false;
-  std::string cache_note;  // why the cache was not used, when it was not
+  std::string device_key_;
 };
 
 // Loads the module for `source` from the compile cache, or writes it to a private temp dir,
@@ -31,6 +26,8 @@ struct HostCompileResult {
 // object in the cache and loads it. The cache key covers the source, flags, compiler version
 // and the host CPU's identity (the code is built with -march=native). Compiler diagnostics are
 // returned in the error.
-Expected<HostCompileResult> compile_and_load(const std::string& source, const std::string& tag);
+// `extra_key` adds to the cache key what the source alone does not say (the device's properties).
+Expected<CompiledModule> compile_and_load(const std::string& source, const std::string& tag,
+                                          const std::string& extra_key = {});
 
 }  // namespace ferrite

@@ -97,6 +97,17 @@ class ReferenceModel : public PreparedModel {
 class ReferenceDevice : public Device {
  public:
   std::string name() const override { return "reference"; }
+  DeviceProperties properties() const override {
+    DeviceProperties p;
+    p.name = "reference";
+    p.kind = "host";
+    p.arch = "interpreter (op-table reference kernels)";
+    p.host_addressable = true;
+    p.dtypes = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI8, DType::kI16,
+                DType::kI32, DType::kI64, DType::kU8, DType::kU16, DType::kU32, DType::kU64,
+                DType::kBool};
+    return p;
+  }
   std::string description() const override {
     return "op-table reference kernels, interpreted on the host (the correctness oracle)";
   }

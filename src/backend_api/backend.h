@@ -1,0 +1,37 @@
+// The backend contract: what one device folder (src/backends/<device>/) provides.
+//
+//   member        required?                       what for
+//   properties    yes                             codegen, heuristics, cache keys, `devices`
+//   runtime       yes                             memory, copies, ordering
+//   compiler      optional                        generated source -> loaded module
+//   dialect       required with a compiler        lowered kernels -> source
+//   heuristics    optional (DefaultHeuristics)    launch shapes
+//
+// A device registers itself from its own folder with FERRITE_REGISTER_DEVICE (runtime/device.h)
+// and its folder's CMakeLists.txt; adding a device touches no shared file. src/backends/null is
+// the skeleton to copy; docs/adding-a-device.md walks through it.
+#pragma once
+
+#include <memory>
+
+#include "backend_api/compiler.h"
+#include "backend_api/dialect.h"
+#include "backend_api/heuristics.h"
+#include "backend_api/properties.h"
+#include "backend_api/runtime.h"
+
+namespace ferrite {
+
+struct BackendParts {
+  DeviceProperties properties;
+  std::unique_ptr<DeviceRuntime> runtime;
+  std::unique_ptr<KernelCompiler> compiler;      // optional
+  std::unique_ptr<CodegenDialect> dialect;       // required iff compiler
+  std::unique_ptr<LaunchHeuristics> heuristics;  // optional
+
+  // Checks the required members and fills defaults for the optional ones.
+  Status finalize();
+  bool generates_code() const { return compiler != nullptr; }
+};
+
+}  // namespace ferrite

@@ -1,0 +1,167 @@
+#include "codegen/scalar_emitter.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace ferrite {
+
+namespace {
+
+std::optional<std::string> host_type(DType t) {
+  switch (t) {
+    case DType::kF32: return "float";
+    case DType::kF64: return "double";
+    case DType::kI32: return "int32_t";
+    case DType::kI64: return "int64_t";
+    case DType::kBool: return "bool";
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+ScalarEmitter::ScalarEmitter(ScalarSpelling spelling) : s_(std::move(spelling)) {}
+
+std::optional<std::string> ScalarEmitter::type(DType t) const {
+  return s_.scalar_type ? s_.scalar_type(t) : host_type(t);
+}
+
+std::string ScalarEmitter::literal(DType t, double v) const {
+  std::string ty = type(t).value_or("float");
+  if (t == DType::kBool) return v != 0 ? "true" : "false";
+  if (t == DType::kI32 || t == DType::kI64)
+    return "(" + ty + ")" + std::to_string(static_cast<int64_t>(v)) + "LL";
+  if (std::isnan(v)) return "fe_nan<" + ty + ">()";
+  if (std::isinf(v)) return std::string(v < 0 ? "-" : "") + "fe_inf<" + ty + ">()";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  std::string s = buf;
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return t == DType::kF32 ? "(float)" + s : "(" + ty + ")" + s;
+}
+
+std::string ScalarEmitter::cast(DType from, DType to, const std::string& v) const {
+  bool ff = is_float(from);
+  bool ti = to == DType::kI32 || to == DType::kI64;
+  std::string ty = type(to).value_or("float");
+  if (ff && ti) return "fe_f2i<" + ty + ">(" + v + ")";
+  if (to == DType::kBool) return "(" + v + " != 0)";
+  return "(" + ty + ")" + v;
+}
+
+std::string ScalarEmitter::def(const Kernel& k, size_t i, const std::vector<std::string>& t,
+                               const std::vector<std::string>& in_names,
+                               const Ident& ident) const {
+  const ScalarExpr& e = k.body.at(static_cast<int>(i));
+  std::string ty = type(e.dtype).value_or("float");
+  std::string rhs = e.kind == ScalarKind::kCast
+                        ? cast(k.body.at(e.args[0]).dtype, e.dtype, t[e.args[0]])
+                        : expr(e, t, in_names, ident);
+  return "const " + ty + " " + t[i] + " = " + rhs + ";\n";
+}
+
+std::string ScalarEmitter::expr(const ScalarExpr& e, const std::vector<std::string>& t,
+                                const std::vector<std::string>& in_names,
+                                const Ident& ident) const {
+  auto a = [&](size_t i) { return t[e.args[i]]; };
+  const std::string T = type(e.dtype).value_or("float");
+  const std::string one = "(" + T + ")1", zero = "(" + T + ")0";
+  switch (e.kind) {
+    case ScalarKind::kLoad: return in_names[e.input] + "[" + e.address.to_c_code(ident) + "]";
+    case ScalarKind::kConst: return literal(e.dtype, e.value);
+    case ScalarKind::kSelect: return "(" + a(0) + " ? " + a(1) + " : " + a(2) + ")";
+    case ScalarKind::kCast: return "";    // needs the source dtype: see cast()
+    case ScalarKind::kSymbol: return "(" + T + ")" + e.address.to_c_code(ident);
+    case ScalarKind::kReduce: return "";  // accumulated by the row kernel's phase loop
+    default: break;
+  }
+  const std::string& f = e.fn;
+  if (f == "add") return a(0) + " + " + a(1);
+  if (f == "sub") return a(0) + " - " + a(1);
+  if (f == "mul") return a(0) + " * " + a(1);
+  if (f == "div") return a(0) + " / " + a(1);
+  if (f == "pow") return math("pow") + "(" + a(0) + ", " + a(1) + ")";
+  if (f == "max") return "fe_max_nan<" + T + ">(" + a(0) + ", " + a(1) + ")";
+  if (f == "min") return "fe_min_nan<" + T + ">(" + a(0) + ", " + a(1) + ")";
+  if (f == "eq") return a(0) + " == " + a(1);
+  if (f == "lt") return a(0) + " < " + a(1);
+  if (f == "le") return a(0) + " <= " + a(1);
+  if (f == "gt") return a(0) + " > " + a(1);
+  if (f == "ge") return a(0) + " >= " + a(1);
+  if (f == "and") return a(0) + " && " + a(1);
+  if (f == "or") return a(0) + " || " + a(1);
+  if (f == "xor") return a(0) + " != " + a(1);
+  if (f == "not") return "!" + a(0);
+  if (f == "isnan") return "fe_isnan(" + a(0) + ")";
+  if (f == "exp" || f == "log" || f == "sqrt" || f == "tanh" || f == "erf" || f == "sin" ||
+      f == "cos" || f == "floor" || f == "ceil")
+    return math(f) + "(" + a(0) + ")";
+  if (f == "round") return math("nearbyint") + "(" + a(0) + ")";
+  if (f == "abs") return math("fabs") + "(" + a(0) + ")";
+  if (f == "neg") return "-" + a(0);
+  if (f == "recip") return one + " / " + a(0);
+  if (f == "sign") return "(" + T + ")((" + a(0) + " > 0) - (" + a(0) + " < 0))";
+  if (f == "relu") return a(0) + " > " + zero + " ? " + a(0) + " : " + zero;
+  if (f == "sigmoid") return "fe_sigmoid<" + T + ">(" + a(0) + ")";
+  if (f == "softplus") return "fe_softplus<" + T + ">(" + a(0) + ")";
+  if (f == "softsign") return a(0) + " / (" + one + " + " + math("fabs") + "(" + a(0) + "))";
+  std::string p0 = e.params.size() > 0 ? literal(e.dtype, e.params[0]) : "";
+  std::string p1 = e.params.size() > 1 ? literal(e.dtype, e.params[1]) : "";
+  if (f == "leakyrelu") return a(0) + " >= " + zero + " ? " + a(0) + " : " + a(0) + " * " + p0;
+  if (f == "elu")
+    return a(0) + " >= " + zero + " ? " + a(0) + " : " + p0 + " * (" + math("exp") + "(" + a(0) +
+           ") - " + one + ")";
+  if (f == "hardsigmoid")
+    return math("fmax") + "(" + zero + ", " + math("fmin") + "(" + one + ", " + p0 + " * " + a(0) +
+           " + " + p1 + "))";
+  if (f == "hardswish")
+    return a(0) + " * " + math("fmax") + "(" + zero + ", " + math("fmin") + "(" + one + ", " +
+           a(0) + " / (" + T + ")6 + (" + T + ")0.5))";
+  if (f == "gelu")
+    return "(" + T + ")0.5 * " + a(0) + " * (" + one + " + " + math("erf") + "(" + a(0) + " * (" +
+           T + ")0.70710678118654752440))";
+  if (f == "gelu_tanh")
+    return "(" + T + ")0.5 * " + a(0) + " * (" + one + " + " + math("tanh") + "((" + T +
+           ")0.79788456080286535588 * (" + a(0) + " + (" + T + ")0.044715 * " + a(0) + " * " +
+           a(0) + " * " + a(0) + ")))";
+  if (f == "clip") {
+    // NaN passes through, as in the reference kernel.
+    return "(" + a(0) + " < " + p0 + " ? " + p0 + " : (" + a(0) + " > " + p1 + " ? " + p1 + " : " +
+           a(0) + "))";
+  }
+  return "/* unknown fn " + f + " */";
+}
+
+const char* scalar_helpers_source() {
+  return R"(
+FE_FN int64_t fe_floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+FE_FN int64_t fe_mod(int64_t a, int64_t b) { return a - fe_floordiv(a, b) * b; }
+FE_FN int64_t fe_max(int64_t a, int64_t b) { return a > b ? a : b; }
+FE_FN int64_t fe_min(int64_t a, int64_t b) { return a < b ? a : b; }
+// Float -> integer as the reference kernels do it: truncate, saturate, NaN -> 0.
+template <class I, class F>
+FE_FN I fe_f2i(F v) {
+  if (fe_isnan(v)) return 0;
+  if (v <= (F)fe_int_min<I>()) return fe_int_min<I>();
+  if (v >= (F)fe_int_max<I>()) return fe_int_max<I>();
+  return (I)v;
+}
+template <class T> FE_FN T fe_sigmoid(T x) {
+  return x >= T(0) ? T(1) / (T(1) + FE_MATH(exp)(-x)) : FE_MATH(exp)(x) / (T(1) + FE_MATH(exp)(x));
+}
+template <class T> FE_FN T fe_softplus(T x) {
+  return x > T(0) ? x + FE_MATH(log1p)(FE_MATH(exp)(-x)) : FE_MATH(log1p)(FE_MATH(exp)(x));
+}
+template <class T> FE_FN T fe_max_nan(T a, T b) {
+  return fe_isnan(a) || fe_isnan(b) ? fe_nan<T>() : (a > b ? a : b);
+}
+template <class T> FE_FN T fe_min_nan(T a, T b) {
+  return fe_isnan(a) || fe_isnan(b) ? fe_nan<T>() : (a < b ? a : b);
+}
+)";
+}
+
+}  // namespace ferrite
