@@ -290,6 +290,6 @@ std::string generate_cpp_source(const LoweredGraph& lg) { return generate_row_lo
 const char* host_prelude_source() { return kHostPrelude; }
 
 const char* cpp_kernel_abi() { return "v2:bufs,syms,row_begin,row_end"; }
-const char* grid_kernel_abi() { return "v2:bufs,syms,block,grid"; }
+const char* grid_kernel_abi() { return "grid-v2:bufs,syms,block,grid"; }
 
 }  // namespace ferrite

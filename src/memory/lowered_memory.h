@@ -43,6 +43,14 @@ class Arena {
   int64_t capacity_ = 0;
 };
 
+// The planner's requests for a lowered graph: one per intermediate buffer that exactly one step
+// writes and whose size is known (symbolically at least), with lifetimes and in-place hints.
+// request_of_buffer[b] is b's request or -1; buffer_of_request is the inverse; `unplanned`
+// counts the intermediates left out. Devices with their own memory plan their arenas with it.
+std::vector<SymbolicRequest> arena_requests(const LoweredGraph& lg, const std::vector<int>& last_use,
+                                            std::vector<int>& request_of_buffer,
+                                            std::vector<int>& buffer_of_request, int& unplanned);
+
 class LoweredMemory {
  public:
   // `last_use[b]`: the last step that reads buffer b (-1 when none reads it; graph outputs may

@@ -6,6 +6,7 @@ DeviceRegistry& DeviceRegistry::global() {
   static DeviceRegistry* r = [] {
     auto* reg = new DeviceRegistry();
     register_builtin_devices(*reg);
+    register_plugin_devices(*reg);
     return reg;
   }();
   return *r;
@@ -18,7 +19,20 @@ Expected<std::unique_ptr<Device>> DeviceRegistry::create(const std::string& name
     for (const auto& [k, f] : factories_) known += (known.empty() ? "" : ", ") + k;
     return err("unknown device '", name, "' (available: ", known, ")");
   }
-  return it->second();
+  return it->second.factory();
+}
+
+void DeviceRegistry::add(const std::string& name, Factory f, std::string origin) {
+  factories_[name] = Entry{std::move(f), std::move(origin)};
+}
+
+void DeviceRegistry::add(const std::string& name, std::unique_ptr<Device> (*make)()) {
+  add(name, [make]() -> Expected<std::unique_ptr<Device>> { return make(); });
+}
+
+std::string DeviceRegistry::origin(const std::string& name) const {
+  auto it = factories_.find(name);
+  return it == factories_.end() ? std::string() : it->second.origin;
 }
 
 std::vector<std::string> DeviceRegistry::names() const {

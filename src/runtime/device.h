@@ -63,15 +63,34 @@ class Device {
 
 class DeviceRegistry {
  public:
-  using Factory = std::function<std::unique_ptr<Device>()>;
+  using Factory = std::function<Expected<std::unique_ptr<Device>>()>;
   static DeviceRegistry& global();
-  void add(const std::string& name, Factory f) { factories_[name] = std::move(f); }
+  // `origin`: where the device comes from ("built-in", or a plugin's path).
+  void add(const std::string& name, Factory f, std::string origin = "built-in");
+  void add(const std::string& name, std::unique_ptr<Device> (*make)());
   Expected<std::unique_ptr<Device>> create(const std::string& name) const;
   std::vector<std::string> names() const;
+  std::string origin(const std::string& name) const;
+  // Plugins found on the search path but not loaded, with the reason (shown by `devices`).
+  struct Refused {
+    std::string path, reason;
+  };
+  void refuse(std::string path, std::string reason) {
+    refused_.push_back({std::move(path), std::move(reason)});
+  }
+  const std::vector<Refused>& refused() const { return refused_; }
 
  private:
-  std::map<std::string, Factory> factories_;
+  struct Entry {
+    Factory factory;
+    std::string origin;
+  };
+  std::map<std::string, Entry> factories_;
+  std::vector<Refused> refused_;
 };
+
+// Loads device plugins (plugin_host/plugin_loader.h) into the registry.
+void register_plugin_devices(DeviceRegistry& r);
 
 // Registers the devices built into this binary (called once by the registry; generated from the
 // device folders by src/backends/CMakeLists.txt).

@@ -1,0 +1,20 @@
+// A Device made from a loaded plugin: the plugin's spec becomes DeviceProperties, its driver
+// functions the DeviceRuntime, its module functions the KernelCompiler; the grid dialect
+// (codegen/cpp_source.h, grid_launch) generates the kernels; launches go through
+// plugin_host/launch_model.h.
+#pragma once
+
+#include <memory>
+
+#include "plugin_host/plugin_loader.h"
+#include "runtime/device.h"
+
+namespace ferrite {
+
+// Fails (as a value) when the plugin reports no device.
+Expected<std::unique_ptr<Device>> make_plugin_device(std::shared_ptr<LoadedPlugin> plugin);
+
+// The spec as ferrite's DeviceProperties (launch rules from the grid/warp fields).
+DeviceProperties properties_from_spec(const fe_device_spec& spec);
+
+}  // namespace ferrite
