@@ -13,10 +13,14 @@ namespace {
 
 const char* buffer_kind(Buffer::Kind k) {
   switch (k) {
-    case Buffer::Kind::kInput: return "input";
-    case Buffer::Kind::kConstant: return "constant";
-    case Buffer::Kind::kIntermediate: return "intermediate";
-    case Buffer::Kind::kOutput: return "output";
+    case Buffer::Kind::kInput:
+      return "input";
+    case Buffer::Kind::kConstant:
+      return "constant";
+    case Buffer::Kind::kIntermediate:
+      return "intermediate";
+    case Buffer::Kind::kOutput:
+      return "output";
   }
   return "?";
 }
@@ -28,7 +32,9 @@ std::string buffer_text(const LoweredGraph& lg, int b) {
                  buffer_kind(buf.kind), ")");
 }
 
-std::string dims_text(const std::vector<Dim>& dims) { return Shape(dims).to_string(); }
+std::string dims_text(const std::vector<Dim>& dims) {
+  return Shape(dims).to_string();
+}
 
 // "name (Op)" for each node name; nodes the graph does not know (none expected) say so.
 std::string nodes_text(const std::map<std::string, const Node*>& by_name,
@@ -36,7 +42,8 @@ std::string nodes_text(const std::map<std::string, const Node*>& by_name,
   std::string s;
   for (const auto& n : names) {
     auto it = by_name.find(n);
-    s += str_cat(s.empty() ? "" : ", ", "'", n, "' (", it == by_name.end() ? "?" : it->second->op_type, ")");
+    s += str_cat(s.empty() ? "" : ", ", "'", n, "' (",
+                 it == by_name.end() ? "?" : it->second->op_type, ")");
   }
   return s.empty() ? "(none: a copy)" : s;
 }
@@ -74,8 +81,8 @@ std::string dump_step_map(const Graph& g, const LoweredGraph& lg) {
 std::string dump_fusion_plan(const Graph& g, const LoweredGraph& lg) {
   auto by_name = nodes_by_name(g);
   std::string s = str_cat(g.nodes().size(), " graph nodes -> ", lg.kernels, " generated kernels (",
-                          lg.row_kernels, " with reductions, ", lg.fused_nodes,
-                          " nodes fused) + ", lg.library_steps, " library steps\n");
+                          lg.row_kernels, " with reductions, ", lg.fused_nodes, " nodes fused) + ",
+                          lg.library_steps, " library steps\n");
   std::string syms;
   for (const auto& n : lg.symbols) syms += (syms.empty() ? "" : ", ") + n;
   s += str_cat("shape symbols: ", syms.empty() ? "(none)" : syms, "\n");
@@ -93,9 +100,9 @@ std::string dump_fusion_plan(const Graph& g, const LoweredGraph& lg) {
       s += str_cat("  iteration: ", dims_text(k.shape), " (", k.outer_rank(),
                    " outer dim(s) split across threads)\n");
       for (size_t j = 0; j < k.input_buffers.size(); ++j)
-        s += str_cat("  in ", j, ": ", buffer_text(lg, k.input_buffers[j]),
-                     static_cast<int>(j) == k.in_place_slot ? "  [may be overwritten in place]" : "",
-                     "\n");
+        s += str_cat(
+            "  in ", j, ": ", buffer_text(lg, k.input_buffers[j]),
+            static_cast<int>(j) == k.in_place_slot ? "  [may be overwritten in place]" : "", "\n");
       s += str_cat("  out: ", buffer_text(lg, k.output_buffer), "\n");
     } else {
       s += str_cat("step ", i, ": library '", st.node->name, "' (", st.node->op_type, ")\n");
@@ -162,8 +169,8 @@ void CompileDump::on_run(const LoweredMemory& memory, const std::vector<int64_t>
          "not evaluate)\n";
   } else {
     for (size_t r = 0; r < plan->offsets.size(); ++r) {
-      s += str_cat("  r", r, " b", memory.buffer_of_request(r), ": offset ", plan->offsets[r],
-                   ", ", plan->bytes[r], " bytes");
+      s += str_cat("  r", r, " b", memory.buffer_of_request(r), ": offset ", plan->offsets[r], ", ",
+                   plan->bytes[r], " bytes");
       if (plan->in_place_of[r] >= 0) s += str_cat(", in place over r", plan->in_place_of[r]);
       s += "\n";
     }

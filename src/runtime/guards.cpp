@@ -60,8 +60,8 @@ size_t GuardSet::add_assumptions(const std::vector<ShapeAssumption>& assumptions
     }
     // A symbol no input binds (none exist today) cannot be checked before running.
     if (!bound) continue;
-    guards_.push_back({Guard::Kind::kAssumption, -1, -1, a.value,
-                       static_cast<int>(assumptions_.size())});
+    guards_.push_back(
+        {Guard::Kind::kAssumption, -1, -1, a.value, static_cast<int>(assumptions_.size())});
     assumptions_.push_back(a);
     ++added;
   }
@@ -90,18 +90,18 @@ std::optional<GuardFailure> GuardSet::check(const std::vector<Tensor>& inputs) c
       }
       case Guard::Kind::kRank:
         if (static_cast<int64_t>(inputs[g.input].rank()) != g.value)
-          return GuardFailure{GuardFailure::Action::kError, gi,
-                              str_cat("input '", names_[g.input], "' has rank ",
-                                      inputs[g.input].rank(), " (", shape_of(g.input),
-                                      "), but the model expects ", g.value, " (",
-                                      declared_[g.input], ")")};
+          return GuardFailure{
+              GuardFailure::Action::kError, gi,
+              str_cat("input '", names_[g.input], "' has rank ", inputs[g.input].rank(), " (",
+                      shape_of(g.input), "), but the model expects ", g.value, " (",
+                      declared_[g.input], ")")};
         break;
       case Guard::Kind::kDim:
         if (inputs[g.input].dim(g.dim) != g.value)
-          return GuardFailure{GuardFailure::Action::kError, gi,
-                              str_cat("input '", names_[g.input], "' has shape ", shape_of(g.input),
-                                      ", but the model expects ", declared_[g.input], " (dim ",
-                                      g.dim, ")")};
+          return GuardFailure{
+              GuardFailure::Action::kError, gi,
+              str_cat("input '", names_[g.input], "' has shape ", shape_of(g.input),
+                      ", but the model expects ", declared_[g.input], " (dim ", g.dim, ")")};
         break;
       case Guard::Kind::kSpecialised:
         if (inputs[g.input].dim(g.dim) != g.value && !recompile)
@@ -114,10 +114,10 @@ std::optional<GuardFailure> GuardSet::check(const std::vector<Tensor>& inputs) c
           sym[g.slot] = got;
           bound_by[g.slot] = gi;
         } else if (sym[g.slot] != got) {
-          return GuardFailure{GuardFailure::Action::kError, gi,
-                              str_cat("input '", names_[g.input], "' dim ", g.dim, " is ", got,
-                                      ", but symbol '", symbols_[g.slot], "' is already ",
-                                      sym[g.slot], " from another input")};
+          return GuardFailure{
+              GuardFailure::Action::kError, gi,
+              str_cat("input '", names_[g.input], "' dim ", g.dim, " is ", got, ", but symbol '",
+                      symbols_[g.slot], "' is already ", sym[g.slot], " from another input")};
         }
         break;
       }
@@ -138,7 +138,8 @@ std::optional<GuardFailure> GuardSet::check(const std::vector<Tensor>& inputs) c
           const Guard& b = guards_[bound_by[s]];
           who = str_cat("input '", names_[b.input], "' dim ", b.dim, " is ", sym[s]);
         }
-        std::string value = a.expr.is_symbol() ? "" : str_cat(" (", a.expr.to_string(), " = ", *v, ")");
+        std::string value =
+            a.expr.is_symbol() ? "" : str_cat(" (", a.expr.to_string(), " = ", *v, ")");
         assumption = GuardFailure{
             GuardFailure::Action::kError, gi,
             str_cat(who, value, ", but the compiled model assumes ", a.expr.to_string(),
@@ -155,11 +156,15 @@ std::optional<GuardFailure> GuardSet::check(const std::vector<Tensor>& inputs) c
 std::string GuardSet::describe(const Guard& g) const {
   std::string in = g.input >= 0 ? str_cat("input '", names_[g.input], "'") : "";
   switch (g.kind) {
-    case Guard::Kind::kDType: return str_cat(in, " dtype == ", dtype_name(static_cast<DType>(g.value)));
-    case Guard::Kind::kRank: return str_cat(in, " rank == ", g.value);
+    case Guard::Kind::kDType:
+      return str_cat(in, " dtype == ", dtype_name(static_cast<DType>(g.value)));
+    case Guard::Kind::kRank:
+      return str_cat(in, " rank == ", g.value);
     case Guard::Kind::kDim:
-    case Guard::Kind::kSpecialised: return str_cat(in, " dim ", g.dim, " == ", g.value);
-    case Guard::Kind::kSymbol: return str_cat(in, " dim ", g.dim, " == ", symbols_[g.slot]);
+    case Guard::Kind::kSpecialised:
+      return str_cat(in, " dim ", g.dim, " == ", g.value);
+    case Guard::Kind::kSymbol:
+      return str_cat(in, " dim ", g.dim, " == ", symbols_[g.slot]);
     case Guard::Kind::kAssumption: {
       const ShapeAssumption& a = assumptions_[g.slot];
       return str_cat(a.expr.to_string(), " in {1, ", g.value, "}",
@@ -174,12 +179,24 @@ std::string GuardSet::to_string() const {
   for (const Guard& g : guards_) {
     const char* kind = "";
     switch (g.kind) {
-      case Guard::Kind::kDType: kind = "declared"; break;
-      case Guard::Kind::kRank: kind = "declared"; break;
-      case Guard::Kind::kDim: kind = "declared"; break;
-      case Guard::Kind::kSpecialised: kind = "specialised"; break;
-      case Guard::Kind::kSymbol: kind = "symbol"; break;
-      case Guard::Kind::kAssumption: kind = "assumed"; break;
+      case Guard::Kind::kDType:
+        kind = "declared";
+        break;
+      case Guard::Kind::kRank:
+        kind = "declared";
+        break;
+      case Guard::Kind::kDim:
+        kind = "declared";
+        break;
+      case Guard::Kind::kSpecialised:
+        kind = "specialised";
+        break;
+      case Guard::Kind::kSymbol:
+        kind = "symbol";
+        break;
+      case Guard::Kind::kAssumption:
+        kind = "assumed";
+        break;
     }
     out += str_cat(kind, ": ", describe(g), "\n");
   }

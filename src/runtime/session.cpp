@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <set>
 
 #include "frontend/onnx/tensor_proto.h"
@@ -119,8 +120,11 @@ Expected<std::shared_ptr<Session::Variant>> Session::compile(const std::vector<T
     if (opts.dump_dir && compiles_ > 0)
       opts.dump_dir = *opts.dump_dir / ("compile_" + std::to_string(compiles_ + 1));
     FERRITE_ASSIGN_OR_RETURN(v->prepared, device_->prepare(*g, opts));
+    v->guards.add_assumptions(assumed);
+    // Next to the device's dump: what this compile assumes about its inputs.
+    if (opts.dump_dir && std::filesystem::is_directory(*opts.dump_dir))
+      std::ofstream(*opts.dump_dir / "guards.txt") << v->guards.to_string();
   }
-  v->guards.add_assumptions(assumed);
   ++compiles_;
   return v;
 }
@@ -214,12 +218,11 @@ Expected<std::vector<Tensor>> Session::run(const std::vector<NamedInput>& inputs
             od.mode = DimMode::kDynamic;
             od.symbol = fresh_symbol(gs.input_names()[g.input], g.dim, taken);
             taken.insert(od.symbol);
-            dynamic += str_cat(dynamic.empty() ? "" : ", ", gs.input_names()[g.input], " dim ",
-                               g.dim);
+            dynamic +=
+                str_cat(dynamic.empty() ? "" : ", ", gs.input_names()[g.input], " dim ", g.dim);
           }
         }
-        why = str_cat("guard failed: ", newest->message, "; compiling with ", dynamic,
-                      " dynamic");
+        why = str_cat("guard failed: ", newest->message, "; compiling with ", dynamic, " dynamic");
       }
       auto compiled = compile(bound);
       if (!compiled) return compiled.status();

@@ -248,7 +248,7 @@ TEST(Cli, DumpWritesKernelsAndPlans) {
                          "--dump", dump.string(), "--quiet"});
   ASSERT_TRUE(r.exited);
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* f : {"kernels.cpp", "fusion_plan.txt", "memory_plan.txt", "graph.txt"})
+  for (const char* f : {"kernels.cpp", "fusion_plan.txt", "memory_plan.txt", "graph.txt", "guards.txt"})
     EXPECT_TRUE(fs::exists(dump / f)) << f;
   std::string kernels = slurp(dump / "kernels.cpp");
   // Every step names its ONNX nodes and op types: the library MatMul and the fused kernel.
@@ -261,6 +261,7 @@ TEST(Cli, DumpWritesKernelsAndPlans) {
   std::string memory = slurp(dump / "memory_plan.txt");
   EXPECT_NE(memory.find("live ["), std::string::npos) << memory;
   EXPECT_NE(memory.find("planned peak"), std::string::npos) << memory;
+  EXPECT_NE(slurp(dump / "guards.txt").find("specialised: input 'x' dim 0 == 5"), std::string::npos);
   std::string graph = slurp(dump / "graph.txt");
   EXPECT_NE(graph.find("proj"), std::string::npos) << graph;
   // The reference device compiles nothing and says so.

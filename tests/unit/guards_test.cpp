@@ -1,9 +1,12 @@
 // Guards and recompiles: dims the model leaves unknown are specialised on the first call, go
 // dynamic on the first change, and assumptions of shape inference are checked per call.
+#include "runtime/guards.h"
+
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 
 #include "runtime/compare.h"
-#include "runtime/guards.h"
 #include "test_util.h"
 
 namespace ferrite::testing {
@@ -11,7 +14,8 @@ namespace {
 
 Tensor ramp(std::vector<int64_t> dims, float start = -3.f) {
   Tensor t = Tensor::zeros(DType::kF32, std::move(dims));
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = start + 0.25f * static_cast<float>(i);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = start + 0.25f * static_cast<float>(i);
   return t;
 }
 
@@ -109,9 +113,11 @@ TEST(Guards, EachChangedDimGoesDynamicOnce) {
   EXPECT_EQ(counts, (std::vector<int>{1, 2, 3, 3, 3}));
   ASSERT_EQ(log.size(), 3u);
   EXPECT_NE(log[1].find("input 'x' dim 1 == 3 (got 5); compiling with x dim 1 dynamic"),
-            std::string::npos) << log[1];
+            std::string::npos)
+      << log[1];
   EXPECT_NE(log[2].find("input 'x' dim 0 == 2 (got 7); compiling with x dim 0 dynamic"),
-            std::string::npos) << log[2];
+            std::string::npos)
+      << log[2];
 }
 
 TEST(Guards, DtypeAndRankMismatchesStayErrors) {
@@ -192,7 +198,10 @@ TEST(Guards, LogGoesToStderrWithFerriteLog) {
   auto a = (*s)->run({{"x", ramp({2, 4})}});
   auto b = (*s)->run({{"x", ramp({3, 4})}});
   std::string err = ::testing::internal::GetCapturedStderr();
-  if (old) setenv("FERRITE_LOG", saved.c_str(), 1); else unsetenv("FERRITE_LOG");
+  if (old)
+    setenv("FERRITE_LOG", saved.c_str(), 1);
+  else
+    unsetenv("FERRITE_LOG");
   ASSERT_TRUE(a && b);
   EXPECT_NE(err.find("[recompile] test: guard failed: input 'x' dim 0 == 2 (got 3); compiling "
                      "with x dim 0 dynamic (compile #2)\n"),
@@ -204,12 +213,35 @@ TEST(Guards, GuardSetDescribesDeclaredInputs) {
   auto g = import_onnx_bytes(unknown_batch_model(), {});
   ASSERT_TRUE(g) << g.status().message();
   GuardSet gs = GuardSet::for_inputs(**g);
-  EXPECT_EQ(gs.to_string(), "declared: input 'x' dtype == f32\ndeclared: input 'x' rank == 2\n"
-                            "declared: input 'x' dim 1 == 4\n");
+  EXPECT_EQ(gs.to_string(),
+            "declared: input 'x' dtype == f32\ndeclared: input 'x' rank == 2\n"
+            "declared: input 'x' dim 1 == 4\n");
   EXPECT_FALSE(gs.check({ramp({7, 4})}));
   auto f = gs.check({ramp({7, 3})});
   ASSERT_TRUE(f);
   EXPECT_EQ(f->action, GuardFailure::Action::kError);
+}
+
+// Cost of a guard check (run by hand: --gtest_also_run_disabled_tests
+// --gtest_filter='GuardsCost.*'): BERT-like inputs, three [batch, seq] tensors.
+TEST(GuardsCost, DISABLED_CheckNanoseconds) {
+  ModelBuilder b;
+  for (const char* n : {"ids", "mask", "types"}) b.input(n, kOnnxInt64, {"batch", "seq"});
+  b.node("Add", {"ids", "mask"}, {"s"}, "add");
+  b.node("Add", {"s", "types"}, {"y"}, "add2");
+  b.output("y", kOnnxInt64);
+  auto g = import_onnx_bytes(b.bytes(), {});
+  ASSERT_TRUE(g) << g.status().message();
+  GuardSet gs = GuardSet::for_inputs(**g);
+  std::vector<Tensor> in(3, Tensor::zeros(DType::kI64, {1, 128}));
+  constexpr int kIters = 1000000;
+  int fails = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kIters; ++i) fails += gs.check(in).has_value();
+  double ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(fails, 0);
+  std::printf("%zu guards: %.1f ns per check\n", gs.guards().size(), ns / kIters);
 }
 
 }  // namespace
