@@ -61,6 +61,28 @@ bool is_min_of(const Dim& m, const Dim& x) {
 }
 }  // namespace
 
+namespace {
+thread_local std::vector<ShapeAssumption>* g_assumptions = nullptr;
+thread_local std::string g_assumption_label;
+
+void note_assumption(const Dim& symbolic, int64_t value) {
+  if (!g_assumptions || !symbolic.is_known()) return;
+  for (const auto& a : *g_assumptions)
+    if (a.value == value && a.expr == symbolic.expr()) return;
+  g_assumptions->push_back({symbolic.expr(), value, g_assumption_label});
+}
+}  // namespace
+
+ShapeAssumptionScope::ShapeAssumptionScope(std::vector<ShapeAssumption>* sink)
+    : prev_(g_assumptions), prev_label_(g_assumption_label) {
+  g_assumptions = sink;
+}
+ShapeAssumptionScope::~ShapeAssumptionScope() {
+  g_assumptions = prev_;
+  g_assumption_label = prev_label_;
+}
+void ShapeAssumptionScope::set_label(std::string label) { g_assumption_label = std::move(label); }
+
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b, std::string* error) {
   if (!a.rank_known() || !b.rank_known()) return Shape::unknown_rank();
   size_t rank = std::max(a.rank(), b.rank());
@@ -81,11 +103,19 @@ std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b, std::strin
     }
     // One side symbolic: the result equals the non-1 side, which we cannot tell statically
     // unless one side is a static non-1 value.
-    if (da->is_static()) out[i] = *da;
-    else if (db->is_static()) out[i] = *db;
-    else if (is_min_of(*db, *da)) out[i] = *da;
-    else if (is_min_of(*da, *db)) out[i] = *db;
-    else out[i] = Dim::unknown();
+    if (da->is_static()) {
+      out[i] = *da;
+      note_assumption(*db, *da->value());
+    } else if (db->is_static()) {
+      out[i] = *db;
+      note_assumption(*da, *db->value());
+    } else if (is_min_of(*db, *da)) {
+      out[i] = *da;
+    } else if (is_min_of(*da, *db)) {
+      out[i] = *db;
+    } else {
+      out[i] = Dim::unknown();
+    }
   }
   return Shape(std::move(out));
 }

@@ -89,6 +89,31 @@ struct TensorType {
 };
 
 // NumPy multidirectional broadcasting of symbolic shapes; error text on a definite mismatch.
+// Broadcasting a symbolic dim `e` against a static dim c != 1 yields c, which is only right when
+// e is 1 or c at run time: that assumption is reported to the active ShapeAssumptionScope.
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b, std::string* error);
+
+// A fact shape inference assumed instead of proving: `expr` is 1 or `value` at run time.
+struct ShapeAssumption {
+  SymExpr expr;
+  int64_t value = 0;
+  std::string where;  // the scope's label at the time (e.g. the node being inferred)
+};
+
+// Collects the assumptions made on this thread while it lives (scopes nest; the innermost one
+// collects). A Session opens one while it infers and compiles, and checks them per call.
+class ShapeAssumptionScope {
+ public:
+  explicit ShapeAssumptionScope(std::vector<ShapeAssumption>* sink);
+  ~ShapeAssumptionScope();
+  ShapeAssumptionScope(const ShapeAssumptionScope&) = delete;
+  ShapeAssumptionScope& operator=(const ShapeAssumptionScope&) = delete;
+  // Label attached to the assumptions recorded from now on.
+  static void set_label(std::string label);
+
+ private:
+  std::vector<ShapeAssumption>* prev_;
+  std::string prev_label_;
+};
 
 }  // namespace ferrite

@@ -77,6 +77,11 @@ class LoweredMemory {
   bool planned(int b) const { return request_of_buffer_[b] >= 0; }
   MemoryStats stats() const { return stats_; }
   size_t cached_plans() const { return planner_.cached_plans(); }
+  // For dumps: the planner's requests (request r holds buffer `buffer_of_request(r)`) and this
+  // run's plan (null when everything went to the heap).
+  const std::vector<SymbolicRequest>& requests() const { return planner_.requests(); }
+  int buffer_of_request(size_t r) const { return buffer_of_request_[r]; }
+  const MemoryPlan* current_plan() const { return plan_; }
 
  private:
   std::string binding_text(const std::vector<int64_t>& values) const;

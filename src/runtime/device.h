@@ -4,6 +4,7 @@
 // register from their own folder (src/backends/<device>/CMakeLists.txt, ferrite_add_device).
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,6 +22,9 @@ struct RunOptions {
   int threads = 0;  // 0 = device default
   // Graph passes to run before preparing; unset = the device's default_passes().
   std::optional<std::vector<std::string>> passes;
+  // Devices that compile write what they made here (generated source, fusion and memory plans,
+  // the IR after passes); others ignore it.
+  std::optional<std::filesystem::path> dump_dir;
 };
 
 // Memory of the intermediate buffers of the last run, for devices that plan it.

@@ -1,16 +1,45 @@
 #include "runtime/session.h"
 
-#include "passes/pass.h"
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
 
 #include "frontend/onnx/tensor_proto.h"
+#include "ops/context.h"
+#include "passes/pass.h"
 
 namespace ferrite {
+
+namespace {
+
+bool recompile_log_enabled() {
+  const char* v = std::getenv("FERRITE_LOG");
+  return v && (std::string(v).find("recompile") != std::string::npos || std::string(v) == "all");
+}
+
+// A symbol name for a dim made dynamic: "<input>_d<dim>", made an identifier and unique.
+std::string fresh_symbol(const std::string& input, int dim, const std::set<std::string>& taken) {
+  std::string base;
+  for (char c : input) base += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  if (base.empty() || std::isdigit(static_cast<unsigned char>(base[0]))) base = "in_" + base;
+  base += "_d" + std::to_string(dim);
+  std::string name = base;
+  for (int k = 2; taken.count(name); ++k) name = base + "_" + std::to_string(k);
+  return name;
+}
+
+}  // namespace
 
 Expected<std::unique_ptr<Session>> Session::load(const std::filesystem::path& model,
                                                  const std::string& device,
                                                  const RunOptions& opts) {
   FERRITE_ASSIGN_OR_RETURN(auto graph, import_onnx_file(model));
-  return from_graph(std::move(graph), device, opts);
+  auto s = from_graph(std::move(graph), device, opts);
+  if (s) (*s)->set_label(model.filename().string());
+  return s;
 }
 
 Expected<std::unique_ptr<Session>> Session::from_graph(std::unique_ptr<Graph> graph,
@@ -26,18 +55,78 @@ Expected<std::unique_ptr<Session>> Session::from_graph(std::unique_ptr<Graph> gr
   auto s = std::unique_ptr<Session>(new Session());
   s->graph_ = std::move(graph);
   s->opts_ = opts;
+  s->label_ = s->graph_->name.empty() ? "model" : s->graph_->name;
   FERRITE_ASSIGN_OR_RETURN(s->device_, DeviceRegistry::global().create(device));
-  FERRITE_RETURN_IF_ERROR(s->prepare());
+  FERRITE_RETURN_IF_ERROR(s->init());
   return s;
 }
 
-Status Session::prepare() {
-  std::vector<std::string> pipeline = opts_.passes ? *opts_.passes : device_->default_passes();
-  if (pipeline.size() == 1 && pipeline[0] == "default") pipeline = default_pipeline();
-  if (!pipeline.empty()) FERRITE_RETURN_IF_ERROR(run_pipeline(*graph_, pipeline));
-  FERRITE_ASSIGN_OR_RETURN(prepared_, device_->prepare(*graph_, opts_));
-  ++compiles_;
+Status Session::init() {
+  declared_ = GuardSet::for_inputs(*graph_);
+  const auto& in = graph_->inputs();
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Shape& shape = in[i]->type.shape;
+    if (!shape.rank_known()) continue;
+    for (size_t d = 0; d < shape.rank(); ++d)
+      if (!shape[d].is_known()) open_dims_.push_back({static_cast<int>(i), static_cast<int>(d)});
+  }
+  in_place_ = open_dims_.empty();
+  // Nothing to specialise: compile now, so that errors show at load time as before.
+  if (in_place_) {
+    FERRITE_ASSIGN_OR_RETURN(auto v, compile({}));
+    variants_.push_back(v);
+    last_ = v;
+  }
   return Status::ok();
+}
+
+Expected<std::shared_ptr<Session::Variant>> Session::compile(const std::vector<Tensor>& inputs) {
+  auto v = std::make_shared<Variant>();
+  Graph* g = graph_.get();
+  if (!in_place_) {
+    v->owned = copy_graph(*graph_);
+    g = v->owned.get();
+  }
+  v->graph = g;
+  v->guards = declared_;
+  for (const OpenDim& od : open_dims_) {
+    Dim& d = g->inputs()[od.input]->type.shape.dims()[od.dim];
+    if (od.mode == DimMode::kSpecialise) {
+      int64_t size = inputs.at(od.input).dim(od.dim);
+      d = Dim(size);
+      v->guards.add_specialised(od.input, od.dim, size);
+    } else {
+      d = Dim::symbol(od.symbol);
+      v->guards.add_symbol(od.input, od.dim, od.symbol);
+    }
+  }
+  // Inference runs again (the input types may have changed) while the passes and the device
+  // see the graph, recording what it assumes about the symbols.
+  std::vector<ShapeAssumption> assumed;
+  {
+    ShapeAssumptionScope scope(&assumed);
+    for (const auto& node : g->nodes()) {
+      ShapeAssumptionScope::set_label(node->describe());
+      FERRITE_RETURN_IF_ERROR(infer_node(*node));
+    }
+    FERRITE_RETURN_IF_ERROR(verify_graph(*g));
+    ShapeAssumptionScope::set_label("a graph pass");
+    std::vector<std::string> pipeline = opts_.passes ? *opts_.passes : device_->default_passes();
+    if (pipeline.size() == 1 && pipeline[0] == "default") pipeline = default_pipeline();
+    if (!pipeline.empty()) FERRITE_RETURN_IF_ERROR(run_pipeline(*g, pipeline));
+    ShapeAssumptionScope::set_label("");
+    RunOptions opts = opts_;
+    // Later compiles dump next to the first one instead of over it.
+    if (opts.dump_dir && compiles_ > 0)
+      opts.dump_dir = *opts.dump_dir / ("compile_" + std::to_string(compiles_ + 1));
+    FERRITE_ASSIGN_OR_RETURN(v->prepared, device_->prepare(*g, opts));
+    v->guards.add_assumptions(assumed);
+    // Next to the device's dump: what this compile assumes about its inputs.
+    if (opts.dump_dir && std::filesystem::is_directory(*opts.dump_dir))
+      std::ofstream(*opts.dump_dir / "guards.txt") << v->guards.to_string();
+  }
+  ++compiles_;
+  return v;
 }
 
 Expected<std::vector<Tensor>> Session::bind_inputs(const std::vector<NamedInput>& inputs) const {
@@ -62,7 +151,6 @@ Expected<std::vector<Tensor>> Session::bind_inputs(const std::vector<NamedInput>
     bound[slot] = inputs[k].tensor;
     have[slot] = true;
   }
-  SymBindings symbols;
   for (size_t i = 0; i < decl.size(); ++i) {
     const Value* v = decl[i];
     if (!have[i]) {
@@ -75,37 +163,101 @@ Expected<std::vector<Tensor>> Session::bind_inputs(const std::vector<NamedInput>
     const Tensor& t = bound[i];
     if (!t.defined()) return err("input '", v->name, "' is an empty (undefined) tensor");
     FERRITE_RETURN_IF_ERROR(check_dims(str_cat("input '", v->name, "'"), t.dims()));
-    if (t.dtype() != v->type.dtype)
-      return err("input '", v->name, "' has dtype ", dtype_name(t.dtype()), ", but the model expects ",
-                 dtype_name(v->type.dtype));
-    const Shape& shape = v->type.shape;
-    if (!shape.rank_known()) continue;
-    if (t.rank() != shape.rank())
-      return err("input '", v->name, "' has rank ", t.rank(), " (", dims_to_string(t.dims()),
-                 "), but the model expects ", shape.rank(), " (", shape.to_string(), ")");
-    for (size_t d = 0; d < shape.rank(); ++d) {
-      const Dim& dim = shape[d];
-      if (!dim.is_known()) continue;
-      if (auto s = dim.value()) {
-        if (*s != t.dim(d))
-          return err("input '", v->name, "' has shape ", dims_to_string(t.dims()),
-                     ", but the model expects ", shape.to_string(), " (dim ", d, ")");
-      } else if (dim.expr().is_symbol()) {
-        std::vector<std::string> names;
-        dim.expr().collect_symbols(names);
-        auto [it, inserted] = symbols.emplace(names[0], t.dim(d));
-        if (!inserted && it->second != t.dim(d))
-          return err("input '", v->name, "' dim ", d, " is ", t.dim(d), ", but symbol '", names[0],
-                     "' is already ", it->second, " from another input");
-      }
-    }
   }
+  // dtypes, ranks, dims and symbols are the guards' business (run()).
   return bound;
+}
+
+void Session::log(const std::string& line) const {
+  if (log_) {
+    log_(line);
+  } else if (recompile_log_enabled()) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
 }
 
 Expected<std::vector<Tensor>> Session::run(const std::vector<NamedInput>& inputs) {
   FERRITE_ASSIGN_OR_RETURN(auto bound, bind_inputs(inputs));
-  return prepared_->run(bound);
+  std::shared_ptr<Variant> v;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::optional<GuardFailure> newest;
+    for (size_t k = 0; k < variants_.size(); ++k) {
+      auto f = variants_[k]->guards.check(bound);
+      if (!f) {
+        v = variants_[k];
+        std::rotate(variants_.begin(), variants_.begin() + static_cast<long>(k),
+                    variants_.begin() + static_cast<long>(k) + 1);
+        break;
+      }
+      if (k == 0) newest = f;
+    }
+    if (!v) {
+      if (newest && newest->action == GuardFailure::Action::kError) return err(newest->message);
+      if (auto f = declared_.check(bound)) return err(f->message);
+      std::string why;
+      if (newest) {
+        // Every specialised dim whose size changed becomes dynamic for good.
+        const GuardSet& gs = variants_.front()->guards;
+        std::set<std::string> taken;
+        for (const Value* in : graph_->inputs())
+          if (in->type.shape.rank_known())
+            for (const Dim& d : in->type.shape.dims())
+              if (d.is_known()) {
+                std::vector<std::string> names;
+                d.expr().collect_symbols(names);
+                taken.insert(names.begin(), names.end());
+              }
+        for (const OpenDim& od : open_dims_)
+          if (od.mode == DimMode::kDynamic) taken.insert(od.symbol);
+        std::string dynamic;
+        for (const Guard& g : gs.guards()) {
+          if (g.kind != Guard::Kind::kSpecialised || bound[g.input].dim(g.dim) == g.value) continue;
+          for (OpenDim& od : open_dims_) {
+            if (od.input != g.input || od.dim != g.dim || od.mode == DimMode::kDynamic) continue;
+            od.mode = DimMode::kDynamic;
+            od.symbol = fresh_symbol(gs.input_names()[g.input], g.dim, taken);
+            taken.insert(od.symbol);
+            dynamic +=
+                str_cat(dynamic.empty() ? "" : ", ", gs.input_names()[g.input], " dim ", g.dim);
+          }
+        }
+        why = str_cat("guard failed: ", newest->message, "; compiling with ", dynamic, " dynamic");
+      }
+      auto compiled = compile(bound);
+      if (!compiled) return compiled.status();
+      v = std::move(compiled).value();
+      if (why.empty()) {
+        std::string spec;
+        for (const Guard& g : v->guards.guards())
+          if (g.kind == Guard::Kind::kSpecialised)
+            spec += str_cat(spec.empty() ? "" : ", ", v->guards.describe(g));
+        why = "specialising " + spec;
+      }
+      log(str_cat("[recompile] ", label_, ": ", why, " (compile #", compiles_, ")"));
+      variants_.insert(variants_.begin(), v);
+      if (variants_.size() > kMaxVariants) variants_.pop_back();
+      // The new variant may still refuse these inputs (an assumption they break).
+      if (auto f = v->guards.check(bound)) return err(f->message);
+    }
+    last_ = v;
+  }
+  return v->prepared->run(bound);
+}
+
+const Graph& Session::compiled_graph() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return last_ ? *last_->graph : *graph_;
+}
+
+std::string Session::guards() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return last_ ? last_->guards.to_string() : "";
+}
+
+ModelStats Session::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return last_ && last_->prepared ? last_->prepared->stats() : ModelStats{};
 }
 
 }  // namespace ferrite

@@ -1,12 +1,20 @@
-// A loaded model bound to a device: validates user inputs against the graph's declared inputs
-// (names, dtypes, ranks, static dims, consistent symbolic dims) and runs the prepared model.
+// A loaded model bound to a device: checks user inputs against guards (the declared inputs and
+// whatever the compile assumed, see runtime/guards.h) and runs the prepared model.
+//
+// Dims the model leaves unknown (neither dim_param nor dim_value) are specialised: the first
+// call compiles with the sizes it sees. When such a size later changes, that dim becomes a fresh
+// symbol (`x_d1`, "automatic dynamic") and the model is compiled again, so further sizes reuse
+// that compile. Compiled variants stay in a small cache keyed by their guards.
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <mutex>
 
 #include "frontend/onnx/importer.h"
 #include "runtime/device.h"
+#include "runtime/guards.h"
 
 namespace ferrite {
 
@@ -26,20 +34,60 @@ class Session {
   };
   Expected<std::vector<Tensor>> run(const std::vector<NamedInput>& inputs);
 
+  // The graph as given (inputs and outputs as declared); after the passes when no dim needs
+  // specialising (then it is also the compiled graph).
   const Graph& graph() const { return *graph_; }
+  // The graph the last run used (after passes and specialisation); graph() before any compile.
+  const Graph& compiled_graph() const;
   const Device& device() const { return *device_; }
+  // Number of preparations (compiles) so far, recompiles included.
   int compiles() const { return compiles_; }
+  // The guards of the variant the last run used (empty before the first compile).
+  std::string guards() const;
   // The prepared model's statistics about the last run (empty before the first prepare).
-  ModelStats stats() const { return prepared_ ? prepared_->stats() : ModelStats{}; }
+  ModelStats stats() const;
+
+  // Name used in log lines ("[recompile] NAME: ..."); defaults to the graph's name.
+  void set_label(std::string label) { label_ = std::move(label); }
+  // Receives recompile log lines. Default: stderr when FERRITE_LOG has "recompile" or "all".
+  using LogFn = std::function<void(const std::string& line)>;
+  void set_log(LogFn log) { log_ = std::move(log); }
+
+  // Compiled variants kept; the least recently used is dropped beyond this.
+  static constexpr size_t kMaxVariants = 8;
 
  private:
-  Status prepare();
+  struct Variant {
+    GuardSet guards;
+    std::unique_ptr<Graph> owned;  // the specialised copy (null: graph_ itself)
+    const Graph* graph = nullptr;
+    std::unique_ptr<PreparedModel> prepared;
+  };
+  // How a dim the model leaves unknown is compiled.
+  enum class DimMode : uint8_t { kSpecialise, kDynamic };
+  struct OpenDim {
+    int input;
+    int dim;
+    DimMode mode = DimMode::kSpecialise;
+    std::string symbol;  // for kDynamic
+  };
+
+  Status init();
+  Expected<std::shared_ptr<Variant>> compile(const std::vector<Tensor>& inputs);
   Expected<std::vector<Tensor>> bind_inputs(const std::vector<NamedInput>& inputs) const;
+  void log(const std::string& line) const;
 
   std::unique_ptr<Graph> graph_;
   std::unique_ptr<Device> device_;
-  std::unique_ptr<PreparedModel> prepared_;
   RunOptions opts_;
+  std::string label_;
+  LogFn log_;
+  GuardSet declared_;  // the declared inputs alone: checked before a first compile
+  std::vector<OpenDim> open_dims_;
+  bool in_place_ = true;  // no open dims: the one variant compiles graph_ itself
+  std::vector<std::shared_ptr<Variant>> variants_;  // most recently used first
+  std::shared_ptr<Variant> last_;
+  mutable std::mutex mutex_;  // variants_, last_, compiles_, open_dims_
   int compiles_ = 0;
 };
 

@@ -18,6 +18,7 @@
 #include "ops/context.h"
 #include "ops/op_schema.h"
 #include "runtime/device.h"
+#include "runtime/dump.h"
 
 namespace ferrite {
 
@@ -59,6 +60,12 @@ class CpuModel : public PreparedModel {
     return true;
   }
 
+  // `ferrite run --dump`: see runtime/dump.h.
+  Status start_dump(const std::filesystem::path& dir, const std::string& source) {
+    FERRITE_ASSIGN_OR_RETURN(dump_, CompileDump::write(dir, graph_, lg_, source, *memory_));
+    return Status::ok();
+  }
+
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) override {
     std::lock_guard<std::mutex> lock(run_mutex_);  // one arena per model: runs take turns
     // Bind shape symbols from the inputs (the session already checked their consistency).
@@ -80,6 +87,7 @@ class CpuModel : public PreparedModel {
       syms.push_back(it->second);
     }
     memory_->begin_run(syms);
+    if (dump_) dump_->on_run(*memory_, syms);
     std::vector<Tensor> bufs(lg_.buffers.size());
     for (size_t i = 0; i < lg_.inputs.size(); ++i) bufs[lg_.inputs[i]] = inputs[i];
     for (size_t b = 0; b < lg_.buffers.size(); ++b)
@@ -184,6 +192,7 @@ class CpuModel : public PreparedModel {
   std::vector<KernelFnPtr> fns_;
   std::vector<int> last_use_;
   std::unique_ptr<LoweredMemory> memory_;  // arena for the intermediates
+  std::unique_ptr<CompileDump> dump_;
   mutable std::mutex run_mutex_;
   ThreadPool pool_;
 };
@@ -230,6 +239,7 @@ class CpuDevice : public Device {
     auto model = std::make_unique<CpuModel>(graph, std::move(lg), std::move(compiled.module),
                                             threads, parts_);
     if (!model->ready()) return err("cpu: a generated kernel is missing from the compiled module");
+    if (opts.dump_dir) FERRITE_RETURN_IF_ERROR(model->start_dump(*opts.dump_dir, source));
     if (log_enabled("compile"))
       std::fprintf(stderr, "[compile] cpu: %.3f s (%s %.3f s)%s%s\n",
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),

@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 
 namespace {
 const char* kRunHelp = R"(usage: ferrite run MODEL [--inputs DIR]... [--input NAME=random:DIMS]...
-                    [--output-dir OUT] [--device NAME] [--quiet]
+                    [--output-dir OUT] [--device NAME] [--dump DIR] [--quiet]
 
   --inputs DIR        a directory of input_*.pb TensorProto files (matched to graph inputs by
                       name, else by order); repeat to run several input sets with one compile
@@ -28,6 +28,14 @@ const char* kRunHelp = R"(usage: ferrite run MODEL [--inputs DIR]... [--input NA
                       (see `ferrite info --list-passes`); by default none on `reference` (the
                       oracle) and the default pipeline on compiling devices such as `cpu`
   --threads N         worker threads for devices that use them (default: all cores)
+  --dump DIR          write what the device compiled into DIR: kernels.cpp (generated source,
+                      each step mapped to its ONNX nodes), fusion_plan.txt, memory_plan.txt
+                      (buffers, live ranges, offsets per input binding) and graph.txt (IR after
+                      the passes); a recompile writes DIR/compile_<n>/ (compiling devices only)
+
+  Dims the model leaves unknown are specialised to the first sizes seen; a size that changes
+  makes that dim dynamic and recompiles once (FERRITE_LOG=recompile prints why; run.json counts
+  `compiles`).
   --quiet             do not print the per-output summary
 )";
 
@@ -38,7 +46,7 @@ int fail(const Status& s) {
 }  // namespace
 
 int run_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"help", "quiet", "check"}, {"inputs", "input", "output-dir", "device", "passes", "threads"});
+  auto args = Args::parse(argc, argv, {"help", "quiet", "check"}, {"inputs", "input", "output-dir", "device", "passes", "threads", "dump"});
   if (!args) return fail(args.status());
   if (args->flag("help")) {
     std::fputs(kRunHelp, stdout);
@@ -72,10 +80,12 @@ int run_command(int argc, char** argv) {
       return fail(err("--threads expects a positive integer, got '", threads, "'"));
     run_opts.threads = std::stoi(threads);
   }
+  if (std::string dump = args->get("dump"); !dump.empty()) run_opts.dump_dir = fs::path(dump);
   size_t nodes_before = (*graph)->nodes().size();
   auto t1 = std::chrono::steady_clock::now();
   auto session = Session::from_graph(std::move(graph).value(), device, run_opts);
   if (!session) return fail(session.status());
+  (*session)->set_label(fs::path(args->positional()[0]).filename().string());
   auto t2 = std::chrono::steady_clock::now();
 
   std::vector<std::vector<Session::NamedInput>> input_sets;
@@ -151,11 +161,15 @@ int run_command(int argc, char** argv) {
       }
     }
   }
+  // Devices that compile nothing (the reference interpreter) ignore dump_dir: say so.
+  if (run_opts.dump_dir && !fs::exists(*run_opts.dump_dir / "graph.txt"))
+    std::fprintf(stderr, "note: --dump: device '%s' compiles nothing, so it wrote no dump\n",
+                 device.c_str());
   double load_s = std::chrono::duration<double>(t1 - t0).count();
   double prepare_s = std::chrono::duration<double>(t2 - t1).count();
   if (!args->flag("quiet"))
     std::printf("device %s: load %.3f s, prepare %.3f s (%zu -> %zu nodes), %zu run(s), compiles %d\n",
-                device.c_str(), load_s, prepare_s, nodes_before, (*session)->graph().nodes().size(),
+                device.c_str(), load_s, prepare_s, nodes_before, (*session)->compiled_graph().nodes().size(),
                 seconds.size(), (*session)->compiles());
   if (!out_dir.empty()) {
     std::ofstream js(out_dir / "run.json");
