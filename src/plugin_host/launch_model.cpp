@@ -10,6 +10,7 @@
 #include "ops/context.h"
 #include "ops/op_schema.h"
 #include "support/checked_math.h"
+#include "tune/autotuner.h"
 
 namespace ferrite {
 
@@ -36,9 +37,10 @@ struct DeviceValue {
 class LaunchModel : public PreparedModel {
  public:
   LaunchModel(const Graph& g, LoweredGraph lg, std::unique_ptr<LoadedModule> module,
-              std::shared_ptr<BackendParts> parts, LaunchFn launch)
+              std::shared_ptr<BackendParts> parts, LaunchFn launch, bool autotune)
       : graph_(g), lg_(std::move(lg)), module_(std::move(module)), parts_(std::move(parts)),
-        launch_(std::move(launch)), planner_({}, {}) {
+        launch_(std::move(launch)), launches_(parts_->properties, *parts_->heuristics, autotune),
+        planner_({}, {}) {
     last_use_.assign(lg_.buffers.size(), -1);
     for (size_t i = 0; i < lg_.steps.size(); ++i) {
       const Step& s = lg_.steps[i];
@@ -105,6 +107,7 @@ class LaunchModel : public PreparedModel {
     std::lock_guard<std::mutex> lock(mu_);
     ModelStats s;
     s.memory = memory_;
+    s.tuning = launches_.stats();
     return s;
   }
 
@@ -180,10 +183,15 @@ class LaunchModel : public PreparedModel {
     }
     for (auto& [b, v] : constants_) vals[b] = v;
 
+    launches_.begin_run(lg_.kernels);
+    struct EndRun {
+      LaunchChooser& l;
+      ~EndRun() { l.end_run(); }
+    } end_run{launches_};
     for (size_t si = 0; si < lg_.steps.size(); ++si) {
       const Step& s = lg_.steps[si];
       if (s.kind == Step::Kind::kKernel)
-        FERRITE_RETURN_IF_ERROR(run_kernel(s.kernel, fns_[si], bind, syms, vals));
+        FERRITE_RETURN_IF_ERROR(run_kernel(si, s.kernel, fns_[si], bind, syms, vals));
       else
         FERRITE_RETURN_IF_ERROR(run_on_host(s, bind, vals));
       // Free what dies here (outputs live to the end).
@@ -221,7 +229,7 @@ class LaunchModel : public PreparedModel {
     return Status::ok();
   }
 
-  Status run_kernel(const Kernel& k, void* fn, const SymBindings& bind,
+  Status run_kernel(size_t step, const Kernel& k, void* fn, const SymBindings& bind,
                     const std::vector<int64_t>& syms, std::vector<DeviceValue>& vals) {
     FERRITE_ASSIGN_OR_RETURN(auto dims, eval_dims(k.shape, bind));
     FERRITE_ASSIGN_OR_RETURN(auto out_dims,
@@ -233,7 +241,14 @@ class LaunchModel : public PreparedModel {
     std::vector<void*> bufs;
     for (int b : k.input_buffers) bufs.push_back(vals[b].ptr);
     bufs.push_back(vals[k.output_buffer].ptr);
-    LaunchConfig launch = parts_->heuristics->choose(k, rows, row_len, parts_->properties);
+    auto timed = [&](const LaunchConfig& c) -> Expected<double> {
+      auto t0 = std::chrono::steady_clock::now();
+      FERRITE_RETURN_IF_ERROR(launch_(fn, c, bufs, syms));
+      FERRITE_RETURN_IF_ERROR(parts_->runtime->synchronize());
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    FERRITE_ASSIGN_OR_RETURN(LaunchConfig launch,
+                             launches_.choose(step, k, rows, row_len, /*tunable=*/true, timed));
     const LaunchLimits& lim = parts_->properties.launch;
     // The heuristics promise legal launches; a plugin's own heuristics might not, and the
     // grid-dialect kernels cover all rows for any grid, so a grid is adjusted, never trusted.
@@ -304,6 +319,7 @@ class LaunchModel : public PreparedModel {
   std::unique_ptr<LoadedModule> module_;
   std::shared_ptr<BackendParts> parts_;
   LaunchFn launch_;
+  LaunchChooser launches_;
   std::vector<void*> fns_;
   std::vector<int> last_use_;
   std::vector<int> request_of_buffer_, buffer_of_request_;
@@ -337,7 +353,7 @@ Expected<std::unique_ptr<PreparedModel>> prepare_launch_model(
                  lg.library_steps);
   FERRITE_ASSIGN_OR_RETURN(CompiledModule compiled, parts->compiler->compile(source, "kernels"));
   auto model = std::make_unique<LaunchModel>(graph, std::move(lg), std::move(compiled.module),
-                                             parts, std::move(launch));
+                                             parts, std::move(launch), opts.autotune);
   FERRITE_RETURN_IF_ERROR(model->init());
   if (log_enabled("compile"))
     std::fprintf(stderr, "[compile] %s: %.3f s (device compiler %.3f s)\n", name.c_str(),

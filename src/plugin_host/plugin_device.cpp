@@ -122,7 +122,7 @@ class PluginDevice : public Device {
       : p_(std::move(p)), parts_(std::move(parts)) {}
   std::string name() const override { return parts_->properties.name; }
   std::string description() const override {
-    return parts_->properties.model + " (plugin " + p_->path + ")";
+    return parts_->properties.model + ", device SDK plugin";
   }
   DeviceProperties properties() const override { return parts_->properties; }
   std::vector<std::string> default_passes() const override { return {"default"}; }

@@ -75,9 +75,11 @@ Expected<LoadedPlugin> load_plugin(const std::string& path) {
     return err("not a ferrite device plugin (no ", FE_DEVICE_PLUGIN_ENTRY, " entry point)");
   }
   const fe_device_plugin* api = entry();
+  // The message first: its arguments may point into the plugin's memory.
   auto refuse = [&](auto&&... why) -> Expected<LoadedPlugin> {
+    Status s = err(why...);
     dlclose(h);
-    return err(why...);
+    return s;
   };
   if (!api) return refuse("the entry point returned no plugin table");
   if (api->sdk_major != FE_SDK_VERSION_MAJOR || api->sdk_minor > FE_SDK_VERSION_MINOR)

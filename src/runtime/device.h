@@ -20,6 +20,9 @@ namespace ferrite {
 
 struct RunOptions {
   int threads = 0;  // 0 = device default
+  // Time candidate launch configurations of every generated kernel on the first run at each
+  // size and keep the fastest (persisted in the tuning database); see tune/autotuner.h.
+  bool autotune = false;
   // Graph passes to run before preparing; unset = the device's default_passes().
   std::optional<std::vector<std::string>> passes;
   // Devices that compile write what they made here (generated source, fusion and memory plans,
@@ -38,8 +41,17 @@ struct MemoryStats {
   int64_t arena_capacity_bytes = 0;  // arena kept across runs
 };
 
+// Launch autotuning of the last run (RunOptions::autotune; tune/autotuner.h).
+struct TuningStats {
+  int kernels_tuned = 0;   // timed this run
+  int kernels_reused = 0;  // taken from the tuning database
+  int configs_timed = 0;
+  double seconds = 0;      // spent timing
+};
+
 struct ModelStats {
   std::optional<MemoryStats> memory;
+  std::optional<TuningStats> tuning;
 };
 
 // A graph prepared for one device. Inputs are in graph-input order, already validated.

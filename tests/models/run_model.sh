@@ -16,8 +16,20 @@ sets=()
 for d in "$work"/test_data_set_*; do sets+=(--inputs "$d"); done
 out="$work/out-$device-$passes"
 rm -rf "$out"
-"$ferrite" run "$work/model.onnx" "${sets[@]}" --device "$device" --passes "$passes" --check \
-  --output-dir "$out"
+# A plugin accelerator logs its launches (GXU_LAUNCH_LOG); every one must have been legal.
+launch_log="$out.launches.log"
+rm -f "$launch_log"
+GXU_LAUNCH_LOG="$launch_log" "$ferrite" run "$work/model.onnx" "${sets[@]}" --device "$device" \
+  --passes "$passes" --check --output-dir "$out"
+if [ "$device" = gxu ]; then
+  launches=$(grep -c '^launch ' "$launch_log" || true)
+  illegal=$(grep -c 'legal=0' "$launch_log" || true)
+  echo "gxu launches: $launches, illegal: $illegal"
+  if [ "$launches" = 0 ] || [ "$illegal" != 0 ]; then
+    echo "FAIL: expected launches, all legal ($launch_log)"
+    exit 1
+  fi
+fi
 compiles=$(sed -n 's/.*"compiles": \([0-9]*\).*/\1/p' "$out/run.json")
 if [ "$compiles" != 1 ]; then
   echo "FAIL: run.json reports $compiles compiles for ${#sets[@]} data sets, expected 1"

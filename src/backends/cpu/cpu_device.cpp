@@ -18,6 +18,7 @@
 #include "ops/context.h"
 #include "ops/op_schema.h"
 #include "runtime/device.h"
+#include "tune/autotuner.h"
 #include "runtime/dump.h"
 
 namespace ferrite {
@@ -34,8 +35,9 @@ bool log_enabled(const char* topic) {
 class CpuModel : public PreparedModel {
  public:
   CpuModel(const Graph& g, LoweredGraph lg, std::unique_ptr<LoadedModule> module, int threads,
-           std::shared_ptr<const BackendParts> parts)
-      : graph_(g), lg_(std::move(lg)), module_(std::move(module)), parts_(std::move(parts)), pool_(threads) {
+           std::shared_ptr<const BackendParts> parts, bool autotune)
+      : graph_(g), lg_(std::move(lg)), module_(std::move(module)), parts_(std::move(parts)),
+        launches_(parts_->properties, *parts_->heuristics, autotune), pool_(threads) {
     for (const Step& s : lg_.steps)
       fns_.push_back(s.kind == Step::Kind::kKernel
                          ? reinterpret_cast<KernelFnPtr>(module_->symbol(s.kernel.name))
@@ -93,10 +95,15 @@ class CpuModel : public PreparedModel {
     for (size_t b = 0; b < lg_.buffers.size(); ++b)
       if (lg_.buffers[b].kind == Buffer::Kind::kConstant) bufs[b] = *lg_.buffers[b].value->constant;
 
+    launches_.begin_run(lg_.kernels);
+    struct EndRun {
+      LaunchChooser& l;
+      ~EndRun() { l.end_run(); }
+    } end_run{launches_};
     for (size_t si = 0; si < lg_.steps.size(); ++si) {
       const Step& s = lg_.steps[si];
       if (s.kind == Step::Kind::kKernel) {
-        FERRITE_RETURN_IF_ERROR(run_kernel(s.kernel, fns_[si], bind, syms, bufs));
+        FERRITE_RETURN_IF_ERROR(run_kernel(si, s.kernel, fns_[si], bind, syms, bufs));
       } else {
         FERRITE_RETURN_IF_ERROR(run_library(s, bind, bufs));
       }
@@ -121,7 +128,7 @@ class CpuModel : public PreparedModel {
 
   // Runs a generated kernel over its rows in parallel: all dims but the last for a pointwise
   // kernel, the dims before the reduced ones for a row kernel (a row is never split).
-  Status run_kernel(const Kernel& k, KernelFnPtr fn, const SymBindings& bind,
+  Status run_kernel(size_t step, const Kernel& k, KernelFnPtr fn, const SymBindings& bind,
                     const std::vector<int64_t>& syms, std::vector<Tensor>& bufs) {
     FERRITE_ASSIGN_OR_RETURN(auto dims, eval_dims(k.shape, bind));
     FERRITE_ASSIGN_OR_RETURN(auto out_dims,
@@ -135,9 +142,23 @@ class CpuModel : public PreparedModel {
     for (size_t d = 0; d < dims.size(); ++d) (d < k.outer_rank() ? rows : row_len) *= dims[d];
     // Per-row kernels store rows values; the others rows * row_len.
     if (out.numel() > 0 && rows > 0) {
-      LaunchConfig launch = parts_->heuristics->choose(k, rows, row_len, parts_->properties);
-      pool_.parallel_for(rows, launch.rows_per_block,
-                         [&](int64_t b, int64_t e) { fn(ptrs.data(), syms.data(), b, e); });
+      auto launch_with = [&](const LaunchConfig& c) {
+        pool_.parallel_for(rows, c.rows_per_block,
+                           [&](int64_t b, int64_t e) { fn(ptrs.data(), syms.data(), b, e); });
+      };
+      // A kernel running in place over its input cannot be repeated for timing.
+      bool in_place = k.in_place_slot >= 0 && ptrs[k.in_place_slot] == ptrs.back();
+      FERRITE_ASSIGN_OR_RETURN(
+          LaunchConfig launch,
+          launches_.choose(step, k, rows, row_len, !in_place,
+                           [&](const LaunchConfig& c) -> Expected<double> {
+                             auto t0 = std::chrono::steady_clock::now();
+                             launch_with(c);
+                             return std::chrono::duration<double>(
+                                        std::chrono::steady_clock::now() - t0)
+                                 .count();
+                           }));
+      launch_with(launch);
     }
     bufs[k.output_buffer] = std::move(out);
     return Status::ok();
@@ -176,7 +197,10 @@ class CpuModel : public PreparedModel {
 
   ModelStats stats() const override {
     std::lock_guard<std::mutex> lock(run_mutex_);
-    return ModelStats{memory_->stats()};
+    ModelStats st;
+    st.memory = memory_->stats();
+    st.tuning = launches_.stats();
+    return st;
   }
 
   void release(size_t step, std::vector<Tensor>& bufs) {
@@ -189,6 +213,7 @@ class CpuModel : public PreparedModel {
   LoweredGraph lg_;
   std::unique_ptr<LoadedModule> module_;
   std::shared_ptr<const BackendParts> parts_;
+  LaunchChooser launches_;
   std::vector<KernelFnPtr> fns_;
   std::vector<int> last_use_;
   std::unique_ptr<LoweredMemory> memory_;  // arena for the intermediates
@@ -237,7 +262,7 @@ class CpuDevice : public Device {
     int threads = opts.threads > 0 ? opts.threads
                                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     auto model = std::make_unique<CpuModel>(graph, std::move(lg), std::move(compiled.module),
-                                            threads, parts_);
+                                            threads, parts_, opts.autotune);
     if (!model->ready()) return err("cpu: a generated kernel is missing from the compiled module");
     if (opts.dump_dir) FERRITE_RETURN_IF_ERROR(model->start_dump(*opts.dump_dir, source));
     if (log_enabled("compile"))

@@ -1,13 +1,10 @@
-// The `null` device: the smallest complete device, and the template for a new one.
+// The `null` device: the skeleton a vendor copies to start a new device.
 //
-// It provides only the required backend parts (backend_api/backend.h): properties and a runtime
-// (host memory standing in for device memory). Without a compiler nothing is generated, so
-// prepare() runs the graph on the op table's reference kernels, moving every input through the
-// runtime's copies as a real device would (host -> device -> host) so that the runtime contract
-// is exercised on every run. A new device replaces the runtime with its own, adds a compiler,
-// a dialect and heuristics, and moves graph execution onto the device step by step.
-#include <cstring>
-
+// It has every member of the backend contract (backend_api/backend.h) in place and answers
+// "unimplemented" from each, as an `unsupported` status naming the member: it compiles,
+// registers, shows in `ferrite devices`, and `ferrite cts --device null` reports every case as
+// unsupported. Bring-up replaces the members one at a time, in the order of
+// docs/adding-a-device.md: properties, runtime, compiler + dialect, heuristics, then prepare().
 #include "backend_api/backend.h"
 #include "runtime/device.h"
 
@@ -15,45 +12,54 @@ namespace ferrite {
 
 namespace {
 
+Status unimplemented(const char* member) {
+  return unsupported("null device: ", member, " is not implemented (skeleton device)");
+}
+
 DeviceProperties null_properties() {
   DeviceProperties p;
   p.name = "null";
   p.kind = "accelerator";
   p.model = "null device (skeleton)";
-  p.arch = "none: runs reference kernels";
+  p.arch = "none";
   p.dtypes = {DType::kF32};
-  p.host_addressable = true;
   return p;
 }
 
-// Host memory standing in for device memory; a real device calls its driver here.
-class NullRuntime : public HostRuntime {};
-
-class NullModel : public PreparedModel {
+// Required: memory and ordering. A device calls its driver here.
+class NullRuntime : public DeviceRuntime {
  public:
-  NullModel(std::unique_ptr<PreparedModel> oracle, std::shared_ptr<BackendParts> parts)
-      : oracle_(std::move(oracle)), parts_(std::move(parts)) {}
-
-  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) override {
-    DeviceRuntime& rt = *parts_->runtime;
-    std::vector<Tensor> staged;
-    for (const Tensor& in : inputs) {
-      size_t bytes = static_cast<size_t>(in.nbytes());
-      FERRITE_ASSIGN_OR_RETURN(void* dev, rt.allocate(bytes, 64));
-      Tensor back = Tensor::zeros(in.dtype(), in.dims());
-      Status s = rt.copy_to_device(dev, in.raw(), bytes);
-      if (s.is_ok()) s = rt.copy_to_host(back.raw(), dev, bytes);
-      if (s.is_ok()) s = rt.synchronize();
-      rt.free(dev);
-      FERRITE_RETURN_IF_ERROR(s);
-      staged.push_back(std::move(back));
-    }
-    return oracle_->run(staged);
+  Expected<void*> allocate(size_t, size_t) override { return unimplemented("runtime.allocate"); }
+  void free(void*) override {}
+  Status copy_to_device(void*, const void*, size_t) override {
+    return unimplemented("runtime.copy_to_device");
   }
+  Status copy_to_host(void*, const void*, size_t) override {
+    return unimplemented("runtime.copy_to_host");
+  }
+  Status copy_on_device(void*, const void*, size_t) override {
+    return unimplemented("runtime.copy_on_device");
+  }
+  Status synchronize() override { return unimplemented("runtime.synchronize"); }
+};
 
- private:
-  std::unique_ptr<PreparedModel> oracle_;
-  std::shared_ptr<BackendParts> parts_;
+// Optional: generated source -> loaded module.
+class NullCompiler : public KernelCompiler {
+ public:
+  std::string identity() const override { return "null-compiler 0"; }
+  Expected<CompiledModule> compile(const std::string&, const std::string&) override {
+    return unimplemented("compiler.compile");
+  }
+};
+
+// Required with a compiler: lowered kernels -> source.
+class NullDialect : public CodegenDialect {
+ public:
+  std::string name() const override { return "null"; }
+  std::string kernel_abi() const override { return "null-v0"; }
+  Expected<std::string> generate(const LoweredGraph&, const DeviceProperties&) const override {
+    return unimplemented("dialect.generate");
+  }
 };
 
 class NullDevice : public Device {
@@ -61,20 +67,19 @@ class NullDevice : public Device {
   NullDevice() : parts_(std::make_shared<BackendParts>()) {
     parts_->properties = null_properties();
     parts_->runtime = std::make_unique<NullRuntime>();
+    parts_->compiler = std::make_unique<NullCompiler>();
+    parts_->dialect = std::make_unique<NullDialect>();
+    // heuristics: left out, so finalize() installs DefaultHeuristics.
     Status s = parts_->finalize();
     FERRITE_CHECK(s.is_ok());
   }
   std::string name() const override { return "null"; }
   std::string description() const override {
-    return "skeleton device: required parts only, runs reference kernels (template for new "
-           "devices)";
+    return "skeleton device: every member answers 'unimplemented' (template for new devices)";
   }
   DeviceProperties properties() const override { return parts_->properties; }
-  Expected<std::unique_ptr<PreparedModel>> prepare(const Graph& graph,
-                                                   const RunOptions& opts) override {
-    FERRITE_ASSIGN_OR_RETURN(auto reference, DeviceRegistry::global().create("reference"));
-    FERRITE_ASSIGN_OR_RETURN(auto oracle, reference->prepare(graph, opts));
-    return std::unique_ptr<PreparedModel>(std::make_unique<NullModel>(std::move(oracle), parts_));
+  Expected<std::unique_ptr<PreparedModel>> prepare(const Graph&, const RunOptions&) override {
+    return unimplemented("prepare");
   }
 
  private:

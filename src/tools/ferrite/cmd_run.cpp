@@ -28,6 +28,10 @@ const char* kRunHelp = R"(usage: ferrite run MODEL [--inputs DIR]... [--input NA
                       (see `ferrite info --list-passes`); by default none on `reference` (the
                       oracle) and the default pipeline on compiling devices such as `cpu`
   --threads N         worker threads for devices that use them (default: all cores)
+  --autotune          time candidate launch configurations of every generated kernel on the
+                      first run at each size and keep the fastest; choices persist in the tuning
+                      database (compile cache dir), so a later compile reuses them and times
+                      nothing (progress bar on a terminal; FERRITE_PROGRESS=1 forces it)
   --dump DIR          write what the device compiled into DIR: kernels.cpp (generated source,
                       each step mapped to its ONNX nodes), fusion_plan.txt, memory_plan.txt
                       (buffers, live ranges, offsets per input binding) and graph.txt (IR after
@@ -46,7 +50,7 @@ int fail(const Status& s) {
 }  // namespace
 
 int run_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"help", "quiet", "check"}, {"inputs", "input", "output-dir", "device", "passes", "threads", "dump"});
+  auto args = Args::parse(argc, argv, {"help", "quiet", "check", "autotune"}, {"inputs", "input", "output-dir", "device", "passes", "threads", "dump"});
   if (!args) return fail(args.status());
   if (args->flag("help")) {
     std::fputs(kRunHelp, stdout);
@@ -75,6 +79,7 @@ int run_command(int argc, char** argv) {
     }
     run_opts.passes = pipeline;
   }
+  run_opts.autotune = args->flag("autotune");
   if (std::string threads = args->get("threads"); !threads.empty()) {
     if (threads.find_first_not_of("0123456789") != std::string::npos || threads.size() > 4)
       return fail(err("--threads expects a positive integer, got '", threads, "'"));
@@ -117,6 +122,7 @@ int run_command(int argc, char** argv) {
   const Graph& g = (*session)->graph();
   std::vector<double> seconds;
   std::vector<std::optional<MemoryStats>> memory;  // per run, where the device plans memory
+  std::vector<std::optional<TuningStats>> tuning;  // cumulative after each run (--autotune)
   std::vector<std::string> checks(input_sets.size(), "");
   bool all_match = true;
   for (size_t k = 0; k < input_sets.size(); ++k) {
@@ -126,6 +132,7 @@ int run_command(int argc, char** argv) {
     if (!outs) return fail(outs.status().with_context("run " + std::to_string(k) + " (" + labels[k] + ")"));
     seconds.push_back(std::chrono::duration<double>(r1 - r0).count());
     memory.push_back((*session)->stats().memory);
+    tuning.push_back((*session)->stats().tuning);
     if (!args->flag("quiet")) {
       std::printf("run %zu (%s): %.3f s\n", k, labels[k].c_str(), seconds.back());
       for (size_t i = 0; i < outs->size(); ++i)
@@ -171,6 +178,11 @@ int run_command(int argc, char** argv) {
     std::printf("device %s: load %.3f s, prepare %.3f s (%zu -> %zu nodes), %zu run(s), compiles %d\n",
                 device.c_str(), load_s, prepare_s, nodes_before, (*session)->compiled_graph().nodes().size(),
                 seconds.size(), (*session)->compiles());
+  std::optional<TuningStats> tuned = tuning.empty() ? std::nullopt : tuning.back();
+  if (tuned)
+    std::printf("autotune: %d kernel launches timed (%d configurations, %.3f s), %d reused from "
+                "the tuning database\n",
+                tuned->kernels_tuned, tuned->configs_timed, tuned->seconds, tuned->kernels_reused);
   if (!out_dir.empty()) {
     std::ofstream js(out_dir / "run.json");
     js << "{\"device\": \"" << json_escape(device) << "\", \"model\": \""
@@ -199,6 +211,11 @@ int run_command(int argc, char** argv) {
     }
     js << "]";
     if (peak) js << ", \"memory\": " << memory_json(*peak);
+    if (tuned)
+      js << ", \"autotune\": {\"kernels_tuned\": " << tuned->kernels_tuned
+         << ", \"kernels_reused\": " << tuned->kernels_reused
+         << ", \"configs_timed\": " << tuned->configs_timed
+         << ", \"tuning_seconds\": " << tuned->seconds << "}";
     js << "}\n";
     if (!js) return fail(err("cannot write '", (out_dir / "run.json").string(), "'"));
   }

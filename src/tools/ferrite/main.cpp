@@ -27,8 +27,9 @@ commands:
       interleaved with ONNX Runtime on the same inputs with an output check and a speed ratio.
   ops [--names]
       List the op table: every supported op with its opset range and attributes.
-  devices
-      List the available devices.
+  devices [--verbose]
+      List the available devices (built in and plugins), where each comes from, and with
+      --verbose their properties.
 
 Run `ferrite <command> --help` for the options of one command.
 )";
@@ -47,11 +48,28 @@ int main(int argc, char** argv) {
   if (cmd == "bench") return ferrite::cli::bench_command(argc - 2, argv + 2);
   if (cmd == "ops") return ferrite::cli::ops_command(argc - 2, argv + 2);
   if (cmd == "devices") {
+    // ferrite devices [--verbose]: every registered device, where it came from, and (verbose)
+    // its properties; plugins found but refused, with the reason.
+    bool verbose = argc > 2 && (!std::strcmp(argv[2], "--verbose") || !std::strcmp(argv[2], "-v"));
+    if (argc > 2 && !verbose) {
+      std::printf("usage: ferrite devices [--verbose]\n\nLists the devices: built in, and plugins "
+                  "found on FERRITE_BACKEND_PATH and <prefix>/lib/ferrite/backends.\n");
+      return !std::strcmp(argv[2], "--help") ? 0 : 2;
+    }
     auto& reg = ferrite::DeviceRegistry::global();
     for (const auto& name : reg.names()) {
       auto d = reg.create(name);
-      std::printf("%-12s %s\n", name.c_str(), d ? (*d)->description().c_str() : "");
+      if (!d) {
+        std::printf("%-12s unavailable: %s [%s]\n", name.c_str(), d.status().message().c_str(),
+                    reg.origin(name).c_str());
+        continue;
+      }
+      std::printf("%-12s %s [%s]\n", name.c_str(), (*d)->description().c_str(),
+                  reg.origin(name).c_str());
+      if (verbose) std::printf("%s", (*d)->properties().describe().c_str());
     }
+    for (const auto& r : reg.refused())
+      std::printf("refused plugin %s: %s\n", r.path.c_str(), r.reason.c_str());
     return 0;
   }
   std::fprintf(stderr, "error: unknown command '%s' (see ferrite --help)\n", cmd.c_str());

@@ -1,0 +1,190 @@
+// The device SDK through the GXU plugin: discovery and origin, version refusal, the device's own
+// launch rules (illegal grids and warps refused with its error), grid adjustment up and down
+// without changing results, and device pointers that are not host pointers.
+#include <gtest/gtest.h>
+#include <onnx/defs/parser.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "backends/cpu/host_compiler.h"
+#include "codegen/cpp_source.h"
+#include "lower/lowering.h"
+#include "plugin_host/plugin_loader.h"
+#include "runtime/device.h"
+#include "test_util.h"
+
+namespace ferrite {
+namespace {
+
+namespace fs = std::filesystem;
+
+const LoadedPlugin* gxu() {
+  static std::optional<LoadedPlugin> plugin = []() -> std::optional<LoadedPlugin> {
+    std::string origin = DeviceRegistry::global().origin("gxu");
+    if (origin.empty() || origin == "built-in") return std::nullopt;
+    auto p = load_plugin(origin);
+    if (!p) return std::nullopt;
+    return std::move(p).value();
+  }();
+  return plugin ? &*plugin : nullptr;
+}
+
+#define REQUIRE_GXU()                                                         \
+  const LoadedPlugin* plugin = gxu();                                         \
+  if (!plugin) GTEST_SKIP() << "GXU plugin not built (FERRITE_BUILD_PLUGINS)"; \
+  const fe_device_plugin& api = *plugin->api
+
+TEST(GxuPlugin, DiscoveredAsAPluginWithItsSpec) {
+  REQUIRE_GXU();
+  auto d = DeviceRegistry::global().create("gxu");
+  ASSERT_TRUE(d) << d.status().message();
+  DeviceProperties p = (*d)->properties();
+  EXPECT_EQ(p.kind, "accelerator");
+  EXPECT_EQ(p.launch.warp_size, 32);
+  EXPECT_EQ(p.launch.max_warps_per_block, 1);
+  EXPECT_EQ(p.launch.grid_any_upto, 48);
+  EXPECT_EQ(p.launch.grid_multiple, 48);
+  EXPECT_FALSE(p.host_addressable);
+  EXPECT_NE(DeviceRegistry::global().origin("gxu").find("libferrite_gxu.so"), std::string::npos);
+}
+
+TEST(GxuPlugin, DevicePointersAreNotHostPointers) {
+  REQUIRE_GXU();
+  void* p = nullptr;
+  ASSERT_EQ(api.malloc(&p, 1024), FE_OK);
+  EXPECT_GE(reinterpret_cast<uintptr_t>(p), uintptr_t{1} << 52);
+  std::vector<float> in(256), out(256, 0.f);
+  for (int i = 0; i < 256; ++i) in[i] = static_cast<float>(i) * 0.5f;
+  ASSERT_EQ(api.memcpy_h2d(p, in.data(), 1024), FE_OK);
+  ASSERT_EQ(api.memcpy_d2h(out.data(), p, 1024), FE_OK);
+  EXPECT_EQ(in, out);
+  // Out of bounds and foreign pointers are the device's errors, not crashes.
+  EXPECT_NE(api.memcpy_d2h(out.data(), p, 4096), FE_OK);
+  EXPECT_NE(api.memcpy_d2h(out.data(), in.data(), 4), FE_OK);
+  EXPECT_EQ(api.free(p), FE_OK);
+  EXPECT_NE(api.free(p), FE_OK);  // double free
+}
+
+std::unique_ptr<Graph> parse(const char* text) {
+  onnx::ModelProto model;
+  EXPECT_TRUE(onnx::OnnxParser::Parse(model, text).IsOK());
+  std::string bytes;
+  model.SerializeToString(&bytes);
+  auto g = import_onnx_bytes(bytes, "");
+  return g ? std::move(*g) : nullptr;
+}
+
+// One pointwise kernel over [n, 64] reading only x: y = exp(x) * x + x.
+const char* kPointwise = R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[n,64] x) => (float[n,64] y) {
+  e = Exp(x)
+  m = Mul(e, x)
+  y = Add(m, x)
+}
+)";
+
+struct Compiled {
+  LoweredGraph lg;
+  fe_module module = nullptr;
+  fe_function fn = nullptr;
+};
+
+TEST(GxuPlugin, IllegalLaunchesFailWithTheDevicesError_AdjustedGridsGiveTheSameResult) {
+  REQUIRE_GXU();
+  auto g = parse(kPointwise);
+  ASSERT_TRUE(g);
+  auto lg = lower_graph(*g);
+  ASSERT_TRUE(lg) << lg.status().message();
+  ASSERT_EQ(lg->kernels, 1) << print_lowered(*lg);
+  for (const Step& s : lg->steps)
+    if (s.kind == Step::Kind::kKernel) ASSERT_EQ(s.kernel.input_buffers.size(), 1u);
+  const Kernel* k = nullptr;
+  for (const Step& s : lg->steps)
+    if (s.kind == Step::Kind::kKernel) k = &s.kernel;
+  HostLoopStyle style;
+  style.grid_launch = true;
+  std::string src = generate_row_loop_source(*lg, style);
+  fe_module m = nullptr;
+  const char* log = nullptr;
+  ASSERT_EQ(api.module_compile(src.data(), src.size(), &m, &log), FE_OK) << (log ? log : "");
+  fe_function fn = nullptr;
+  ASSERT_EQ(api.module_get_function(m, k->name.c_str(), &fn), FE_OK);
+
+  // Reference: the row-range kernel on the host over all rows.
+  const int64_t n = 1001;  // rows: a grid of 57 would be the natural choice; gxu refuses it
+  std::vector<float> x(n * 64);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-2, 2);
+  for (float& v : x) v = u(rng);
+  HostCompiler host;
+  auto rows_mod = host.compile(generate_cpp_source(*lg), "rows");
+  ASSERT_TRUE(rows_mod) << rows_mod.status().message();
+  using RowFn = void (*)(void* const*, const int64_t*, int64_t, int64_t);
+  auto ref_fn = reinterpret_cast<RowFn>(rows_mod->module->symbol(k->name));
+  ASSERT_TRUE(ref_fn);
+  std::vector<float> want(n * 64, -7.f);
+  std::vector<void*> host_bufs = {x.data(), want.data()};
+  int64_t syms[] = {n};
+  ref_fn(host_bufs.data(), syms, 0, n);
+
+  void *dx = nullptr, *dy = nullptr;
+  ASSERT_EQ(api.malloc(&dx, x.size() * 4), FE_OK);
+  ASSERT_EQ(api.malloc(&dy, x.size() * 4), FE_OK);
+  ASSERT_EQ(api.memcpy_h2d(dx, x.data(), x.size() * 4), FE_OK);
+  void* bufs[] = {dx, dy};
+  fe_kernel_args args{bufs, 2, syms, 1};
+
+  fe_status st = api.launch_kernel(fn, 57, 1, 1, 32, 0, 0, &args);
+  EXPECT_NE(st, FE_OK);
+  EXPECT_STREQ(api.last_error_message(), "Invalid grid size 57 (must be <= 48 or multiple of 48)");
+  st = api.launch_kernel(fn, 48, 1, 1, 64, 0, 0, &args);  // two warps
+  EXPECT_NE(st, FE_OK);
+  EXPECT_NE(std::string(api.last_error_message()).find("one warp"), std::string::npos);
+
+  LaunchLimits lim;
+  lim.grid_any_upto = 48;
+  lim.grid_multiple = 48;
+  // Rounded down (57 -> 48) and up (57 -> 96): any legal grid covers every row exactly once.
+  for (int64_t grid : {lim.clamp_grid(57), int64_t{96}, int64_t{1}, int64_t{960}}) {
+    ASSERT_TRUE(lim.grid_allowed(grid));
+    std::vector<float> poison(x.size(), -1.f), got(x.size());
+    ASSERT_EQ(api.memcpy_h2d(dy, poison.data(), poison.size() * 4), FE_OK);
+    ASSERT_EQ(api.launch_kernel(fn, grid, 1, 1, 32, 0, 0, &args), FE_OK)
+        << api.last_error_message();
+    ASSERT_EQ(api.memcpy_d2h(got.data(), dy, got.size() * 4), FE_OK);
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << "grid " << grid;
+  }
+  EXPECT_EQ(lim.clamp_grid(57), 48);
+  api.free(dx);
+  api.free(dy);
+  api.module_unload(m);
+}
+
+// A plugin built for another SDK major version is refused with a message saying so.
+TEST(PluginLoader, RefusesOtherSdkVersions) {
+  ferrite::testing::TempDir dir;
+  fs::path src = dir.path() / "old.cpp", so = dir.path() / "libold.so";
+  std::ofstream(src) << R"(
+#include <ferrite/device_sdk.h>
+static fe_device_spec spec = {sizeof(fe_device_spec), "old"};
+static fe_device_plugin p = {FE_SDK_VERSION_MAJOR + 1, 0, sizeof(fe_device_plugin), &spec};
+extern "C" const fe_device_plugin* ferrite_device_plugin_v1(void) { return &p; }
+)";
+  std::string cmd = std::string("c++ -shared -fPIC -I") + FERRITE_SDK_INCLUDE_DIR + " -o " +
+                    so.string() + " " + src.string() + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto loaded = load_plugin(so.string());
+  ASSERT_FALSE(loaded);
+  EXPECT_NE(loaded.status().message().find("built for device SDK 2.0"), std::string::npos)
+      << loaded.status().message();
+  auto junk = load_plugin((dir.path() / "missing.so").string());
+  EXPECT_FALSE(junk);
+}
+
+}  // namespace
+}  // namespace ferrite
