@@ -22,8 +22,11 @@ rm -f "$launch_log"
 GXU_LAUNCH_LOG="$launch_log" "$ferrite" run "$work/model.onnx" "${sets[@]}" --device "$device" \
   --passes "$passes" --check --output-dir "$out"
 if [ "$device" = gxu ]; then
-  launches=$(grep -c '^launch ' "$launch_log" || true)
-  illegal=$(grep -c 'legal=0' "$launch_log" || true)
+  launches=0 illegal=0
+  if [ -f "$launch_log" ]; then
+    launches=$(grep -c '^launch ' "$launch_log" || true)
+    illegal=$(grep -c 'legal=0' "$launch_log" || true)
+  fi
   echo "gxu launches: $launches, illegal: $illegal"
   if [ "$illegal" != 0 ]; then
     echo "FAIL: illegal launches ($launch_log)"
