@@ -333,6 +333,8 @@ Expected<std::vector<int64_t>> check_conv_inputs(const KernelContext& ctx, int64
   return kernel;
 }
 
+}  // namespace
+
 Status infer_conv(InferContext& ctx) {
   const Shape& x = ctx.input_shape(0);
   const Shape& w = ctx.input_shape(1);
@@ -394,6 +396,8 @@ Status conv_kernel(KernelContext& ctx) {
   if (!ok) return ctx.error("dtype ", dtype_name(x.dtype()), " is not supported");
   return Status::ok();
 }
+
+namespace {
 
 // ConvTranspose's output_padding, checked.
 Expected<std::vector<int64_t>> output_padding(const Node& node, size_t n) {

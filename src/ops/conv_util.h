@@ -53,4 +53,9 @@ Expected<std::vector<int64_t>> resolve_window(const Node& node, Window& w,
 // The product of `dims` (1 for none).
 int64_t product(const std::vector<int64_t>& dims);
 
+// ONNX Conv's inference and reference kernel (conv.cpp); ferrite.FusedConv runs them for its
+// convolution part (inputs X, W, B? and the Conv attributes).
+Status infer_conv(InferContext& ctx);
+Status conv_kernel(KernelContext& ctx);
+
 }  // namespace ferrite

@@ -39,13 +39,6 @@ bool is_op_with_const(const Node* n, const char* op, const Value* x, double c, d
   return v && near(*v, c, tol);
 }
 
-// The single user of v, or null when v has other users or is a graph output.
-Node* sole_user(const Graph& g, const Uses& uses, const Value* v) {
-  auto it = uses.find(v);
-  if (!v || is_graph_output(g, v) || it == uses.end() || it->second.size() != 1) return nullptr;
-  return it->second[0].node;
-}
-
 bool is_mul(const Node* n) {
   return n && n->domain.empty() && n->op_type == "Mul" && n->inputs.size() == 2 &&
          n->inputs[0] != n->inputs[1];

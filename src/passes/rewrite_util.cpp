@@ -45,6 +45,18 @@ size_t use_count(const Uses& uses, const Value* v) {
   return it == uses.end() ? 0 : it->second.size();
 }
 
+Node* sole_user(const Graph& g, const Uses& uses, const Value* v) {
+  auto it = uses.find(v);
+  if (!v || is_graph_output(g, v) || it == uses.end() || it->second.size() != 1) return nullptr;
+  return it->second[0].node;
+}
+
+bool is_op(const Node* n, const char* op, int inputs) {
+  return n && n->domain.empty() && n->op_type == op &&
+         (inputs < 0 || n->inputs.size() == static_cast<size_t>(inputs)) &&
+         n->outputs.size() == 1 && n->outputs[0];
+}
+
 bool used_only_by(const Graph& g, const Uses& uses, const Value* v,
                   const std::unordered_set<const Node*>& users) {
   if (!v || is_graph_output(g, v)) return false;

@@ -1,5 +1,5 @@
 // Shared matching and editing helpers for the pattern-rewrite passes (fold-conv-batchnorm,
-// fuse-gelu, fuse-layernorm, fuse-matmul-epilogue, fuse-attention).
+// fuse-gelu, fuse-layernorm, fuse-matmul-epilogue, fuse-attention, fuse-conv-activation).
 //
 // A rewrite matches a subgraph rooted at some node, checks that every intermediate value it
 // removes is used only inside the pattern (and is not a graph output), builds the replacement
@@ -38,6 +38,10 @@ Node* producer_op(const Value* v, const char* op);
 Value* other_operand(const Node& n, const Value* x);
 
 size_t use_count(const Uses& uses, const Value* v);
+// The single user of v, or null when v has several users (or none) or is a graph output.
+Node* sole_user(const Graph& g, const Uses& uses, const Value* v);
+// n is a default-domain `op` node with one present output and, unless -1, `inputs` inputs.
+bool is_op(const Node* n, const char* op, int inputs = -1);
 // v is not a graph output and each of its uses is by one of `users` (at least one use).
 bool used_only_by(const Graph& g, const Uses& uses, const Value* v,
                   const std::unordered_set<const Node*>& users);
