@@ -397,6 +397,15 @@ Status conv_kernel(KernelContext& ctx) {
   return Status::ok();
 }
 
+OpSchemaBuilder& conv_attrs(OpSchemaBuilder& b) {
+  return b.attr("auto_pad", AttrType::kString, "NOTSET")
+      .optional_attr("dilations", AttrType::kInts)
+      .attr("group", AttrType::kInt, 1)
+      .optional_attr("kernel_shape", AttrType::kInts)
+      .optional_attr("pads", AttrType::kInts)
+      .optional_attr("strides", AttrType::kInts);
+}
+
 namespace {
 
 // ConvTranspose's output_padding, checked.
@@ -674,16 +683,7 @@ Status deform_conv_kernel(KernelContext& ctx) {
 
 OpSchemaBuilder conv_common(const char* name) {
   OpSchemaBuilder b(name);
-  b.versions(13)
-      .inputs(2, 3)
-      .outputs(1)
-      .attr("auto_pad", AttrType::kString, "NOTSET")
-      .optional_attr("dilations", AttrType::kInts)
-      .attr("group", AttrType::kInt, 1)
-      .optional_attr("kernel_shape", AttrType::kInts)
-      .optional_attr("pads", AttrType::kInts)
-      .optional_attr("strides", AttrType::kInts)
-      .types("T", {0, 1, 2}, dtypes::kFloat);
+  conv_attrs(b.versions(13).inputs(2, 3).outputs(1)).types("T", {0, 1, 2}, dtypes::kFloat);
   return b;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/helpers.h"
+#include "ops/op_schema.h"
 
 namespace ferrite {
 
@@ -57,5 +58,7 @@ int64_t product(const std::vector<int64_t>& dims);
 // convolution part (inputs X, W, B? and the Conv attributes).
 Status infer_conv(InferContext& ctx);
 Status conv_kernel(KernelContext& ctx);
+// Adds Conv's window attributes (auto_pad, dilations, group, kernel_shape, pads, strides).
+OpSchemaBuilder& conv_attrs(OpSchemaBuilder& b);
 
 }  // namespace ferrite

@@ -356,16 +356,8 @@ void register_fused_ops(OpRegistry& r) {
             .infer(infer_fused_matmul)
             .kernel(fused_matmul_kernel)
             .doc("act(A @ B + bias) + residual"));
-  r.add(OpSchemaBuilder("FusedConv", kDomain)
-            .versions(1)
-            .inputs(2, 4)
-            .outputs(1)
-            .attr("auto_pad", AttrType::kString, "NOTSET")
-            .optional_attr("dilations", AttrType::kInts)
-            .attr("group", AttrType::kInt, 1)
-            .optional_attr("kernel_shape", AttrType::kInts)
-            .optional_attr("pads", AttrType::kInts)
-            .optional_attr("strides", AttrType::kInts)
+  OpSchemaBuilder fused_conv("FusedConv", kDomain);
+  r.add(conv_attrs(fused_conv.versions(1).inputs(2, 4).outputs(1))
             .attr("activation", AttrType::kString, "none")
             .optional_attr("activation_params", AttrType::kFloats)
             .types("T", {0, 1, 2, 3}, kFloat)

@@ -77,24 +77,13 @@ class FuseConvActivation : public Pass {
  private:
   static bool apply(Graph& g, const Uses& uses, const Match& m,
                     std::unordered_set<const Node*>& dead) {
-    std::unordered_set<const Node*> inside(m.nodes.begin(), m.nodes.end());
-    for (const Node* n : m.nodes) {
-      if (dead.count(n)) return false;
-      if (n->outputs[0] != m.cur && !used_only_by(g, uses, n->outputs[0], inside)) return false;
-    }
     std::vector<Value*> inputs{m.conv->input(0), m.conv->input(1), m.conv->input(2), m.residual};
     while (!inputs.back()) inputs.pop_back();
     AttributeMap attrs = m.conv->attrs;
     set_activation_attrs(attrs, m.activation);
-    Node* f = insert_node(g, kFerriteDomain, "FusedConv", kFerriteOpset, std::move(inputs),
-                          std::move(attrs), m.cur->producer, m.conv->name + "_fused");
-    if (!f) return false;
-    if (!replace_value(g, m.cur, f->outputs[0])) {
-      discard_node(g, f);
-      return false;
-    }
-    dead.insert(m.nodes.begin(), m.nodes.end());
-    return true;
+    return replace_subgraph(g, uses, m.nodes, m.cur, dead, kFerriteDomain, "FusedConv",
+                            kFerriteOpset, std::move(inputs), std::move(attrs),
+                            m.conv->name + "_fused");
   }
 };
 

@@ -149,25 +149,13 @@ class FuseMatMulEpilogue : public Pass {
   static bool apply(Graph& g, const Uses& uses, const Match& m,
                     std::unordered_set<const Node*>& dead) {
     if (!is_float_dtype(m.a->type.dtype)) return false;
-    std::unordered_set<const Node*> inside(m.nodes.begin(), m.nodes.end());
-    for (const Node* n : m.nodes) {
-      if (dead.count(n)) return false;
-      if (n->outputs[0] != m.cur && !used_only_by(g, uses, n->outputs[0], inside)) return false;
-    }
     std::vector<Value*> inputs{m.a, m.b, m.bias, m.residual};
     while (!inputs.back()) inputs.pop_back();
     AttributeMap attrs{{"transB", Attribute(m.trans_b)}};
     set_activation_attrs(attrs, m.activation);
-    Node* before = m.cur->producer;
-    Node* f = insert_node(g, kFerriteDomain, "FusedMatMul", kFerriteOpset, std::move(inputs),
-                          std::move(attrs), before, m.nodes[0]->name + "_fused");
-    if (!f) return false;
-    if (!replace_value(g, m.cur, f->outputs[0])) {
-      discard_node(g, f);
-      return false;
-    }
-    dead.insert(m.nodes.begin(), m.nodes.end());
-    return true;
+    return replace_subgraph(g, uses, m.nodes, m.cur, dead, kFerriteDomain, "FusedMatMul",
+                            kFerriteOpset, std::move(inputs), std::move(attrs),
+                            m.nodes[0]->name + "_fused");
   }
 };
 

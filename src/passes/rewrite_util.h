@@ -59,6 +59,15 @@ bool same_type(const TensorType& a, const TensorType& b);
 Node* insert_node(Graph& g, const std::string& domain, const std::string& op, int opset,
                   std::vector<Value*> inputs, AttributeMap attrs, const Node* before,
                   const std::string& name_hint);
+// The usual end of a match: `nodes` (the matched subgraph; `result` is the output of its last
+// node) become one new node `domain.op(inputs) {attrs}` placed before result's producer.
+// Refused (graph unchanged, false) when a node is already in `dead` (taken by an earlier match),
+// when another output of `nodes` is used outside them, or when the new node does not infer to
+// result's type. On success `nodes` join `dead` (the caller erases them at the end).
+bool replace_subgraph(Graph& g, const Uses& uses, const std::vector<const Node*>& nodes,
+                      Value* result, std::unordered_set<const Node*>& dead,
+                      const std::string& domain, const std::string& op, int opset,
+                      std::vector<Value*> inputs, AttributeMap attrs, const std::string& name_hint);
 // Removes a node created by insert_node that is no longer wanted.
 void discard_node(Graph& g, Node* n);
 // Redirects every use of `old` to `repl` when their types agree; `repl` takes over the name of
