@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <new>
 
 #include "support/checked_math.h"
@@ -12,18 +12,30 @@
 namespace ferrite {
 
 namespace {
-std::shared_ptr<uint8_t[]> allocate_zeroed(size_t bytes) {
+std::shared_ptr<uint8_t[]> allocate_storage(size_t bytes, bool zero) {
   // 64-byte alignment so vectorised kernels may assume it; at least 1 byte so raw() is non-null.
   size_t rounded = ((bytes + 63) / 64) * 64;
   if (rounded == 0) rounded = 64;
   void* p = std::aligned_alloc(64, rounded);
   if (!p) return nullptr;
-  std::memset(p, 0, rounded);
+  if (zero) {
+    std::memset(p, 0, rounded);
+  } else if (rounded > bytes) {
+    std::memset(static_cast<uint8_t*>(p) + bytes, 0, rounded - bytes);  // padding stays defined
+  }
   return std::shared_ptr<uint8_t[]>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
 }
 }  // namespace
 
 Expected<Tensor> Tensor::create(DType dtype, std::vector<int64_t> dims) {
+  return create_storage(dtype, std::move(dims), /*zero=*/true);
+}
+
+Expected<Tensor> Tensor::create_uninitialized(DType dtype, std::vector<int64_t> dims) {
+  return create_storage(dtype, std::move(dims), /*zero=*/false);
+}
+
+Expected<Tensor> Tensor::create_storage(DType dtype, std::vector<int64_t> dims, bool zero) {
   if (dtype == DType::kUndefined) return err("tensor of undefined dtype");
   auto n = checked_numel(dims);
   if (!n) return err("invalid tensor dims ", dims_to_string(dims), " (negative or overflowing)");
@@ -38,7 +50,7 @@ Expected<Tensor> Tensor::create(DType dtype, std::vector<int64_t> dims) {
   if (!bytes || *bytes > (int64_t{1} << 46))
     return err("tensor ", dims_to_string(dims), " is too large to allocate");
   Tensor t;
-  t.storage_ = allocate_zeroed(static_cast<size_t>(*bytes));
+  t.storage_ = allocate_storage(static_cast<size_t>(*bytes), zero);
   if (!t.storage_)
     return err("out of memory allocating ", *bytes, " bytes for tensor ", dims_to_string(dims));
   t.dtype_ = dtype;
@@ -76,7 +88,9 @@ Tensor Tensor::reshaped(std::vector<int64_t> dims) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor t = zeros(dtype_, dims_);
+  auto created = create_uninitialized(dtype_, dims_);
+  FERRITE_CHECK(created.has_value());
+  Tensor t = std::move(created).value();
   if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
   return t;
 }
@@ -123,7 +137,8 @@ std::string Tensor::type_string() const {
 
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims) {
   std::vector<int64_t> s(dims.size(), 1);
-  for (int64_t i = static_cast<int64_t>(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
+  for (int64_t i = static_cast<int64_t>(dims.size()) - 2; i >= 0; --i)
+    s[i] = s[i + 1] * dims[i + 1];
   return s;
 }
 

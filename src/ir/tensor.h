@@ -18,6 +18,8 @@ class Tensor {
   Tensor() = default;
   // Allocates zero-initialised storage; fails cleanly on overflow or allocation failure.
   static Expected<Tensor> create(DType dtype, std::vector<int64_t> dims);
+  // The same without the zero fill, for a producer that writes every element.
+  static Expected<Tensor> create_uninitialized(DType dtype, std::vector<int64_t> dims);
   // A tensor over storage that the caller provides (e.g. a slice of a device's memory arena, made
   // with shared_ptr's aliasing constructor so it keeps the arena alive). The storage must hold
   // numel(dims) * dtype_size(dtype) bytes; the contents are used as they are.
@@ -77,6 +79,8 @@ class Tensor {
   std::string type_string() const;
 
  private:
+  static Expected<Tensor> create_storage(DType dtype, std::vector<int64_t> dims, bool zero);
+
   DType dtype_ = DType::kUndefined;
   std::vector<int64_t> dims_;
   int64_t numel_ = 0;

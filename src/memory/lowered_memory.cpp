@@ -193,15 +193,16 @@ Expected<Tensor> LoweredMemory::allocate(int b, DType dtype, std::vector<int64_t
     }
     stats_.unplanned_buffers++;
   }
-  return Tensor::create(dtype, std::move(dims));
+  return zero ? Tensor::create(dtype, std::move(dims))
+              : Tensor::create_uninitialized(dtype, std::move(dims));
 }
 
 KernelContext::OutputAllocator LoweredMemory::output_allocator(
     const std::vector<int>& step_outputs) {
-  return [this, &step_outputs](size_t i, DType dtype, const std::vector<int64_t>& dims) {
+  return [this, &step_outputs](size_t i, DType dtype, const std::vector<int64_t>& dims, bool zero) {
     if (i >= step_outputs.size() || step_outputs[i] < 0 || !plan_ || !planned(step_outputs[i]))
       return Tensor();
-    auto t = allocate(step_outputs[i], dtype, dims, /*zero=*/true);
+    auto t = allocate(step_outputs[i], dtype, dims, zero);
     return t ? std::move(t).value() : Tensor();
   };
 }

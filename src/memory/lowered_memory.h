@@ -62,8 +62,9 @@ class LoweredMemory {
   void begin_run(const std::vector<int64_t>& symbol_values);
 
   // Storage for buffer `b` of (dtype, dims): its arena slot when planned and large enough, else a
-  // fresh zero-filled heap tensor. `zero` clears an arena slot (library outputs); generated
-  // kernels write every element, and an in-place slot still holds the input they read.
+  // fresh heap tensor. `zero` zero-fills either (library kernels that accumulate into their
+  // output); generated kernels write every element, and an in-place slot still holds the input
+  // they read.
   Expected<Tensor> allocate(int b, DType dtype, std::vector<int64_t> dims, bool zero);
 
   // The allocator for a library step's KernelContext (outputs in `step_outputs` order).

@@ -35,14 +35,25 @@ void InferContext::set_output_dims_value(size_t i, std::vector<Dim> value) {
 }
 
 Expected<Tensor*> KernelContext::allocate_output(size_t i, DType dtype, std::vector<int64_t> dims) {
+  return allocate(i, dtype, std::move(dims), /*zero=*/true);
+}
+
+Expected<Tensor*> KernelContext::allocate_output_uninitialized(size_t i, DType dtype,
+                                                               std::vector<int64_t> dims) {
+  return allocate(i, dtype, std::move(dims), /*zero=*/false);
+}
+
+Expected<Tensor*> KernelContext::allocate(size_t i, DType dtype, std::vector<int64_t> dims,
+                                          bool zero) {
   if (allocator_ && i < outputs_.size()) {
-    Tensor t = allocator_(i, dtype, dims);
+    Tensor t = allocator_(i, dtype, dims, zero);
     if (t.defined()) {
       outputs_.at(i) = std::move(t);
       return &outputs_.at(i);
     }
   }
-  auto t = Tensor::create(dtype, std::move(dims));
+  auto t = zero ? Tensor::create(dtype, std::move(dims))
+                : Tensor::create_uninitialized(dtype, std::move(dims));
   if (!t) return t.status().with_context(node_.describe() + " output " + std::to_string(i));
   outputs_.at(i) = std::move(t).value();
   return &outputs_.at(i);
@@ -75,7 +86,8 @@ Status infer_node(Node& node) {
   }
   for (const auto& spec : s->attrs) {
     if (node.attrs.count(spec.name)) continue;
-    if (spec.required) return err(node.describe(), ": missing required attribute '", spec.name, "'");
+    if (spec.required)
+      return err(node.describe(), ": missing required attribute '", spec.name, "'");
     if (spec.default_value) node.attrs[spec.name] = *spec.default_value;
   }
 
@@ -116,7 +128,8 @@ Status infer_node(Node& node) {
 Status fold_small_constants(Node& node) {
   constexpr int64_t kMaxFoldElements = 1 << 16;
   bool all_outputs_constant = true;
-  for (const Value* v : node.outputs) all_outputs_constant = all_outputs_constant && (!v || v->constant);
+  for (const Value* v : node.outputs)
+    all_outputs_constant = all_outputs_constant && (!v || v->constant);
   if (all_outputs_constant) return Status::ok();  // e.g. Constant, folded by its own inference
   std::vector<const Tensor*> inputs;
   int64_t in_elements = 0;

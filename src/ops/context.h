@@ -60,11 +60,16 @@ class KernelContext {
   bool has_output(size_t i) const { return node_.output(i) != nullptr; }
   // Allocates output i (zero-filled). Fails cleanly if the size is invalid or too large.
   Expected<Tensor*> allocate_output(size_t i, DType dtype, std::vector<int64_t> dims);
+  // The same without the zero fill, for kernels that write every element of the output (the
+  // fill is a whole extra pass over memory that large library outputs cannot afford).
+  Expected<Tensor*> allocate_output_uninitialized(size_t i, DType dtype, std::vector<int64_t> dims);
+  // Output i as allocated or set so far (undefined before).
+  Tensor& output(size_t i) { return outputs_.at(i); }
   // Lets a device place outputs in memory of its own (a planned arena): allocate_output asks it
-  // first. It returns a zero-filled tensor of exactly (dtype, dims), or an undefined Tensor to
-  // fall back to a fresh allocation.
+  // first. It returns a tensor of exactly (dtype, dims), zero-filled when `zero`, or an
+  // undefined Tensor to fall back to a fresh allocation.
   using OutputAllocator =
-      std::function<Tensor(size_t i, DType dtype, const std::vector<int64_t>& dims)>;
+      std::function<Tensor(size_t i, DType dtype, const std::vector<int64_t>& dims, bool zero)>;
   void set_output_allocator(OutputAllocator a) { allocator_ = std::move(a); }
   // Sets output i to an existing tensor (may share storage with an input: tensors are immutable
   // once produced).
@@ -78,6 +83,8 @@ class KernelContext {
  private:
   const Node& node_;
   std::vector<const Tensor*> inputs_;
+  Expected<Tensor*> allocate(size_t i, DType dtype, std::vector<int64_t> dims, bool zero);
+
   std::vector<Tensor>& outputs_;
   OutputAllocator allocator_;
 };

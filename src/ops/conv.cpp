@@ -333,6 +333,8 @@ Expected<std::vector<int64_t>> check_conv_inputs(const KernelContext& ctx, int64
   return kernel;
 }
 
+}  // namespace
+
 Status infer_conv(InferContext& ctx) {
   const Shape& x = ctx.input_shape(0);
   const Shape& w = ctx.input_shape(1);
@@ -394,6 +396,17 @@ Status conv_kernel(KernelContext& ctx) {
   if (!ok) return ctx.error("dtype ", dtype_name(x.dtype()), " is not supported");
   return Status::ok();
 }
+
+OpSchemaBuilder& conv_attrs(OpSchemaBuilder& b) {
+  return b.attr("auto_pad", AttrType::kString, "NOTSET")
+      .optional_attr("dilations", AttrType::kInts)
+      .attr("group", AttrType::kInt, 1)
+      .optional_attr("kernel_shape", AttrType::kInts)
+      .optional_attr("pads", AttrType::kInts)
+      .optional_attr("strides", AttrType::kInts);
+}
+
+namespace {
 
 // ConvTranspose's output_padding, checked.
 Expected<std::vector<int64_t>> output_padding(const Node& node, size_t n) {
@@ -670,16 +683,7 @@ Status deform_conv_kernel(KernelContext& ctx) {
 
 OpSchemaBuilder conv_common(const char* name) {
   OpSchemaBuilder b(name);
-  b.versions(13)
-      .inputs(2, 3)
-      .outputs(1)
-      .attr("auto_pad", AttrType::kString, "NOTSET")
-      .optional_attr("dilations", AttrType::kInts)
-      .attr("group", AttrType::kInt, 1)
-      .optional_attr("kernel_shape", AttrType::kInts)
-      .optional_attr("pads", AttrType::kInts)
-      .optional_attr("strides", AttrType::kInts)
-      .types("T", {0, 1, 2}, dtypes::kFloat);
+  conv_attrs(b.versions(13).inputs(2, 3).outputs(1)).types("T", {0, 1, 2}, dtypes::kFloat);
   return b;
 }
 

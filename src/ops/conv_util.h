@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/helpers.h"
+#include "ops/op_schema.h"
 
 namespace ferrite {
 
@@ -52,5 +53,12 @@ Expected<std::vector<int64_t>> resolve_window(const Node& node, Window& w,
 
 // The product of `dims` (1 for none).
 int64_t product(const std::vector<int64_t>& dims);
+
+// ONNX Conv's inference and reference kernel (conv.cpp); ferrite.FusedConv runs them for its
+// convolution part (inputs X, W, B? and the Conv attributes).
+Status infer_conv(InferContext& ctx);
+Status conv_kernel(KernelContext& ctx);
+// Adds Conv's window attributes (auto_pad, dilations, group, kernel_shape, pads, strides).
+OpSchemaBuilder& conv_attrs(OpSchemaBuilder& b);
 
 }  // namespace ferrite

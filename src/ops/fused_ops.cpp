@@ -4,8 +4,12 @@
 //   ferrite.FusedMatMul(A, B, bias?, residual?) {activation, transB}
 //       Y = act(MatMul(A, transB ? B^T(last two axes) : B) + bias) + residual
 //       A, B of rank >= 2 with NumPy batch broadcasting; bias is 1-D [N]; residual broadcasts to
-//       Y without changing its shape. activation: none | relu | tanh | sigmoid | gelu (erf) |
-//       gelu_tanh.
+//       Y without changing its shape. activation (+ activation_params): see
+//       ops/activation_epilogue.h.
+//
+//   ferrite.FusedConv(X, W, B?, residual?) {Conv's attributes, activation}
+//       Y = act(Conv(X, W, B) + residual), residual of exactly Y's shape. Computed as the
+//       unfused ops would, rounding to T after the convolution and after the residual add.
 //
 //   ferrite.Attention(Q, K, V, mask?) {scale, causal, nan_to_zero}
 //       Y = softmax(Q @ K^T * scale + mask [+ causal mask]) @ V over the last axis, with
@@ -16,6 +20,8 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/activation_epilogue.h"
+#include "ops/conv_util.h"
 #include "ops/gemm.h"
 #include "ops/helpers.h"
 
@@ -45,18 +51,6 @@ bool visit_float_gemm_dtype(DType t, F&& f) {
   }
 }
 
-enum class Act { kNone, kRelu, kTanh, kSigmoid, kGelu, kGeluTanh };
-
-std::optional<Act> parse_activation(const std::string& a) {
-  if (a == "none") return Act::kNone;
-  if (a == "relu") return Act::kRelu;
-  if (a == "tanh") return Act::kTanh;
-  if (a == "sigmoid") return Act::kSigmoid;
-  if (a == "gelu") return Act::kGelu;
-  if (a == "gelu_tanh") return Act::kGeluTanh;
-  return std::nullopt;
-}
-
 // Batch dims of a and b broadcast; error text on mismatch.
 std::optional<Shape> batch_broadcast(const std::vector<Dim>& a, const std::vector<Dim>& b,
                                      std::string* e) {
@@ -66,8 +60,7 @@ std::optional<Shape> batch_broadcast(const std::vector<Dim>& a, const std::vecto
 // ---- FusedMatMul ----------------------------------------------------------------------------
 
 Status infer_fused_matmul(InferContext& ctx) {
-  const std::string act = ctx.node().attr_string("activation");
-  if (!parse_activation(act)) return ctx.error("unknown activation \"", act, "\"");
+  FERRITE_RETURN_IF_ERROR(activation_of(ctx.node()).status());
   const Shape& a = ctx.input_shape(0);
   const Shape& b = ctx.input_shape(1);
   if (!a.rank_known() || !b.rank_known()) {
@@ -106,36 +99,11 @@ Status infer_fused_matmul(InferContext& ctx) {
   return Status::ok();
 }
 
-// The same formulas as the standalone Relu, Tanh, Sigmoid and Gelu kernels.
-template <class C>
-C activate(Act act, C x) {
-  switch (act) {
-    case Act::kNone:
-      return x;
-    case Act::kRelu:
-      return x > C(0) ? x : (x != x ? x : C(0));  // NaN stays NaN
-    case Act::kTanh:
-      return std::tanh(x);
-    case Act::kSigmoid:  // never exp of a large positive number
-      return x >= C(0) ? C(1) / (C(1) + std::exp(-x)) : std::exp(x) / (C(1) + std::exp(x));
-    case Act::kGelu:
-      return C(0.5) * x * (C(1) + std::erf(x * C(0.7071067811865476)));
-    case Act::kGeluTanh: {
-      const C k = C(0.7978845608028654);  // sqrt(2/pi)
-      return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
-    }
-  }
-  return x;
-}
-
 Status fused_matmul_kernel(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   if (a.rank() < 2 || b.rank() < 2) return ctx.error("A and B must have rank >= 2");
-  auto parsed = parse_activation(ctx.node().attr_string("activation"));
-  if (!parsed)
-    return ctx.error("unknown activation \"", ctx.node().attr_string("activation"), "\"");
-  const Act act = *parsed;
+  FERRITE_ASSIGN_OR_RETURN(const Activation act, activation_of(ctx.node()));
   bool tb = ctx.node().attr_int("transB") != 0;
   int64_t M = a.dim(a.rank() - 2), K = a.dim(a.rank() - 1);
   int64_t Kb = b.dim(b.rank() - (tb ? 1 : 2)), N = b.dim(b.rank() - (tb ? 2 : 1));
@@ -185,7 +153,7 @@ Status fused_matmul_kernel(KernelContext& ctx) {
     auto epilogue = [&](int64_t i, int64_t res_off) {
       C v = convert<C>(py[i]);
       if (pbias) v += convert<C>(pbias[i % N]);
-      v = activate<C>(act, v);
+      v = apply_activation<C>(act, v);
       if (res) v += convert<C>(res->data<T>()[res_off]);
       py[i] = convert<T>(v);
     };
@@ -198,6 +166,46 @@ Status fused_matmul_kernel(KernelContext& ctx) {
     }
   });
   if (!ok) return ctx.error("dtype ", dtype_name(a.dtype()), " is not supported");
+  return Status::ok();
+}
+
+// ---- FusedConv ------------------------------------------------------------------------------
+
+Status infer_fused_conv(InferContext& ctx) {
+  FERRITE_RETURN_IF_ERROR(activation_of(ctx.node()).status());
+  FERRITE_RETURN_IF_ERROR(infer_conv(ctx));
+  if (ctx.num_inputs() > 3 && ctx.has_input(3)) {
+    const Shape& r = ctx.input_shape(3);
+    const Shape& y = ctx.node().output(0)->type.shape;
+    std::string e;
+    auto b = broadcast_shapes(r, y, &e);
+    if (!b || (r.rank_known() && y.rank_known() && (r.rank() != y.rank() || *b != y)))
+      return ctx.error("residual ", r.to_string(), " must have the output's shape ", y.to_string());
+  }
+  return Status::ok();
+}
+
+Status fused_conv_kernel(KernelContext& ctx) {
+  FERRITE_ASSIGN_OR_RETURN(const Activation act, activation_of(ctx.node()));
+  const Tensor* res = ctx.num_inputs() > 3 && ctx.has_input(3) ? &ctx.input(3) : nullptr;
+  FERRITE_RETURN_IF_ERROR(conv_kernel(ctx));
+  Tensor& y = ctx.output(0);
+  if (res && (res->dtype() != y.dtype() || res->dims() != y.dims()))
+    return ctx.error("residual ", res->type_string(), " must have the output's type ",
+                     y.type_string());
+  if (!res && act.none()) return Status::ok();
+  bool ok = visit_float_gemm_dtype(y.dtype(), [&]<class T, class Acc>() {
+    using C = compute_t<T>;
+    T* py = y.data<T>();
+    const T* pr = res ? res->data<T>() : nullptr;
+    // Rounded to T after each op, as the unfused Add and activation would.
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      C v = convert<C>(py[i]);
+      if (pr) v = convert<C>(convert<T>(static_cast<C>(v + convert<C>(pr[i]))));
+      py[i] = convert<T>(apply_activation<C>(act, v));
+    }
+  });
+  if (!ok) return ctx.error("dtype ", dtype_name(y.dtype()), " is not supported");
   return Status::ok();
 }
 
@@ -342,11 +350,20 @@ void register_fused_ops(OpRegistry& r) {
             .inputs(2, 4)
             .outputs(1)
             .attr("activation", AttrType::kString, "none")
+            .optional_attr("activation_params", AttrType::kFloats)
             .attr("transB", AttrType::kInt, 0)
             .types("T", {0, 1, 2, 3}, kFloat)
             .infer(infer_fused_matmul)
             .kernel(fused_matmul_kernel)
             .doc("act(A @ B + bias) + residual"));
+  OpSchemaBuilder fused_conv("FusedConv", kDomain);
+  r.add(conv_attrs(fused_conv.versions(1).inputs(2, 4).outputs(1))
+            .attr("activation", AttrType::kString, "none")
+            .optional_attr("activation_params", AttrType::kFloats)
+            .types("T", {0, 1, 2, 3}, kFloat)
+            .infer(infer_fused_conv)
+            .kernel(fused_conv_kernel)
+            .doc("act(Conv(X, W, B) + residual)"));
   r.add(OpSchemaBuilder("Attention", kDomain)
             .versions(1)
             .inputs(3, 4)

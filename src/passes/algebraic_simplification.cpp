@@ -75,7 +75,8 @@ class AlgebraicSimplification : public Pass {
   // when t has no 0 entries (0 copies a dim of the *immediate* input). The inner node stays for
   // its other users; dead-code-elimination removes it when it has none.
   static Expected<bool> compose_with_producer(Node& n) {
-    if (!n.domain.empty() || n.inputs.empty() || !n.inputs[0] || !n.inputs[0]->producer) return false;
+    if (!n.domain.empty() || n.inputs.empty() || !n.inputs[0] || !n.inputs[0]->producer)
+      return false;
     Node& p = *n.inputs[0]->producer;
     if (n.op_type == "Transpose" && p.op_type == "Transpose" && p.domain.empty()) {
       auto outer = n.attr_ints("perm"), inner = p.attr_ints("perm");
@@ -86,7 +87,8 @@ class AlgebraicSimplification : public Pass {
       n.inputs[0] = p.inputs[0];
       return true;
     }
-    if (n.op_type == "Reshape" && p.op_type == "Reshape" && p.domain.empty() && n.inputs.size() > 1) {
+    if (n.op_type == "Reshape" && p.op_type == "Reshape" && p.domain.empty() &&
+        n.inputs.size() > 1) {
       const Value* shape = n.inputs[1];
       if (!shape->constant || shape->is_graph_input) return false;
       for (int64_t i = 0; i < shape->constant->numel(); ++i)

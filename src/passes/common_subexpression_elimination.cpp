@@ -17,7 +17,8 @@ std::string tensor_key(const Tensor& t) {
 
 std::string node_key(const Node& n) {
   std::string k = n.domain + "." + n.op_type + "@" + std::to_string(n.opset) + "(";
-  for (const Value* v : n.inputs) k += (v ? std::to_string(reinterpret_cast<uintptr_t>(v)) : "_") + ",";
+  for (const Value* v : n.inputs)
+    k += (v ? std::to_string(reinterpret_cast<uintptr_t>(v)) : "_") + ",";
   k += ")" + std::to_string(n.outputs.size()) + "{";
   for (const auto& [name, a] : n.attrs)
     k += name + "=" + (a.type() == AttrType::kTensor ? tensor_key(a.t()) : a.to_string()) + ";";
@@ -48,8 +49,10 @@ class CommonSubexpressionElimination : public Pass {
         Value* a = n->outputs[i];
         Value* b = keep->outputs[i];
         if (!a) continue;
-        if (b && g.replace_all_uses(a, b)) changed = true;
-        else all = false;
+        if (b && g.replace_all_uses(a, b))
+          changed = true;
+        else
+          all = false;
       }
       if (all) dead.push_back(n.get());
     }

@@ -39,13 +39,6 @@ bool is_op_with_const(const Node* n, const char* op, const Value* x, double c, d
   return v && near(*v, c, tol);
 }
 
-// The single user of v, or null when v has other users or is a graph output.
-Node* sole_user(const Graph& g, const Uses& uses, const Value* v) {
-  auto it = uses.find(v);
-  if (!v || is_graph_output(g, v) || it == uses.end() || it->second.size() != 1) return nullptr;
-  return it->second[0].node;
-}
-
 bool is_mul(const Node* n) {
   return n && n->domain.empty() && n->op_type == "Mul" && n->inputs.size() == 2 &&
          n->inputs[0] != n->inputs[1];
@@ -193,21 +186,9 @@ class FuseGelu : public Pass {
   static bool apply(Graph& g, const Uses& uses, const Match& m,
                     std::unordered_set<const Node*>& dead) {
     if (!is_float_dtype(m.x->type.dtype) || !same_type(m.x->type, m.y->type)) return false;
-    std::unordered_set<const Node*> inside(m.nodes.begin(), m.nodes.end());
-    for (const Node* n : m.nodes) {
-      if (dead.count(n)) return false;
-      if (n->outputs[0] != m.y && !used_only_by(g, uses, n->outputs[0], inside)) return false;
-    }
-    Node* gelu = insert_node(g, "", "Gelu", onnx_opset_at_least(g, 20), {m.x},
-                             {{"approximate", Attribute(m.approximate)}}, m.y->producer,
-                             m.y->producer->name + "_gelu");
-    if (!gelu) return false;
-    if (!replace_value(g, m.y, gelu->outputs[0])) {
-      discard_node(g, gelu);
-      return false;
-    }
-    dead.insert(m.nodes.begin(), m.nodes.end());
-    return true;
+    return replace_subgraph(g, uses, m.nodes, m.y, dead, "", "Gelu", onnx_opset_at_least(g, 20),
+                            {m.x}, {{"approximate", Attribute(m.approximate)}},
+                            m.y->producer->name + "_gelu");
   }
 };
 

@@ -16,17 +16,6 @@ namespace {
 
 using namespace rewrite;
 
-Node* sole_user(const Graph& g, const Uses& uses, const Value* v) {
-  auto it = uses.find(v);
-  if (!v || is_graph_output(g, v) || it == uses.end() || it->second.size() != 1) return nullptr;
-  return it->second[0].node;
-}
-
-bool is_op(const Node* n, const char* op, size_t inputs) {
-  return n && n->domain.empty() && n->op_type == op && n->inputs.size() == inputs &&
-         n->outputs.size() == 1 && n->outputs[0];
-}
-
 // The normalised axis (-k) of a ReduceMean over the last k axes with keepdims=1, or nullopt.
 std::optional<int64_t> suffix_axis(const Node& r) {
   const Shape& s = r.inputs[0]->type.shape;

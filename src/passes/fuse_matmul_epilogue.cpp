@@ -7,9 +7,10 @@
 //   - Reshape(Gemm(Reshape(x, [P, K]), ...), x.shape[:-1] + [N]) (GPT-2's Conv1D): the Gemm
 //     applied to x directly, since P = prod(x.shape[:-1]);
 // followed, each optional and in this order, by Add of a 1-D bias [N] (not for a Gemm that has
-// one), Relu/Tanh/Sigmoid/Gelu, and Add of a residual of exactly the output's shape. A plain
-// MatMul or Gemm needs at least one absorbed op to be rewritten. Every absorbed intermediate must
-// be used only by the next op of the chain and must not be a graph output.
+// one), an activation (ops/activation_epilogue.h), and Add of a residual of exactly the output's
+// shape. A plain MatMul or Gemm needs at least one absorbed op to be rewritten. Every absorbed
+// intermediate must be used only by the next op of the chain and must not be a graph output.
+#include "ops/activation_epilogue.h"
 #include "passes/rewrite_util.h"
 
 namespace ferrite {
@@ -18,16 +19,6 @@ namespace {
 
 using namespace rewrite;
 
-Node* sole_user(const Graph& g, const Uses& uses, const Value* v) {
-  auto it = uses.find(v);
-  if (!v || is_graph_output(g, v) || it == uses.end() || it->second.size() != 1) return nullptr;
-  return it->second[0].node;
-}
-
-bool is_op(const Node* n, const char* op) {
-  return n && n->domain.empty() && n->op_type == op && n->outputs.size() == 1 && n->outputs[0];
-}
-
 bool rank_at_least(const Value* v, size_t r) {
   return v && v->type.shape.rank_known() && v->type.shape.rank() >= r;
 }
@@ -35,7 +26,7 @@ bool rank_at_least(const Value* v, size_t r) {
 struct Match {
   Value *a = nullptr, *b = nullptr, *bias = nullptr, *residual = nullptr;
   int64_t trans_b = 0;
-  std::string activation = "none";
+  Activation activation;
   Value* cur = nullptr;  // output of the last matched node
   std::vector<const Node*> nodes;
   bool absorbed = false;  // something beyond a plain MatMul/Gemm
@@ -114,15 +105,10 @@ void match_epilogue(const Graph& g, const Uses& uses, Match& m) {
       u = sole_user(g, uses, m.cur);
     }
   }
-  if (u && u->domain.empty() && u->inputs.size() == 1 && u->outputs.size() == 1) {
-    std::string act;
-    if (u->op_type == "Relu") act = "relu";
-    if (u->op_type == "Tanh") act = "tanh";
-    if (u->op_type == "Sigmoid") act = "sigmoid";
-    if (u->op_type == "Gelu")
-      act = u->attr_string("approximate", "none") == "tanh" ? "gelu_tanh" : "gelu";
-    if (!act.empty() && same_type(u->outputs[0]->type, m.cur->type)) {
-      m.activation = act;
+  if (u && !u->inputs.empty() && u->inputs[0] == m.cur) {
+    auto act = activation_of_onnx_node(*u, scalar_constant);
+    if (act && same_type(u->outputs[0]->type, m.cur->type)) {
+      m.activation = *act;
       advance(u);
       u = sole_user(g, uses, m.cur);
     }
@@ -163,24 +149,13 @@ class FuseMatMulEpilogue : public Pass {
   static bool apply(Graph& g, const Uses& uses, const Match& m,
                     std::unordered_set<const Node*>& dead) {
     if (!is_float_dtype(m.a->type.dtype)) return false;
-    std::unordered_set<const Node*> inside(m.nodes.begin(), m.nodes.end());
-    for (const Node* n : m.nodes) {
-      if (dead.count(n)) return false;
-      if (n->outputs[0] != m.cur && !used_only_by(g, uses, n->outputs[0], inside)) return false;
-    }
     std::vector<Value*> inputs{m.a, m.b, m.bias, m.residual};
     while (!inputs.back()) inputs.pop_back();
-    AttributeMap attrs{{"activation", Attribute(m.activation)}, {"transB", Attribute(m.trans_b)}};
-    Node* before = m.cur->producer;
-    Node* f = insert_node(g, kFerriteDomain, "FusedMatMul", kFerriteOpset, std::move(inputs),
-                          std::move(attrs), before, m.nodes[0]->name + "_fused");
-    if (!f) return false;
-    if (!replace_value(g, m.cur, f->outputs[0])) {
-      discard_node(g, f);
-      return false;
-    }
-    dead.insert(m.nodes.begin(), m.nodes.end());
-    return true;
+    AttributeMap attrs{{"transB", Attribute(m.trans_b)}};
+    set_activation_attrs(attrs, m.activation);
+    return replace_subgraph(g, uses, m.nodes, m.cur, dead, kFerriteDomain, "FusedMatMul",
+                            kFerriteOpset, std::move(inputs), std::move(attrs),
+                            m.nodes[0]->name + "_fused");
   }
 };
 

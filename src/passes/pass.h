@@ -3,9 +3,9 @@
 #pragma once
 
 #include <functional>
-#include <unordered_map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/graph.h"
@@ -57,6 +57,7 @@ void register_constant_folding(PassRegistry& r);
 void register_remove_noops(PassRegistry& r);
 void register_algebraic_simplification(PassRegistry& r);
 void register_fold_conv_batchnorm(PassRegistry& r);
+void register_fuse_conv_activation(PassRegistry& r);
 void register_fuse_layernorm(PassRegistry& r);
 void register_fuse_gelu(PassRegistry& r);
 void register_fuse_attention(PassRegistry& r);

@@ -12,6 +12,7 @@ const PassRegistry& PassRegistry::global() {
     register_constant_folding(r);
     register_common_subexpression_elimination(r);
     register_fold_conv_batchnorm(r);
+    register_fuse_conv_activation(r);
     register_fuse_layernorm(r);
     register_fuse_gelu(r);
     register_fuse_attention(r);
@@ -32,12 +33,19 @@ std::vector<std::string> default_pipeline() {
   // remove-noops runs again after folding and CSE, which expose new identities. The rewrites
   // come after them (they match constants as initializers, and clean subgraphs): GELU and
   // LayerNorm first, attention before the epilogue fusion (which would otherwise take the
-  // attention MatMuls), and the epilogue last so that it absorbs the fused Gelu.
-  return {"remove-noops",         "algebraic-simplification",
-          "constant-folding",     "common-subexpression-elimination",
-          "remove-noops",         "fold-conv-batchnorm",
-          "fuse-layernorm",       "fuse-gelu",
-          "fuse-attention",       "fuse-matmul-epilogue",
+  // attention MatMuls), and the epilogue last so that it absorbs the fused Gelu. Convolutions
+  // take their epilogue right after BatchNormalization folding, which needs the bare Conv.
+  return {"remove-noops",
+          "algebraic-simplification",
+          "constant-folding",
+          "common-subexpression-elimination",
+          "remove-noops",
+          "fold-conv-batchnorm",
+          "fuse-conv-activation",
+          "fuse-layernorm",
+          "fuse-gelu",
+          "fuse-attention",
+          "fuse-matmul-epilogue",
           "dead-code-elimination"};
 }
 
@@ -46,7 +54,8 @@ Status run_pipeline(Graph& g, const std::vector<std::string>& passes, const Pipe
     const PassInfo* info = PassRegistry::global().find(name);
     if (!info) {
       std::string known;
-      for (const auto& p : PassRegistry::global().all()) known += (known.empty() ? "" : ", ") + p.name;
+      for (const auto& p : PassRegistry::global().all())
+        known += (known.empty() ? "" : ", ") + p.name;
       return err("unknown pass '", name, "' (known: ", known, ")");
     }
     auto pass = info->create();

@@ -15,7 +15,8 @@ bool fully_known(const Shape& s) {
 }
 
 // Input index whose value the node passes through unchanged, or -1.
-int passthrough_input(const Node& n, const std::unordered_map<const Value*, std::vector<Use>>& uses) {
+int passthrough_input(const Node& n,
+                      const std::unordered_map<const Value*, std::vector<Use>>& uses) {
   const std::string& op = n.op_type;
   if (!n.domain.empty() || n.inputs.empty() || n.outputs.empty() || !n.outputs[0] || !n.inputs[0])
     return -1;

@@ -45,6 +45,39 @@ size_t use_count(const Uses& uses, const Value* v) {
   return it == uses.end() ? 0 : it->second.size();
 }
 
+Node* sole_user(const Graph& g, const Uses& uses, const Value* v) {
+  auto it = uses.find(v);
+  if (!v || is_graph_output(g, v) || it == uses.end() || it->second.size() != 1) return nullptr;
+  return it->second[0].node;
+}
+
+bool is_op(const Node* n, const char* op, int inputs) {
+  return n && n->domain.empty() && n->op_type == op &&
+         (inputs < 0 || n->inputs.size() == static_cast<size_t>(inputs)) &&
+         n->outputs.size() == 1 && n->outputs[0];
+}
+
+bool replace_subgraph(Graph& g, const Uses& uses, const std::vector<const Node*>& nodes,
+                      Value* result, std::unordered_set<const Node*>& dead,
+                      const std::string& domain, const std::string& op, int opset,
+                      std::vector<Value*> inputs, AttributeMap attrs,
+                      const std::string& name_hint) {
+  std::unordered_set<const Node*> inside(nodes.begin(), nodes.end());
+  for (const Node* n : nodes) {
+    if (dead.count(n)) return false;
+    if (n->outputs[0] != result && !used_only_by(g, uses, n->outputs[0], inside)) return false;
+  }
+  Node* f = insert_node(g, domain, op, opset, std::move(inputs), std::move(attrs), result->producer,
+                        name_hint);
+  if (!f) return false;
+  if (!replace_value(g, result, f->outputs[0])) {
+    discard_node(g, f);
+    return false;
+  }
+  dead.insert(nodes.begin(), nodes.end());
+  return true;
+}
+
 bool used_only_by(const Graph& g, const Uses& uses, const Value* v,
                   const std::unordered_set<const Node*>& users) {
   if (!v || is_graph_output(g, v)) return false;

@@ -1,5 +1,5 @@
 // Shared matching and editing helpers for the pattern-rewrite passes (fold-conv-batchnorm,
-// fuse-gelu, fuse-layernorm, fuse-matmul-epilogue, fuse-attention).
+// fuse-gelu, fuse-layernorm, fuse-matmul-epilogue, fuse-attention, fuse-conv-activation).
 //
 // A rewrite matches a subgraph rooted at some node, checks that every intermediate value it
 // removes is used only inside the pattern (and is not a graph output), builds the replacement
@@ -38,6 +38,10 @@ Node* producer_op(const Value* v, const char* op);
 Value* other_operand(const Node& n, const Value* x);
 
 size_t use_count(const Uses& uses, const Value* v);
+// The single user of v, or null when v has several users (or none) or is a graph output.
+Node* sole_user(const Graph& g, const Uses& uses, const Value* v);
+// n is a default-domain `op` node with one present output and, unless -1, `inputs` inputs.
+bool is_op(const Node* n, const char* op, int inputs = -1);
 // v is not a graph output and each of its uses is by one of `users` (at least one use).
 bool used_only_by(const Graph& g, const Uses& uses, const Value* v,
                   const std::unordered_set<const Node*>& users);
@@ -55,6 +59,15 @@ bool same_type(const TensorType& a, const TensorType& b);
 Node* insert_node(Graph& g, const std::string& domain, const std::string& op, int opset,
                   std::vector<Value*> inputs, AttributeMap attrs, const Node* before,
                   const std::string& name_hint);
+// The usual end of a match: `nodes` (the matched subgraph; `result` is the output of its last
+// node) become one new node `domain.op(inputs) {attrs}` placed before result's producer.
+// Refused (graph unchanged, false) when a node is already in `dead` (taken by an earlier match),
+// when another output of `nodes` is used outside them, or when the new node does not infer to
+// result's type. On success `nodes` join `dead` (the caller erases them at the end).
+bool replace_subgraph(Graph& g, const Uses& uses, const std::vector<const Node*>& nodes,
+                      Value* result, std::unordered_set<const Node*>& dead,
+                      const std::string& domain, const std::string& op, int opset,
+                      std::vector<Value*> inputs, AttributeMap attrs, const std::string& name_hint);
 // Removes a node created by insert_node that is no longer wanted.
 void discard_node(Graph& g, Node* n);
 // Redirects every use of `old` to `repl` when their types agree; `repl` takes over the name of

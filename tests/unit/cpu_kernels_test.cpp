@@ -20,7 +20,7 @@ using testing::ModelBuilder;
 
 struct Attr {
   std::string name;
-  std::variant<int64_t, float, std::string, std::vector<int64_t>> value;
+  std::variant<int64_t, float, std::string, std::vector<int64_t>, std::vector<float>> value;
 };
 
 void add_attr(onnx::NodeProto* n, const Attr& a) {
@@ -35,6 +35,9 @@ void add_attr(onnx::NodeProto* n, const Attr& a) {
   } else if (auto* s = std::get_if<std::string>(&a.value)) {
     p->set_type(onnx::AttributeProto::STRING);
     p->set_s(*s);
+  } else if (auto* fs = std::get_if<std::vector<float>>(&a.value)) {
+    p->set_type(onnx::AttributeProto::FLOATS);
+    for (float v : *fs) p->add_floats(v);
   } else {
     p->set_type(onnx::AttributeProto::INTS);
     for (int64_t v : std::get<std::vector<int64_t>>(a.value)) p->add_ints(v);
@@ -276,6 +279,48 @@ TEST(CpuKernels, ConvGeometry) {
     if (c.bias) in.push_back(Dims{c.w[0]});
     check("", "Conv", in, c.attrs, seed++, {1});
     check("", "Conv", in, c.attrs, seed++);
+  }
+}
+
+// FusedConv's residual and activation on each convolution path (oneDNN direct and blocked,
+// pointwise GEMM, depthwise, 1-D), against conv + residual + activation in the op table.
+TEST(CpuKernels, FusedConvEpilogues) {
+  using V = std::vector<int64_t>;
+  using F = std::vector<float>;
+  const std::vector<ConvCase> cases = {
+      {{1, 3, 9, 9}, {4, 3, 3, 3}, true, {{"pads", V{1, 1, 1, 1}}}},
+      {{2, 16, 10, 10}, {32, 16, 3, 3}, true, {{"pads", V{1, 1, 1, 1}}}},
+      {{3, 16, 10, 10}, {16, 16, 3, 3}, false, {{"pads", V{1, 1, 1, 1}}}},  // bands of rows
+      {{2, 8, 10, 7}, {6, 8, 1, 1}, true, {}},                              // pointwise
+      {{2, 8, 10, 7}, {6, 8, 1, 1}, false, {}},
+      {{2, 6, 13, 11}, {6, 1, 3, 3}, true, {{"group", int64_t{6}}, {"pads", V{1, 1, 1, 1}}}},
+      {{2, 3, 17}, {4, 3, 3}, true, {{"pads", V{1, 1}}}},  // 1-D
+  };
+  const std::vector<std::pair<std::string, F>> acts = {
+      {"none", {}},           {"relu", {}},
+      {"clip", {0.0f, 6.0f}}, {"clip", {0.5f, -0.5f}},  // min > max: every output is max
+      {"leaky_relu", {0.1f}}, {"sigmoid", {}},
+      {"tanh", {}},           {"hard_sigmoid", {0.2f, 0.5f}},
+      {"hard_swish", {}},     {"gelu", {}}};
+  uint32_t seed = 900;
+  for (const auto& c : cases) {
+    Dims y{c.x[0], c.w[0]};
+    for (size_t d = 2; d < c.x.size(); ++d) y.push_back(c.x[d]);  // every case keeps the size
+    for (const auto& [name, params] : acts)
+      for (bool res : {false, true}) {
+        if (!res && name == "none") continue;
+        std::vector<std::optional<Dims>> in{c.x, c.w};
+        in.push_back(c.bias ? std::optional<Dims>(Dims{c.w[0]}) : std::nullopt);
+        if (res) in.push_back(y);
+        std::vector<Attr> attrs = c.attrs;
+        attrs.push_back({"activation", name});
+        if (!params.empty()) attrs.push_back({"activation_params", params});
+        // Scaled so that the bounded activations see both of their saturated ends.
+        auto spread = [](std::vector<Tensor>& ts) {
+          for (int64_t i = 0; i < ts[0].numel(); ++i) ts[0].data<float>()[i] *= 8.0f;
+        };
+        check("ferrite", "FusedConv", in, attrs, seed++, {1}, spread);
+      }
   }
 }
 

@@ -1,10 +1,44 @@
 #include "backends/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 
 namespace ferrite {
 
-ThreadPool::ThreadPool(int threads) {
+namespace {
+
+// How long idle threads spin before sleeping: FERRITE_POOL_SPIN_US (0 to 1e6, default 0).
+int64_t spin_ns_from_env() {
+  const char* v = std::getenv("FERRITE_POOL_SPIN_US");
+  if (!v || !*v) return 0;
+  char* end = nullptr;
+  long us = std::strtol(v, &end, 10);
+  return *end == '\0' && us >= 0 && us <= 1'000'000 ? static_cast<int64_t>(us) * 1000 : 0;
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Spins until ready() or `ns` nanoseconds have passed; returns ready().
+template <class Ready>
+bool spin_until(Ready ready, int64_t ns) {
+  if (ns <= 0) return ready();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 1;; ++i) {
+    if (ready()) return true;
+    cpu_relax();
+    if ((i & 255) == 0 && std::chrono::steady_clock::now() - t0 > std::chrono::nanoseconds(ns))
+      return ready();
+  }
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(int threads) : spin_ns_(spin_ns_from_env()) {
   for (int i = 1; i < std::max(threads, 1); ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
@@ -20,8 +54,13 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
+    spin_until([&] { return stop_.load() || generation_.load() != seen; }, spin_ns_);
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+    if (!stop_ && generation_ == seen) {
+      ++sleeping_;
+      cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+      --sleeping_;
+    }
     if (stop_) return;
     seen = generation_;
     ++active_;
@@ -34,14 +73,15 @@ void ThreadPool::worker_loop() {
       (*job)(b, e);
       lock.lock();
     }
-    if (--active_ == 0) done_cv_.notify_all();
+    if (--active_ == 0 && caller_waiting_) done_cv_.notify_all();
   }
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
                               const std::function<void(int64_t, int64_t)>& f) {
   if (n <= 0) return;
-  int64_t parts = std::min<int64_t>(size() * 4, std::max<int64_t>(1, n / std::max<int64_t>(min_chunk, 1)));
+  int64_t parts =
+      std::min<int64_t>(size() * 4, std::max<int64_t>(1, n / std::max<int64_t>(min_chunk, 1)));
   if (workers_.empty() || parts <= 1) {
     f(0, n);
     return;
@@ -53,7 +93,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
   next_ = 0;
   ++generation_;
   ++active_;
-  cv_.notify_all();
+  if (sleeping_ > 0) cv_.notify_all();
   while (next_ < n_) {
     int64_t b = next_;
     int64_t e = std::min(n_, b + chunk_);
@@ -62,7 +102,17 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
     f(b, e);
     lock.lock();
   }
-  if (--active_ > 0) done_cv_.wait(lock, [&] { return active_ == 0; });
+  if (--active_ > 0) {
+    // Workers still run their last chunks: usually for microseconds.
+    lock.unlock();
+    spin_until([&] { return active_.load() == 0; }, spin_ns_);
+    lock.lock();
+    if (active_ > 0) {
+      caller_waiting_ = true;
+      done_cv_.wait(lock, [&] { return active_.load() == 0; });
+      caller_waiting_ = false;
+    }
+  }
   job_ = nullptr;
   n_ = 0;
 }

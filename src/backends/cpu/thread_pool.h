@@ -1,6 +1,14 @@
 // A small fixed-size thread pool with a blocking parallel_for, for kernel rows.
+//
+// Idle workers can spin for a while before they sleep, and the caller before it sleeps waiting
+// for the last chunks (FERRITE_POOL_SPIN_US, default 0 = off): waking a sleeping thread through
+// the kernel costs about 25 us here, as much as a small parallel loop. Spinning is off by default
+// because on an oversubscribed machine (the 2-core benchmark host shared with compiler jobs) the
+// spinning thread takes CPU time from the thread doing the work and whole models got slower;
+// see BENCHMARKS.md.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -25,9 +33,12 @@ class ThreadPool {
   std::condition_variable cv_, done_cv_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t n_ = 0, chunk_ = 1, next_ = 0;
-  int active_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::atomic<int> active_{0};           // threads inside the current job (written under mu_)
+  std::atomic<uint64_t> generation_{0};  // one per job (written under mu_)
+  std::atomic<bool> stop_{false};
+  int sleeping_ = 0;             // workers blocked on cv_
+  bool caller_waiting_ = false;  // the caller is blocked on done_cv_
+  int64_t spin_ns_;
 };
 
 }  // namespace ferrite

@@ -124,7 +124,7 @@ Status attention_run(KernelContext& ctx, ThreadPool& pool) {
                           : static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   const bool causal = ctx.node().attr_int("causal") != 0;
   const bool nan_to_zero = ctx.node().attr_int("nan_to_zero") != 0;
-  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DType::kF32, out));
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output_uninitialized(0, DType::kF32, out));
 
   // Element offsets of each batch item's matrices (and mask plane).
   int64_t nbatch = 1;

@@ -1,5 +1,9 @@
-// Convolution library kernel for the cpu device: ONNX Conv (1-D to 3-D, groups incl. depthwise,
-// strides, dilations, explicit or auto pads, bias), f32.
+// Convolution library kernel for the cpu device: ONNX Conv and ferrite.FusedConv (1-D to 3-D,
+// groups incl. depthwise, strides, dilations, explicit or auto pads, bias; FusedConv's residual
+// and activation), f32. FusedConv's epilogue runs inside each path: oneDNN post-ops (a sum
+// post-op over the residual copied into the destination, then eltwise) for oneDNN's
+// convolutions and the pointwise GEMMs, and a pass over each finished plane for the depthwise
+// kernel and for post-ops oneDNN only has a reference implementation of.
 //   - pointwise (1x1, stride 1, unpadded, one group): a GEMM per image on the NCHW data
 //     (run_gemm), no layout changes;
 //   - depthwise 2-D: ferrite's own kernel on NCHW planes (below);
@@ -11,7 +15,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
+#include <optional>
 
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/kernels/onednn_common.h"
@@ -30,11 +36,19 @@ struct ConvSpec {
   Dims src, src_strides, wei, dst, dst_strides, strides, dilates, pad_l, pad_r;
   bool bias = false;
   bool weights_constant = false;
+  bool residual = false;  // FusedConv's epilogue, as post-ops when oneDNN has them
+  Activation act;
 
   std::string key() const {
     Key k;
     k.add(src).add(src_strides).add(wei).add(dst).add(dst_strides).add(strides).add(dilates);
-    k.add(pad_l).add(pad_r).add(bias).add(weights_constant);
+    k.add(pad_l).add(pad_r).add(bias).add(weights_constant).add(residual);
+    k.add(static_cast<int64_t>(act.kind));
+    for (float f : {act.alpha, act.beta}) {
+      int32_t bits;
+      std::memcpy(&bits, &f, sizeof bits);
+      k.add(bits);
+    }
     return k.str();
   }
 };
@@ -42,7 +56,21 @@ struct ConvSpec {
 struct ConvPlan {
   dnnl::convolution_forward prim;
   memory::desc src_view, src_want, wei_plain, wei_want, bias, dst_view, dst_want, scratchpad;
+  bool post_ops = false;  // the epilogue runs inside the primitive (else after it)
 };
+
+// The post-ops for the spec's epilogue: the residual as a sum into the destination (which must
+// hold it before the call), then the activation. Null when there is nothing to fuse or oneDNN
+// does not compute the activation as defined.
+std::optional<dnnl::primitive_attr> epilogue_attr(const ConvSpec& s) {
+  if ((!s.residual && s.act.none()) || !can_fuse_activation(s.act)) return std::nullopt;
+  dnnl::post_ops po;
+  if (s.residual) po.append_sum(1.0f);
+  append_activation(po, s.act);
+  dnnl::primitive_attr attr = base_attr();
+  attr.set_post_ops(po);
+  return attr;
+}
 
 Cache<ConvPlan>& conv_cache() {
   static Cache<ConvPlan> cache;
@@ -57,8 +85,20 @@ bool winograd_enabled() {
   return on;
 }
 
+std::shared_ptr<const ConvPlan> make_conv_plan(const ConvSpec& s, const dnnl::primitive_attr& attr);
+
 std::shared_ptr<const ConvPlan> make_conv_plan(const ConvSpec& s) {
+  if (auto attr = epilogue_attr(s)) {
+    auto plan = make_conv_plan(s, *attr);
+    if (plan) return plan;
+  }
+  return make_conv_plan(s, base_attr());
+}
+
+std::shared_ptr<const ConvPlan> make_conv_plan(const ConvSpec& s,
+                                               const dnnl::primitive_attr& attr) {
   auto plan = std::make_shared<ConvPlan>();
+  plan->post_ops = attr.get_post_ops().len() > 0;
   plan->src_view = strided_desc(s.src, s.src_strides);
   plan->dst_view = strided_desc(s.dst, s.dst_strides);
   plan->wei_plain = plain_desc(s.wei);
@@ -77,7 +117,7 @@ std::shared_ptr<const ConvPlan> make_conv_plan(const ConvSpec& s) {
           dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd,
           memory::desc(s.src, f32, any), wei, plan->bias, memory::desc(s.dst, f32, any), s.strides,
           s.dilates, s.pad_l, s.pad_r);
-      dnnl::convolution_forward::primitive_desc pd(d, base_attr(), engine());
+      dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
       plan->src_want = pd.src_desc();
       plan->wei_want = pd.weights_desc();
       plan->dst_want = pd.dst_desc();
@@ -93,7 +133,7 @@ std::shared_ptr<const ConvPlan> make_conv_plan(const ConvSpec& s) {
           dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
           plain_src ? plain_desc(s.src) : memory::desc(s.src, f32, any), wei, plan->bias,
           memory::desc(s.dst, f32, any), s.strides, s.dilates, s.pad_l, s.pad_r);
-      dnnl::convolution_forward::primitive_desc pd(d, base_attr(), engine());
+      dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
       const std::string impl = pd.impl_info_str();
       if (is_reference_impl(pd) || (plain_src && impl.find("gemm") != std::string::npos)) continue;
       plan->src_want = pd.src_desc();
@@ -290,7 +330,8 @@ void depthwise_plane(const float* in, const float* wt, float bias, float* out, c
 }
 
 void depthwise_run(const Tensor& x, const Tensor& w, const Tensor* bias, const Window& win,
-                   const std::vector<int64_t>& out, Tensor& y, ThreadPool& pool) {
+                   const std::vector<int64_t>& out, Tensor& y, const float* res,
+                   const Activation& act, ThreadPool& pool) {
   DwGeometry g{x.dim(2),         x.dim(3),         out[2],           out[3],
                w.dim(2),         w.dim(3),         win.strides[0],   win.strides[1],
                win.dilations[0], win.dilations[1], win.pad_begin(0), win.pad_begin(1)};
@@ -304,8 +345,11 @@ void depthwise_run(const Tensor& x, const Tensor& w, const Tensor* bias, const W
     thread_local std::vector<float> buf;
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t c = p % C;
-      depthwise_plane(px + p * g.H * g.W, pw + c * g.KH * g.KW, pb ? pb[c] : 0.0f,
-                      py + p * g.OH * g.OW, g, buf);
+      float* plane = py + p * g.OH * g.OW;
+      depthwise_plane(px + p * g.H * g.W, pw + c * g.KH * g.KW, pb ? pb[c] : 0.0f, plane, g, buf);
+      // While the plane is still in cache.
+      if (res || !act.none())
+        apply_epilogue(plane, res ? res + p * g.OH * g.OW : nullptr, g.OH * g.OW, act);
     }
   });
 }
@@ -313,6 +357,7 @@ void depthwise_run(const Tensor& x, const Tensor& w, const Tensor* bias, const W
 bool conv_accepts(const Node& node) {
   for (size_t i = 0; i < node.inputs.size(); ++i)
     if (node.input(i) && !input_is_f32(node, i)) return false;
+  if (node.op_type == "FusedConv" && !activation_of(node)) return false;
   const Value* x = node.input(0);
   // 1-D to 3-D convolutions (oneDNN's range); unknown rank is decided at run time.
   return !x->type.shape.rank_known() || (x->type.shape.rank() >= 3 && x->type.shape.rank() <= 5);
@@ -328,8 +373,8 @@ struct ConvTask {
 // Plans every task, or returns false when oneDNN rejects one of the shapes.
 bool plan_tasks(const Tensor& x, const Tensor& w, const Window& win,
                 const std::vector<int64_t>& out, int64_t group, bool bias, bool weights_constant,
-                int64_t images_per_task, int64_t bands, std::vector<ConvTask>& tasks,
-                std::vector<std::shared_ptr<const ConvPlan>>& keep) {
+                bool residual, const Activation& act, int64_t images_per_task, int64_t bands,
+                std::vector<ConvTask>& tasks, std::vector<std::shared_ptr<const ConvPlan>>& keep) {
   const size_t nsp = x.rank() - 2;
   const int64_t N = x.dim(0), H = x.dim(2), OH = out[2];
   const int64_t s0 = win.strides[0], ext0 = win.extent(0), pt = win.pad_begin(0);
@@ -373,6 +418,8 @@ bool plan_tasks(const Tensor& x, const Tensor& w, const Window& win,
       }
       s.bias = bias;
       s.weights_constant = weights_constant;
+      s.residual = residual;
+      s.act = act;
       auto plan = conv_cache().get(s.key(), [&] { return make_conv_plan(s); });
       if (!plan) return false;
       keep.push_back(plan);
@@ -387,9 +434,19 @@ Status conv_run(KernelContext& ctx, ThreadPool& pool) {
   const Tensor& w = ctx.input(1);
   const Tensor* bias = ctx.has_input(2) ? &ctx.input(2) : nullptr;
   const Node& node = ctx.node();
+  // FusedConv: y = act(conv + res).
+  Activation act;
+  const Tensor* res = nullptr;
+  if (node.op_type == "FusedConv") {
+    auto a = activation_of(node);
+    if (!a) return run_reference(ctx);
+    act = *a;
+    if (ctx.num_inputs() > 3 && ctx.has_input(3)) res = &ctx.input(3);
+  }
   // Anything unusual (including every error case) goes to the reference kernel, which reports it.
   if (x.dtype() != DType::kF32 || w.dtype() != DType::kF32 || x.rank() < 3 || x.rank() > 5 ||
-      w.rank() != x.rank() || (bias && (bias->dtype() != DType::kF32 || bias->rank() != 1)))
+      w.rank() != x.rank() || (bias && (bias->dtype() != DType::kF32 || bias->rank() != 1)) ||
+      (res && res->dtype() != DType::kF32))
     return run_reference(ctx);
   const int64_t group = node.attr_int("group", 1);
   const int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0);
@@ -411,11 +468,13 @@ Status conv_run(KernelContext& ctx, ThreadPool& pool) {
     if (d == 0) return run_reference(ctx);
   for (int64_t d : x.dims())
     if (d == 0) return run_reference(ctx);
-  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DType::kF32, out));
+  if (res && res->dims() != out) return run_reference(ctx);
+  const float* pres = res ? res->data<float>() : nullptr;
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output_uninitialized(0, DType::kF32, out));
 
   // Depthwise (channel multiplier 1), 2-D: ferrite's own kernel.
   if (nsp == 2 && group == c && m == c && group > 1) {
-    depthwise_run(x, w, bias, *win, out, *y, pool);
+    depthwise_run(x, w, bias, *win, out, *y, pres, act, pool);
     return Status::ok();
   }
   // Pointwise: y[n] = W [M, C] @ x[n] [C, spatial] + bias per row.
@@ -437,6 +496,10 @@ Status conv_run(KernelContext& ctx, ThreadPool& pool) {
     for (int64_t i = 0; i < n; ++i) p.b_off[i] = i * c * p.N;
     p.y = y->data<float>();
     if (bias) p.row_bias = bias->data<float>();
+    p.act = act;
+    p.res = pres;
+    p.res_full = true;
+    p.res_first = true;
     if (run_gemm(p, pool)) return Status::ok();
     return run_reference(ctx);
   }
@@ -454,9 +517,10 @@ Status conv_run(KernelContext& ctx, ThreadPool& pool) {
   }
   std::vector<ConvTask> tasks;
   std::vector<std::shared_ptr<const ConvPlan>> keep;
-  if (!plan_tasks(x, w, *win, out, group, bias != nullptr, weights_constant, per_task, bands, tasks,
-                  keep) &&
-      !plan_tasks(x, w, *win, out, group, bias != nullptr, weights_constant, n, 1, tasks, keep))
+  if (!plan_tasks(x, w, *win, out, group, bias != nullptr, weights_constant, res != nullptr, act,
+                  per_task, bands, tasks, keep) &&
+      !plan_tasks(x, w, *win, out, group, bias != nullptr, weights_constant, res != nullptr, act, n,
+                  1, tasks, keep))
     return run_reference(ctx);
   // Constant weights reordered once (cached), before the threads need them.
   std::vector<memory> wmem(tasks.size());
@@ -476,14 +540,25 @@ Status conv_run(KernelContext& ctx, ThreadPool& pool) {
                            plan.src_want, 0);
       memory wei =
           weights_constant ? wmem[ti] : operand(nullptr, w.raw(), plan.wei_plain, plan.wei_want, 1);
-      float* yv = py + t.n0 * y_image + t.o0 * y_row;
+      const int64_t band = t.n0 * y_image + t.o0 * y_row;
+      float* yv = py + band;
       const bool direct = plan.dst_want == plan.dst_view;
       memory dst = direct ? wrap(plan.dst_view, yv) : scratch(plan.dst_want, 2);
+      // The sum post-op adds to what the destination holds.
+      if (plan.post_ops && res) reorder(wrap(plan.dst_view, pres + band), dst);
       std::unordered_map<int, memory> args{
           {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
       if (bias) args.emplace(DNNL_ARG_BIAS, wrap(plan.bias, bias->raw()));
       execute(plan.prim, plan.scratchpad, std::move(args));
       if (!direct) reorder(dst, wrap(plan.dst_view, yv));
+      if (!plan.post_ops && (res || !act.none())) {
+        // Per (image, channel): the band's rows are contiguous.
+        const int64_t len = (t.o1 - t.o0) * y_row, planes = (t.n1 - t.n0) * m;
+        for (int64_t q = 0; q < planes; ++q) {
+          const int64_t off = q * (y_image / m);
+          apply_epilogue(yv + off, res ? pres + band + off : nullptr, len, act);
+        }
+      }
     }
   });
   return Status::ok();
@@ -493,6 +568,7 @@ Status conv_run(KernelContext& ctx, ThreadPool& pool) {
 
 void register_cpu_conv_kernels(CpuKernelRegistry& r) {
   r.add("", "Conv", {conv_accepts, conv_run});
+  r.add("ferrite", "FusedConv", {conv_accepts, conv_run});
 }
 
 }  // namespace ferrite

@@ -24,69 +24,50 @@ namespace {
 
 using dnnl::algorithm;
 
-algorithm eltwise_of(Act a) {
-  switch (a) {
-    case Act::kRelu:
-      return algorithm::eltwise_relu;
-    case Act::kTanh:
-      return algorithm::eltwise_tanh;
-    case Act::kSigmoid:
-      return algorithm::eltwise_logistic;
-    case Act::kGelu:
-      return algorithm::eltwise_gelu_erf;
-    case Act::kGeluTanh:
-      return algorithm::eltwise_gelu_tanh;
-    case Act::kNone:
-      break;
-  }
-  return algorithm::undef;
-}
+// The epilogue steps after the product (and the column bias, which oneDNN's bias takes), in the
+// order the problem defines them.
+enum class Post { kRowBias, kRes, kAct };
 
-// The reference kernel's formulas, for an epilogue oneDNN does not fuse.
-float activate(Act act, float x) {
-  switch (act) {
-    case Act::kNone:
-      return x;
-    case Act::kRelu:
-      return x > 0.0f ? x : (x != x ? x : 0.0f);
-    case Act::kTanh:
-      return std::tanh(x);
-    case Act::kSigmoid:
-      return x >= 0.0f ? 1.0f / (1.0f + std::exp(-x)) : std::exp(x) / (1.0f + std::exp(x));
-    case Act::kGelu:
-      return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f));
-    case Act::kGeluTanh: {
-      const float k = 0.7978845608028654f;
-      return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
-    }
-  }
-  return x;
+std::vector<Post> epilogue_order(bool row_bias, bool res, const Activation& act, bool res_first) {
+  std::vector<Post> order;
+  if (row_bias) order.push_back(Post::kRowBias);
+  if (res && res_first) order.push_back(Post::kRes);
+  if (!act.none()) order.push_back(Post::kAct);
+  if (res && !res_first) order.push_back(Post::kRes);
+  return order;
 }
 
 // One block's matmul: [m, k] x [k, n] into a dense [m, n] destination.
 struct BlockSpec {
   int64_t m, n, k, a_rs, a_cs, b_rs, b_cs;
-  bool b_packed, col_bias;
-  Act act;
+  bool b_packed, col_bias, row_bias;
+  Activation act;
   int res;  // 0 none, 1 dense [m, n], 2 one [n] row
+  bool res_first;
+  bool res_fusable;  // the block writes straight into y, so oneDNN may read the residual
   float scale;
 
   std::string key() const {
     Key key;
     key.add(m).add(n).add(k).add(a_rs).add(a_cs).add(b_rs).add(b_cs).add(b_packed);
-    key.add(col_bias).add(static_cast<int64_t>(act)).add(res);
-    int32_t bits;
-    std::memcpy(&bits, &scale, sizeof bits);
-    key.add(bits);
+    key.add(col_bias).add(row_bias).add(static_cast<int64_t>(act.kind)).add(res).add(res_first);
+    key.add(res_fusable);
+    for (float f : {act.alpha, act.beta, scale}) {
+      int32_t bits;
+      std::memcpy(&bits, &f, sizeof bits);
+      key.add(bits);
+    }
     return key.str();
   }
 };
 
 struct BlockPlan {
   dnnl::matmul prim;
-  memory::desc a, b_have, b_want, bias, dst, res, scratchpad;
-  bool act_fused = false, res_fused = false;
-  int res_arg = 0;
+  memory::desc a, b_have, b_want, bias, dst, row_bias, res, scratchpad;
+  std::vector<Post> order;
+  size_t fused = 0;  // order[0..fused) run inside oneDNN, the rest in the block loop
+  int row_bias_arg = -1, res_arg = -1;  // post-op indices of the binary inputs
+  bool row_bias_native = false;         // the row bias is oneDNN's bias input
 };
 
 Cache<BlockPlan>& plan_cache() {
@@ -94,24 +75,51 @@ Cache<BlockPlan>& plan_cache() {
   return cache;
 }
 
-// Builds the primitive, dropping post-ops oneDNN would only run with its reference
-// implementation (the block loop then applies them). Null when no fast implementation exists.
+// Builds the primitive with the longest prefix of the epilogue that oneDNN runs with a fast
+// implementation (the block loop applies the rest). Null when no fast implementation exists.
+std::shared_ptr<const BlockPlan> make_plan(const BlockSpec& s, bool row_bias_native);
+
 std::shared_ptr<const BlockPlan> make_plan(const BlockSpec& s) {
+  // A row bias is first offered as oneDNN's own bias of shape [m, 1].
+  if (s.row_bias && !s.col_bias)
+    if (auto plan = make_plan(s, true); plan && plan->fused == plan->order.size()) return plan;
+  return make_plan(s, false);
+}
+
+std::shared_ptr<const BlockPlan> make_plan(const BlockSpec& s, bool row_bias_native) {
   auto plan = std::make_shared<BlockPlan>();
   plan->a = strided_desc({s.m, s.k}, {s.a_rs, s.a_cs});
   plan->b_have = strided_desc({s.k, s.n}, {s.b_rs, s.b_cs});
   plan->dst = plain_desc({s.m, s.n});
   if (s.col_bias) plan->bias = plain_desc({1, s.n});
-  const bool want_act = s.act != Act::kNone, want_res = s.res != 0;
+  if (row_bias_native) plan->bias = plain_desc({s.m, 1});
+  plan->row_bias_native = row_bias_native;
+  plan->order = epilogue_order(s.row_bias && !row_bias_native, s.res != 0, s.act, s.res_first);
+  const memory::desc row_md = plain_desc({s.m, 1});
   const memory::desc res_md = plain_desc({s.res == 1 ? s.m : 1, s.n});
-  // Most fused first: activation + residual, activation only, neither.
-  for (int level = 0; level < 3; ++level) {
-    const bool act = want_act && level <= 1, res = want_res && level == 0;
-    if ((level == 1 && !(want_res && want_act)) || (level == 2 && !want_act && !want_res)) continue;
+  size_t fusable = 0;
+  while (fusable < plan->order.size() && (plan->order[fusable] != Post::kRes || s.res_fusable) &&
+         (plan->order[fusable] != Post::kAct || can_fuse_activation(s.act)))
+    ++fusable;
+  for (size_t fused = fusable + 1; fused-- > 0;) {
     try {
       dnnl::post_ops po;
-      if (act) po.append_eltwise(1.0f, eltwise_of(s.act), 0.0f, 0.0f);
-      if (res) po.append_binary(algorithm::binary_add, res_md);
+      int row_arg = -1, res_arg = -1;
+      for (size_t j = 0; j < fused; ++j) {
+        switch (plan->order[j]) {
+          case Post::kRowBias:
+            row_arg = po.len();
+            po.append_binary(algorithm::binary_add, row_md);
+            break;
+          case Post::kRes:
+            res_arg = po.len();
+            po.append_binary(algorithm::binary_add, res_md);
+            break;
+          case Post::kAct:
+            append_activation(po, s.act);
+            break;
+        }
+      }
       dnnl::primitive_attr attr = base_attr();
       attr.set_post_ops(po);
       if (s.scale != 1.0f) attr.set_output_scales(0, {s.scale});
@@ -124,10 +132,11 @@ std::shared_ptr<const BlockPlan> make_plan(const BlockSpec& s) {
       plan->b_want = pd.weights_desc();
       plan->scratchpad = pd.scratchpad_desc();
       plan->prim = dnnl::matmul(pd);
-      plan->act_fused = act;
-      plan->res_fused = res;
-      plan->res = res ? res_md : memory::desc();
-      plan->res_arg = act ? 1 : 0;
+      plan->fused = fused;
+      plan->row_bias_arg = row_arg;
+      plan->res_arg = res_arg;
+      if (row_arg >= 0) plan->row_bias = row_md;
+      if (res_arg >= 0) plan->res = res_md;
       return plan;
     } catch (const dnnl::error&) {
     }
@@ -162,10 +171,21 @@ bool run_gemm(const GemmProblem& p, ThreadPool& pool) {
       mparts = splits;
   }
   const bool packed = p.b_constant != nullptr;
-  BlockSpec base{0,     0, p.K,    p.a_rs, p.a_cs, p.b_rs, p.b_cs, packed, p.col_bias != nullptr,
-                 p.act, 0, p.scale};
-  // A residual is fused only when blocks write straight into y (full rows).
-  if (p.res && nparts == 1) base.res = p.res_full ? 1 : 2;
+  BlockSpec base{0,
+                 0,
+                 p.K,
+                 p.a_rs,
+                 p.a_cs,
+                 p.b_rs,
+                 p.b_cs,
+                 packed,
+                 p.col_bias != nullptr,
+                 p.row_bias != nullptr,
+                 p.act,
+                 p.res ? (p.res_full ? 1 : 2) : 0,
+                 p.res_first,
+                 nparts == 1,  // a residual is fused only when blocks write straight into y
+                 p.scale};
   // Plans for the (at most two) block heights and widths, made before the parallel loop.
   struct Shape {
     int64_t m, n;
@@ -214,9 +234,13 @@ bool run_gemm(const GemmProblem& p, ThreadPool& pool) {
            packed ? bmem[mj * nparts + nj] : wrap(plan.b_have, p.b + p.b_off[i] + n0 * p.b_cs)},
           {DNNL_ARG_DST, dst}};
       if (p.col_bias) args.emplace(DNNL_ARG_BIAS, wrap(plan.bias, p.col_bias + n0));
+      if (plan.row_bias_native) args.emplace(DNNL_ARG_BIAS, wrap(plan.bias, p.row_bias + m0));
       const float* res_block =
           p.res ? (p.res_full ? p.res + i * p.M * p.N + m0 * p.N : p.res) : nullptr;
-      if (plan.res_fused)
+      if (plan.row_bias_arg >= 0)
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(plan.row_bias_arg) | DNNL_ARG_SRC_1,
+                     wrap(plan.row_bias, p.row_bias + m0));
+      if (plan.res_arg >= 0)
         args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(plan.res_arg) | DNNL_ARG_SRC_1,
                      wrap(plan.res, res_block));
       execute(plan.prim, plan.scratchpad, std::move(args));
@@ -224,18 +248,26 @@ bool run_gemm(const GemmProblem& p, ThreadPool& pool) {
         const float* src = static_cast<const float*>(dst.get_data_handle());
         for (int64_t r = 0; r < mb; ++r) std::copy(src + r * nb, src + (r + 1) * nb, yb + r * p.N);
       }
-      // The epilogue parts oneDNN did not take, in the op's order.
+      // The epilogue steps oneDNN did not take, in the problem's order.
+      if (plan.fused == plan.order.size()) continue;
       for (int64_t r = 0; r < mb; ++r) {
         float* row = yb + r * p.N;
-        if (p.row_bias) {
-          const float bv = p.row_bias[m0 + r];
-          for (int64_t c = 0; c < nb; ++c) row[c] += bv;
-        }
-        if (p.act != Act::kNone && !plan.act_fused)
-          for (int64_t c = 0; c < nb; ++c) row[c] = activate(p.act, row[c]);
-        if (p.res && !plan.res_fused) {
-          const float* rr = (p.res_full ? res_block + r * p.N : p.res) + n0;
-          for (int64_t c = 0; c < nb; ++c) row[c] += rr[c];
+        for (size_t j = plan.fused; j < plan.order.size(); ++j) {
+          switch (plan.order[j]) {
+            case Post::kRowBias: {
+              const float bv = p.row_bias[m0 + r];
+              for (int64_t c = 0; c < nb; ++c) row[c] += bv;
+              break;
+            }
+            case Post::kRes: {
+              const float* rr = (p.res_full ? res_block + r * p.N : p.res) + n0;
+              for (int64_t c = 0; c < nb; ++c) row[c] += rr[c];
+              break;
+            }
+            case Post::kAct:
+              apply_epilogue(row, nullptr, nb, p.act);
+              break;
+          }
         }
       }
     }
@@ -248,18 +280,6 @@ bool run_gemm(const GemmProblem& p, ThreadPool& pool) {
 namespace {
 
 using namespace onednn;
-
-bool parse_activation(const std::string& a, Act* act) {
-  static const std::pair<const char*, Act> kActs[] = {
-      {"none", Act::kNone},       {"relu", Act::kRelu}, {"tanh", Act::kTanh},
-      {"sigmoid", Act::kSigmoid}, {"gelu", Act::kGelu}, {"gelu_tanh", Act::kGeluTanh}};
-  for (const auto& [name, v] : kActs)
-    if (a == name) {
-      *act = v;
-      return true;
-    }
-  return false;
-}
 
 int64_t product_of(const std::vector<int64_t>& v) {
   int64_t p = 1;
@@ -374,7 +394,7 @@ Status matmul_run(KernelContext& ctx, ThreadPool& pool) {
   std::vector<int64_t> out = *batch;
   if (!a_vec) out.push_back(full[full.size() - 2]);
   if (!b_vec) out.push_back(full.back());
-  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DType::kF32, out));
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output_uninitialized(0, DType::kF32, out));
   p.y = y->data<float>();
   if (!run_gemm(p, pool)) return run_reference(ctx);
   return Status::ok();
@@ -406,7 +426,7 @@ Status gemm_run(KernelContext& ctx, ThreadPool& pool) {
     cd = pad_front(c->dims(), 2);
     if ((cd[0] != 1 && cd[0] != M) || (cd[1] != 1 && cd[1] != N)) return run_reference(ctx);
   }
-  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DType::kF32, out));
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output_uninitialized(0, DType::kF32, out));
   GemmProblem p;
   p.M = M;
   p.N = N;
@@ -434,10 +454,9 @@ Status gemm_run(KernelContext& ctx, ThreadPool& pool) {
 // ---- ferrite.FusedMatMul --------------------------------------------------------------------
 
 bool fused_matmul_accepts(const Node& node) {
-  Act act;
   for (size_t i = 0; i < node.inputs.size(); ++i)
     if (node.input(i) && !input_is_f32(node, i)) return false;
-  return parse_activation(node.attr_string("activation"), &act);
+  return activation_of(node).has_value();
 }
 
 Status fused_matmul_run(KernelContext& ctx, ThreadPool& pool) {
@@ -449,7 +468,9 @@ Status fused_matmul_run(KernelContext& ctx, ThreadPool& pool) {
       (bias && bias->dtype() != DType::kF32) || (res && res->dtype() != DType::kF32))
     return run_reference(ctx);
   GemmProblem p;
-  if (!parse_activation(ctx.node().attr_string("activation"), &p.act)) return run_reference(ctx);
+  auto act = activation_of(ctx.node());
+  if (!act) return run_reference(ctx);
+  p.act = *act;
   const bool tb = ctx.node().attr_int("transB") != 0;
   const std::vector<int64_t>& ad = a.dims();
   const std::vector<int64_t>& bd = b.dims();
@@ -480,7 +501,7 @@ Status fused_matmul_run(KernelContext& ctx, ThreadPool& pool) {
     }
   }
   if (bias) p.col_bias = bias->data<float>();
-  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DType::kF32, out));
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output_uninitialized(0, DType::kF32, out));
   p.y = y->data<float>();
   if (!run_gemm(p, pool)) return run_reference(ctx);
   if (res_later)

@@ -185,6 +185,68 @@ Status run_reference(KernelContext& ctx) {
   return ctx.node().schema->kernel(ctx);
 }
 
+bool can_fuse_activation(const Activation& a) {
+  return a.kind != ActKind::kClip || a.alpha <= a.beta;
+}
+
+void append_activation(dnnl::post_ops& po, const Activation& a) {
+  using dnnl::algorithm;
+  switch (a.kind) {
+    case ActKind::kNone:
+      return;
+    case ActKind::kRelu:
+      return po.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
+    case ActKind::kLeakyRelu:
+      return po.append_eltwise(1.0f, algorithm::eltwise_relu, a.alpha, 0.0f);
+    case ActKind::kTanh:
+      return po.append_eltwise(1.0f, algorithm::eltwise_tanh, 0.0f, 0.0f);
+    case ActKind::kSigmoid:
+      return po.append_eltwise(1.0f, algorithm::eltwise_logistic, 0.0f, 0.0f);
+    case ActKind::kGelu:
+      return po.append_eltwise(1.0f, algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+    case ActKind::kGeluTanh:
+      return po.append_eltwise(1.0f, algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
+    case ActKind::kClip:
+      return po.append_eltwise(1.0f, algorithm::eltwise_clip, a.alpha, a.beta);
+    case ActKind::kHardSigmoid:
+      po.append_eltwise(1.0f, algorithm::eltwise_linear, a.alpha, a.beta);
+      return po.append_eltwise(1.0f, algorithm::eltwise_clip, 0.0f, 1.0f);
+    case ActKind::kHardSwish:
+      return po.append_eltwise(1.0f, algorithm::eltwise_hardswish, 0.0f, 0.0f);
+  }
+}
+
+namespace {
+template <class F>
+void epilogue_loop(float* __restrict y, const float* __restrict res, int64_t n, F f) {
+  if (res) {
+    for (int64_t i = 0; i < n; ++i) y[i] = f(y[i] + res[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = f(y[i]);
+  }
+}
+}  // namespace
+
+void apply_epilogue(float* y, const float* res, int64_t n, const Activation& a) {
+  // The common kinds as their own loops, so that they vectorise.
+  switch (a.kind) {
+    case ActKind::kNone:
+      if (res) epilogue_loop(y, res, n, [](float v) { return v; });
+      return;
+    case ActKind::kRelu:
+      return epilogue_loop(y, res, n, [](float v) { return v > 0.0f ? v : (v != v ? v : 0.0f); });
+    case ActKind::kClip: {
+      const float lo = a.alpha, hi = a.beta;
+      return epilogue_loop(y, res, n, [lo, hi](float v) {
+        v = v < lo ? lo : v;
+        return v > hi ? hi : v;
+      });
+    }
+    default:
+      return epilogue_loop(y, res, n, [&a](float v) { return apply_activation(a, v); });
+  }
+}
+
 bool input_is_f32(const Node& node, size_t i) {
   const Value* v = node.input(i);
   return v && v->type.dtype == DType::kF32;

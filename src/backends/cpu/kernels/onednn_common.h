@@ -14,6 +14,7 @@
 
 #include "ir/graph.h"
 #include "ir/tensor.h"
+#include "ops/activation_epilogue.h"
 #include "ops/context.h"
 
 namespace ferrite::onednn {
@@ -139,6 +140,16 @@ memory wrap(const memory::desc& md, const void* ptr);
 // Runs the op table's reference kernel for the node (the fallback for cases the library kernels
 // leave alone after `accepts`, e.g. shapes oneDNN rejects).
 Status run_reference(KernelContext& ctx);
+
+// Whether oneDNN's eltwise post-ops compute `a` as the op defines it, and appends them. Exact up
+// to rounding (hard_swish and hard_sigmoid associate differently), except that clip may not keep
+// a NaN input as NaN (the reference does). Clip with min > max is left to the caller's loop.
+bool can_fuse_activation(const Activation& a);
+void append_activation(dnnl::post_ops& po, const Activation& a);
+
+// y[i] = act(y[i] + res[i]) (res may be null) for i < n: the epilogue steps a library call did
+// not take, in the reference kernels' formulas.
+void apply_epilogue(float* y, const float* res, int64_t n, const Activation& a);
 
 // f32 dtype of input `i` of the node, when known.
 bool input_is_f32(const Node& node, size_t i);

@@ -8,13 +8,12 @@
 
 #include "backends/cpu/thread_pool.h"
 #include "ir/tensor.h"
+#include "ops/activation_epilogue.h"
 
 namespace ferrite::onednn {
 
-enum class Act { kNone, kRelu, kTanh, kSigmoid, kGelu, kGeluTanh };
-
-// y[i] = act(scale * A_i @ B_i + col_bias + row_bias) + res, for batch items i; y is dense
-// [items, M, N].
+// y[i] = act(scale * A_i @ B_i + col_bias + row_bias) + res, for batch items i (with res_first:
+// act(... + res)); y is dense [items, M, N].
 struct GemmProblem {
   int64_t M = 0, N = 0, K = 0;
   const float* a = nullptr;  // A_i[m][k] = a[a_off[i] + m * a_rs + k * a_cs]
@@ -27,11 +26,12 @@ struct GemmProblem {
   // oneDNN's preferred layout and cached.
   const Tensor* b_constant = nullptr;
   const float* col_bias = nullptr;  // [N]
-  const float* row_bias = nullptr;  // [M]; only with act == kNone
-  Act act = Act::kNone;
+  const float* row_bias = nullptr;  // [M]
+  Activation act;
   // Residual: dense like y (res_full) or one [N] row for every output row.
   const float* res = nullptr;
   bool res_full = false;
+  bool res_first = false;  // residual added before the activation (FusedConv), not after
   float scale = 1.0f;
 };
 

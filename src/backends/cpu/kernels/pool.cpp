@@ -98,7 +98,8 @@ Status max_pool_run(KernelContext& ctx, ThreadPool& pool) {
   const int64_t storage_order = node.attr_int("storage_order", 0);
   if (storage_order != 0 && storage_order != 1) return onednn::run_reference(ctx);
   FERRITE_ASSIGN_OR_RETURN(
-      Tensor * y, ctx.allocate_output(0, DType::kF32, {x.dim(0), x.dim(1), (*out)[0], (*out)[1]}));
+      Tensor * y, ctx.allocate_output_uninitialized(0, DType::kF32,
+                                                    {x.dim(0), x.dim(1), (*out)[0], (*out)[1]}));
   PoolGeometry g{in[0],
                  in[1],
                  (*out)[0],
