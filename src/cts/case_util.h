@@ -42,6 +42,9 @@ std::vector<DType> pick_dtypes(DTypeSet allowed);
 DTypeSet input_types(const OpSchema& s, int i);
 std::string dtype_tag(DType t);
 
+// NaN, +-inf, +-0, small and large values; `cycle` rotates the list (for a second operand).
+ValueGen special_values(size_t cycle = 0);
+
 // Generic families.
 struct UnaryOpts {
   ValueGen float_gen = ValueGen::uniform(-2, 2);

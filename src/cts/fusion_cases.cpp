@@ -225,7 +225,7 @@ std::vector<Case> fusion_cases() {
        {"Gather", {"pos", "positions"}, {"p"}, {}},
        {"Add", {"e", "p"}, {"y"}, {}}},
       {"y"}, {5, 11}));
-  for (Case& c : out) c.opset = 17;
+  for (Case& c : out) c.opset = 18;
   return out;
 }
 

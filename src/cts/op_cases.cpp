@@ -1,6 +1,7 @@
 // Case generation from the op table: every registered schema gets cases from the per-op table
 // (op_overrides.cpp) or, failing that, from its arity and type constraints.
 #include <algorithm>
+#include <limits>
 
 #include "cts/case_util.h"
 
@@ -87,6 +88,14 @@ DTypeSet input_types(const OpSchema& s, int i) {
 
 std::string dtype_tag(DType t) { return std::string(dtype_name(t)); }
 
+ValueGen special_values(size_t cycle) {
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> v = {std::numeric_limits<double>::quiet_NaN(), inf, -inf, 0.0, -0.0, 1, -1,
+                           0.5, 30, -30, 1e-30, 100};
+  if (cycle < v.size()) std::rotate(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(cycle), v.end());
+  return ValueGen::exactly(v);
+}
+
 void unary_cases(const OpSchema& s, const UnaryOpts& o, std::vector<Case>& out) {
   for (DType t : pick_dtypes(input_types(s, 0))) {
     ValueGen g = is_float(t) ? o.float_gen : default_gen(t);
@@ -95,10 +104,17 @@ void unary_cases(const OpSchema& s, const UnaryOpts& o, std::vector<Case>& out) 
       Case sym = single(s.name, "f32/symbolic", {in("x", t, {std::string("N"), 7}, g)});
       sym.runs = {{{"N", 4}}};
       out.push_back(std::move(sym));
+      // Rows longer than a vector and than one thread's share, with a ragged tail.
+      out.push_back(single(s.name, "f32/large", {in("x", t, {37, 1031}, g)}));
+      // NaN, infinities, signed zeros, tiny and large values: fast approximations must keep
+      // the reference's NaN positions and limits.
+      out.push_back(single(s.name, "f32/special", {in("x", t, {3, 12}, special_values())}));
       for (const auto& [variant, attrs] : o.attr_variants)
         out.push_back(single(s.name, "f32/" + variant, {in("x", t, {3, 4}, g)}, attrs));
     } else {
       out.push_back(single(s.name, dtype_tag(t), {in("x", t, {4, 5}, g)}));
+      if (t == kF16 || t == kF64)
+        out.push_back(single(s.name, dtype_tag(t) + "/special", {in("x", t, {2, 12}, special_values())}));
     }
   }
 }
@@ -121,6 +137,11 @@ void binary_cases(const OpSchema& s, const BinaryOpts& o, std::vector<Case>& out
       add("broadcast-both", {2, 1, 4}, {3, 1});
       add("scalar", {3, 4}, {});
       add("symbolic", {std::string("N"), 4}, {4});
+      add("large-broadcast", {64, 257}, {257});
+      Case sp = single(s.name, "f32/special", {in("a", t, {6, 7}, special_values()),
+                                               in("b", t, {6, 7}, special_values(5))},
+                       o.attrs);
+      out.push_back(std::move(sp));
     } else {
       add("broadcast", {3, 4}, {4});
     }

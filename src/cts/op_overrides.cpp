@@ -32,11 +32,14 @@ void variadic(const OpSchema& s, std::vector<Case>& out) {
     std::string d = dtype_tag(t);
     out.push_back(single(s.name, d + "/one", {in("a", t, {3, 4})}));
     out.push_back(single(s.name, d + "/two-broadcast", {in("a", t, {2, 3, 4}), in("b", t, {4})}));
-    if (t == kF32)
+    if (t == kF32) {
+      out.push_back(single(s.name, d + "/special", {in("a", t, {3, 12}, special_values()),
+                                                   in("b", t, {3, 12}, special_values(5))}));
       out.push_back(with_runs(
           single(s.name, d + "/three-symbolic",
                  {in("a", t, {N, 1, 4}), in("b", t, {3, 1}), in("c", t, {N, 3, 4})}),
           {2}));
+    }
   }
 }
 
@@ -67,6 +70,10 @@ void reduce(const OpSchema& s, std::vector<Case>& out) {
                                                                 ints("axes", {1})},
                                  {{"keepdims", int64_t{1}}}),
                           {5}));
+  add("large-rows", kF32, {16, 4099}, std::vector<int64_t>{-1}, 0);
+  add("large-columns", kF32, {1031, 24}, std::vector<int64_t>{0}, 1);
+  out.push_back(single(s.name, "f32/special", {in("x", kF32, {4, 12}, special_values()),
+                                               ints("axes", {1})}));
   add("f16", kF16, {4, 6}, std::vector<int64_t>{1}, 1);
   add("f64", kF64, {4, 6}, std::vector<int64_t>{0}, 0);
   add("i32", kI32, {4, 6}, std::vector<int64_t>{1}, 1);
@@ -82,6 +89,10 @@ void softmax_like(const OpSchema& s, std::vector<Case>& out) {
       with_runs(single(s.name, "f32/symbolic", {in("x", kF32, {N, 2, 7})}), {3}));
   out.push_back(single(s.name, "f16", {in("x", kF16, {3, 8})}));
   out.push_back(single(s.name, "f64", {in("x", kF64, {3, 8})}));
+  out.push_back(single(s.name, "f32/large-rows", {in("x", kF32, {8, 4099})}));
+  // Masked (-inf) entries in some rows; no row is fully masked.
+  out.push_back(single(s.name, "f32/masked",
+                       {in("x", kF32, {4, 6}, V::exactly({0.5, -kInf, 1, 2, -kInf, 0, 3, 1, -1}))}));
 }
 
 void argminmax(const OpSchema& s, std::vector<Case>& out) {
@@ -334,6 +345,8 @@ const std::map<std::string, Fn>& table() {
       out.push_back(single(s.name, "last-dim-slope",
                            {in("x", kF32, {2, 3, 4}), in("slope", kF32, {4}, V::uniform(0, 1))}));
       out.push_back(single(s.name, "i32", {in("x", kI32, {3, 4}), in("slope", kI32, {4}, V::ints(0, 3))}));
+      out.push_back(single(s.name, "special", {in("x", kF32, {3, 12}, special_values()),
+                                               cst("slope", kF32, {1}, {0.25})}));
     };
     m["Where"] = [](const OpSchema& s, std::vector<Case>& out) {
       for (DType t : {kF32, kI64, kBool, kF16})
@@ -352,6 +365,9 @@ const std::map<std::string, Fn>& table() {
       out.push_back(single(s.name, "f32/runtime-bounds", {in("x", kF32, {3, 5}), in("lo", kF32, {}, V::uniform(-1, 0)),
                                                           in("hi", kF32, {}, V::uniform(0, 1))}));
       out.push_back(single(s.name, "f32/none", {in("x", kF32, {3, 5})}));
+      out.push_back(single(s.name, "f32/special", {in("x", kF32, {3, 12}, special_values()),
+                                                   cst("lo", kF32, {}, {-0.5}),
+                                                   cst("hi", kF32, {}, {0.7})}));
       out.push_back(single(s.name, "i32", {in("x", kI32, {3, 5}), cst("lo", kI32, {}, {-2}),
                                            cst("hi", kI32, {}, {3})}));
       out.push_back(single(s.name, "f16", {in("x", kF16, {3, 5}), cst("lo", kF16, {}, {-1}),

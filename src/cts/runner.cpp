@@ -165,13 +165,19 @@ Expected<SuiteResult> run_suite(const RunConfig& cfg) {
       Batch b = std::move(work.front());
       work.pop_front();
       BatchOutcome o = run_batch(b, cfg, suite.sessions);
-      if (o.error && b.size() > 1) {
+      // A batch of cases the known list excuses needs no splitting: each gets the batch's error.
+      bool all_known = true;
+      for (const Case* c : b) all_known &= match_known(cfg.known, c->name) != nullptr;
+      if (o.error && b.size() > 1 && !(all_known && !o.error->on_reference)) {
         size_t half = b.size() / 2;
         work.emplace_front(b.begin() + static_cast<std::ptrdiff_t>(half), b.end());
         work.emplace_front(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(half));
         continue;
       }
-      if (o.error) o.results = {classify_error(*b[0], *o.error)};
+      if (o.error) {
+        o.results.clear();
+        for (const Case* c : b) o.results.push_back(classify_error(*c, *o.error));
+      }
       for (CaseResult& r : o.results) {
         apply_known(r, cfg);
         if (cfg.verbose)
