@@ -12,9 +12,9 @@ namespace ferrite::cts {
 
 using Attrs = std::map<std::string, Attribute>;
 
-constexpr DType kF32 = DType::kF32, kF16 = DType::kF16, kF64 = DType::kF64,
-                kBF16 = DType::kBF16, kI32 = DType::kI32, kI64 = DType::kI64,
-                kBool = DType::kBool, kU8 = DType::kU8, kU32 = DType::kU32;
+constexpr DType kF32 = DType::kF32, kF16 = DType::kF16, kF64 = DType::kF64, kBF16 = DType::kBF16,
+                kI32 = DType::kI32, kI64 = DType::kI64, kBool = DType::kBool, kU8 = DType::kU8,
+                kU32 = DType::kU32;
 
 // Values that suit a dtype when nothing else is asked for.
 ValueGen default_gen(DType t);

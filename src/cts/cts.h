@@ -21,9 +21,9 @@ namespace ferrite::cts {
 // How the values of an input are drawn (seeded per case, so every run of the suite is the same).
 struct ValueGen {
   enum Kind { kUniform, kInt, kBool, kValues } kind = kUniform;
-  double lo = -2, hi = 2;       // kUniform: [lo, hi); kInt: integers in [lo, hi]
-  double away_from_zero = 0;    // kUniform: redraw values with |v| < this (Div, Reciprocal, ...)
-  std::vector<double> values;   // kValues: the exact contents (cycled when shorter)
+  double lo = -2, hi = 2;      // kUniform: [lo, hi); kInt: integers in [lo, hi]
+  double away_from_zero = 0;   // kUniform: redraw values with |v| < this (Div, Reciprocal, ...)
+  std::vector<double> values;  // kValues: the exact contents (cycled when shorter)
   static ValueGen uniform(double lo, double hi, double away = 0) {
     ValueGen g;
     g.lo = lo, g.hi = hi, g.away_from_zero = away;
@@ -63,8 +63,11 @@ struct NodeSpec {
   NodeSpec() = default;
   NodeSpec(std::string op_type, std::vector<std::string> ins, std::vector<std::string> outs,
            std::map<std::string, Attribute> attributes = {}, std::string dom = "")
-      : op(std::move(op_type)), inputs(std::move(ins)), outputs(std::move(outs)),
-        attrs(std::move(attributes)), domain(std::move(dom)) {}
+      : op(std::move(op_type)),
+        inputs(std::move(ins)),
+        outputs(std::move(outs)),
+        attrs(std::move(attributes)),
+        domain(std::move(dom)) {}
   std::string op;
   std::vector<std::string> inputs;  // "" = omitted optional input
   std::vector<std::string> outputs;
@@ -140,7 +143,7 @@ struct RunConfig {
 struct SuiteResult {
   std::vector<CaseResult> cases;
   std::vector<std::pair<std::string, std::string>> skipped_ops;  // op, reason
-  int sessions = 0;  // device sessions compiled
+  int sessions = 0;                                              // device sessions compiled
   double seconds = 0;
 };
 

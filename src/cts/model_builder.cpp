@@ -5,7 +5,6 @@
 #include <cmath>
 #include <random>
 
-
 namespace ferrite::cts {
 
 namespace {
@@ -197,8 +196,8 @@ Expected<std::vector<Session::NamedInput>> make_inputs(const std::vector<const C
       if (t.constant) continue;
       std::vector<int64_t> dims;
       for (const auto& d : t.dims) dims.push_back(bind(d, c.runs[r]));
-      inputs.push_back({prefixed(k, t.name),
-                        generate_tensor(t.dtype, dims, t.gen, case_seed(c, t.name, r))});
+      inputs.push_back(
+          {prefixed(k, t.name), generate_tensor(t.dtype, dims, t.gen, case_seed(c, t.name, r))});
     }
   }
   return inputs;

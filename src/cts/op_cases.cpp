@@ -40,7 +40,9 @@ TensorSpec ints(std::string name, std::vector<int64_t> values, bool scalar) {
   if (!scalar) dims.push_back(static_cast<int64_t>(values.size()));
   return cst(std::move(name), kI64, dims, std::move(v));
 }
-TensorSpec omitted() { return TensorSpec{}; }
+TensorSpec omitted() {
+  return TensorSpec{};
+}
 
 Case single(const std::string& op, const std::string& variant, std::vector<TensorSpec> inputs,
             Attrs attrs, int num_outputs, const std::string& domain) {
@@ -86,13 +88,26 @@ DTypeSet input_types(const OpSchema& s, int i) {
   return dtypes::kNumeric | dtypes::kBool;
 }
 
-std::string dtype_tag(DType t) { return std::string(dtype_name(t)); }
+std::string dtype_tag(DType t) {
+  return std::string(dtype_name(t));
+}
 
 ValueGen special_values(size_t cycle) {
   const double inf = std::numeric_limits<double>::infinity();
-  std::vector<double> v = {std::numeric_limits<double>::quiet_NaN(), inf, -inf, 0.0, -0.0, 1, -1,
-                           0.5, 30, -30, 1e-30, 100};
-  if (cycle < v.size()) std::rotate(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(cycle), v.end());
+  std::vector<double> v = {std::numeric_limits<double>::quiet_NaN(),
+                           inf,
+                           -inf,
+                           0.0,
+                           -0.0,
+                           1,
+                           -1,
+                           0.5,
+                           30,
+                           -30,
+                           1e-30,
+                           100};
+  if (cycle < v.size())
+    std::rotate(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(cycle), v.end());
   return ValueGen::exactly(v);
 }
 
@@ -109,12 +124,15 @@ void unary_cases(const OpSchema& s, const UnaryOpts& o, std::vector<Case>& out) 
       // NaN, infinities, signed zeros, tiny and large values: fast approximations must keep
       // the reference's NaN positions and limits.
       out.push_back(single(s.name, "f32/special", {in("x", t, {3, 12}, special_values())}));
+      // Zero elements: nothing to compute, but shapes, launches and allocations must cope.
+      out.push_back(single(s.name, "f32/empty", {in("x", t, {0, 5}, g)}));
       for (const auto& [variant, attrs] : o.attr_variants)
         out.push_back(single(s.name, "f32/" + variant, {in("x", t, {3, 4}, g)}, attrs));
     } else {
       out.push_back(single(s.name, dtype_tag(t), {in("x", t, {4, 5}, g)}));
       if (t == kF16 || t == kF64)
-        out.push_back(single(s.name, dtype_tag(t) + "/special", {in("x", t, {2, 12}, special_values())}));
+        out.push_back(
+            single(s.name, dtype_tag(t) + "/special", {in("x", t, {2, 12}, special_values())}));
     }
   }
 }
@@ -126,8 +144,8 @@ void binary_cases(const OpSchema& s, const BinaryOpts& o, std::vector<Case>& out
     ValueGen ga = f ? o.a_float : o.a_int.value_or(default_gen(t));
     ValueGen gb = f ? o.b_float : o.b_int.value_or(default_gen(t));
     auto add = [&](const std::string& v, std::vector<DimSpec> a, std::vector<DimSpec> b) {
-      Case c = single(s.name, dtype_tag(t) + "/" + v, {in("a", t, a, ga), in("b", t, b, gb)},
-                      o.attrs);
+      Case c =
+          single(s.name, dtype_tag(t) + "/" + v, {in("a", t, a, ga), in("b", t, b, gb)}, o.attrs);
       c.runs = {{{"N", 5}}};
       out.push_back(std::move(c));
     };
@@ -138,9 +156,10 @@ void binary_cases(const OpSchema& s, const BinaryOpts& o, std::vector<Case>& out
       add("scalar", {3, 4}, {});
       add("symbolic", {std::string("N"), 4}, {4});
       add("large-broadcast", {64, 257}, {257});
-      Case sp = single(s.name, "f32/special", {in("a", t, {6, 7}, special_values()),
-                                               in("b", t, {6, 7}, special_values(5))},
-                       o.attrs);
+      add("empty", {0, 4}, {4});
+      Case sp = single(
+          s.name, "f32/special",
+          {in("a", t, {6, 7}, special_values()), in("b", t, {6, 7}, special_values(5))}, o.attrs);
       out.push_back(std::move(sp));
     } else {
       add("broadcast", {3, 4}, {4});

@@ -33,12 +33,13 @@ void variadic(const OpSchema& s, std::vector<Case>& out) {
     out.push_back(single(s.name, d + "/one", {in("a", t, {3, 4})}));
     out.push_back(single(s.name, d + "/two-broadcast", {in("a", t, {2, 3, 4}), in("b", t, {4})}));
     if (t == kF32) {
-      out.push_back(single(s.name, d + "/special", {in("a", t, {3, 12}, special_values()),
-                                                   in("b", t, {3, 12}, special_values(5))}));
-      out.push_back(with_runs(
-          single(s.name, d + "/three-symbolic",
-                 {in("a", t, {N, 1, 4}), in("b", t, {3, 1}), in("c", t, {N, 3, 4})}),
-          {2}));
+      out.push_back(
+          single(s.name, d + "/special",
+                 {in("a", t, {3, 12}, special_values()), in("b", t, {3, 12}, special_values(5))}));
+      out.push_back(
+          with_runs(single(s.name, d + "/three-symbolic",
+                           {in("a", t, {N, 1, 4}), in("b", t, {3, 1}), in("c", t, {N, 3, 4})}),
+                    {2}));
     }
   }
 }
@@ -66,14 +67,18 @@ void reduce(const OpSchema& s, std::vector<Case>& out) {
   add("last-axis", kF32, {4, 33}, std::vector<int64_t>{-1}, 0);
   add("axes02", kF32, {3, 4, 5}, std::vector<int64_t>{0, 2}, 0);
   add("all", kF32, {3, 4, 5}, std::nullopt, 1);
-  out.push_back(with_runs(single(s.name, "f32/symbolic-rows", {in("x", kF32, {N, 6}, g),
-                                                                ints("axes", {1})},
-                                 {{"keepdims", int64_t{1}}}),
-                          {5}));
+  add("all-to-scalar", kF32, {3, 4, 5}, std::nullopt, 0);
+  out.push_back(single(s.name, "f32/empty-axes-noop",
+                       {in("x", kF32, {3, 4}, g), cst("axes", kI64, {0}, std::vector<double>{})},
+                       {{"noop_with_empty_axes", int64_t{1}}}));
+  out.push_back(
+      with_runs(single(s.name, "f32/symbolic-rows", {in("x", kF32, {N, 6}, g), ints("axes", {1})},
+                       {{"keepdims", int64_t{1}}}),
+                {5}));
   add("large-rows", kF32, {16, 4099}, std::vector<int64_t>{-1}, 0);
   add("large-columns", kF32, {1031, 24}, std::vector<int64_t>{0}, 1);
-  out.push_back(single(s.name, "f32/special", {in("x", kF32, {4, 12}, special_values()),
-                                               ints("axes", {1})}));
+  out.push_back(
+      single(s.name, "f32/special", {in("x", kF32, {4, 12}, special_values()), ints("axes", {1})}));
   add("f16", kF16, {4, 6}, std::vector<int64_t>{1}, 1);
   add("f64", kF64, {4, 6}, std::vector<int64_t>{0}, 0);
   add("i32", kI32, {4, 6}, std::vector<int64_t>{1}, 1);
@@ -85,14 +90,18 @@ void softmax_like(const OpSchema& s, std::vector<Case>& out) {
   out.push_back(single(s.name, "f32/axis1", {in("x", kF32, {2, 3, 4})}, {{"axis", int64_t{1}}}));
   // Large logits: a kernel that skips the max subtraction overflows.
   out.push_back(single(s.name, "f32/large", {in("x", kF32, {4, 16}, V::uniform(-80, 80))}));
-  out.push_back(
-      with_runs(single(s.name, "f32/symbolic", {in("x", kF32, {N, 2, 7})}), {3}));
+  out.push_back(with_runs(single(s.name, "f32/symbolic", {in("x", kF32, {N, 2, 7})}), {3}));
   out.push_back(single(s.name, "f16", {in("x", kF16, {3, 8})}));
   out.push_back(single(s.name, "f64", {in("x", kF64, {3, 8})}));
   out.push_back(single(s.name, "f32/large-rows", {in("x", kF32, {8, 4099})}));
+  // A fully masked row: 0/0 in the reference, so NaN (or the device's documented choice).
+  out.push_back(
+      single(s.name, "f32/fully-masked-row",
+             {in("x", kF32, {2, 4}, V::exactly({1, 2, 3, 4, -kInf, -kInf, -kInf, -kInf}))}));
   // Masked (-inf) entries in some rows; no row is fully masked.
-  out.push_back(single(s.name, "f32/masked",
-                       {in("x", kF32, {4, 6}, V::exactly({0.5, -kInf, 1, 2, -kInf, 0, 3, 1, -1}))}));
+  out.push_back(
+      single(s.name, "f32/masked",
+             {in("x", kF32, {4, 6}, V::exactly({0.5, -kInf, 1, 2, -kInf, 0, 3, 1, -1}))}));
 }
 
 void argminmax(const OpSchema& s, std::vector<Case>& out) {
@@ -112,9 +121,9 @@ void pool(const OpSchema& s, std::vector<Case>& out) {
                        {{"kernel_shape", k({3, 3})}, {"strides", k({2, 2})}}));
   out.push_back(single(s.name, "k3-pads", {in("x", kF32, {2, 3, 6, 6})},
                        {{"kernel_shape", k({3, 3})}, {"pads", k({1, 1, 1, 1})}}));
-  out.push_back(single(s.name, "ceil", {in("x", kF32, {1, 2, 6, 6})},
-                       {{"kernel_shape", k({3, 3})}, {"strides", k({2, 2})},
-                        {"ceil_mode", int64_t{1}}}));
+  out.push_back(
+      single(s.name, "ceil", {in("x", kF32, {1, 2, 6, 6})},
+             {{"kernel_shape", k({3, 3})}, {"strides", k({2, 2})}, {"ceil_mode", int64_t{1}}}));
   out.push_back(single(s.name, "1d", {in("x", kF32, {2, 3, 9})}, {{"kernel_shape", k({2})}}));
   out.push_back(single(s.name, "same-upper", {in("x", kF32, {1, 2, 5, 5})},
                        {{"kernel_shape", k({2, 2})}, {"auto_pad", "SAME_UPPER"}}));
@@ -123,15 +132,16 @@ void pool(const OpSchema& s, std::vector<Case>& out) {
                           {3}));
   if (s.name == "AveragePool")
     out.push_back(single(s.name, "count-pad", {in("x", kF32, {1, 2, 5, 5})},
-                         {{"kernel_shape", k({3, 3})}, {"pads", k({1, 1, 1, 1})},
+                         {{"kernel_shape", k({3, 3})},
+                          {"pads", k({1, 1, 1, 1})},
                           {"count_include_pad", int64_t{1}}}));
   if (s.name == "MaxPool") {
     out.push_back(single(s.name, "dilated", {in("x", kF32, {1, 2, 8, 8})},
                          {{"kernel_shape", k({2, 2})}, {"dilations", k({2, 2})}}));
     out.push_back(single(s.name, "indices", {in("x", kF32, {1, 2, 6, 6})},
                          {{"kernel_shape", k({2, 2})}, {"strides", k({2, 2})}}, 2));
-    out.push_back(single(s.name, "f16", {in("x", kF16, {1, 2, 6, 6})},
-                         {{"kernel_shape", k({3, 3})}}));
+    out.push_back(
+        single(s.name, "f16", {in("x", kF16, {1, 2, 6, 6})}, {{"kernel_shape", k({3, 3})}}));
   }
 }
 
@@ -141,12 +151,15 @@ void global_pool(const OpSchema& s, std::vector<Case>& out) {
   out.push_back(with_runs(single(s.name, "f32/symbolic", {in("x", kF32, {N, 4, 3, 3})}), {2}));
 }
 
-Attribute I(std::vector<int64_t> v) { return Attribute(std::move(v)); }
+Attribute I(std::vector<int64_t> v) {
+  return Attribute(std::move(v));
+}
 
 void conv(const OpSchema& s, std::vector<Case>& out) {
   auto w = [](std::vector<int64_t> d) { return cst("w", kF32, d, V::uniform(-1, 1)); };
   auto b = [](int64_t n) { return cst("b", kF32, {n}, V::uniform(-1, 1)); };
-  out.push_back(single(s.name, "3x3-pad1-bias", {in("x", kF32, {1, 3, 8, 8}), w({4, 3, 3, 3}), b(4)},
+  out.push_back(single(s.name, "3x3-pad1-bias",
+                       {in("x", kF32, {1, 3, 8, 8}), w({4, 3, 3, 3}), b(4)},
                        {{"pads", I({1, 1, 1, 1})}}));
   out.push_back(single(s.name, "stride2", {in("x", kF32, {2, 3, 9, 9}), w({5, 3, 3, 3})},
                        {{"strides", I({2, 2})}}));
@@ -158,9 +171,8 @@ void conv(const OpSchema& s, std::vector<Case>& out) {
   out.push_back(single(s.name, "1d", {in("x", kF32, {2, 3, 12}), w({4, 3, 3})}));
   out.push_back(single(s.name, "same-upper", {in("x", kF32, {1, 2, 7, 7}), w({3, 2, 2, 2})},
                        {{"auto_pad", "SAME_UPPER"}}));
-  out.push_back(with_runs(single(s.name, "symbolic-batch",
-                                 {in("x", kF32, {N, 3, 6, 6}), w({4, 3, 3, 3}), b(4)}),
-                          {2}));
+  out.push_back(with_runs(
+      single(s.name, "symbolic-batch", {in("x", kF32, {N, 3, 6, 6}), w({4, 3, 3, 3}), b(4)}), {2}));
   // Weights as a run-time input rather than a constant.
   out.push_back(single(s.name, "runtime-weights",
                        {in("x", kF32, {1, 2, 5, 5}), in("w", kF32, {3, 2, 3, 3})}));
@@ -169,11 +181,10 @@ void conv(const OpSchema& s, std::vector<Case>& out) {
 void conv_transpose(const OpSchema& s, std::vector<Case>& out) {
   auto w = [](std::vector<int64_t> d) { return cst("w", kF32, d, V::uniform(-1, 1)); };
   out.push_back(single(s.name, "basic", {in("x", kF32, {1, 3, 4, 4}), w({3, 2, 3, 3})}));
-  out.push_back(single(s.name, "stride2-pad-outpad",
-                       {in("x", kF32, {1, 2, 5, 5}), w({2, 3, 3, 3}),
-                        cst("b", kF32, {3}, V::uniform(-1, 1))},
-                       {{"strides", I({2, 2})}, {"pads", I({1, 1, 1, 1})},
-                        {"output_padding", I({1, 1})}}));
+  out.push_back(
+      single(s.name, "stride2-pad-outpad",
+             {in("x", kF32, {1, 2, 5, 5}), w({2, 3, 3, 3}), cst("b", kF32, {3}, V::uniform(-1, 1))},
+             {{"strides", I({2, 2})}, {"pads", I({1, 1, 1, 1})}, {"output_padding", I({1, 1})}}));
   out.push_back(single(s.name, "group2", {in("x", kF32, {2, 4, 3, 3}), w({4, 1, 2, 2})},
                        {{"group", int64_t{2}}, {"strides", I({2, 2})}}));
   out.push_back(single(s.name, "1d", {in("x", kF32, {1, 2, 6}), w({2, 2, 3})}));
@@ -190,9 +201,10 @@ void gemm_like(const OpSchema& s, std::vector<Case>& out) {
     mm("f32/vec-mat", kF32, {4}, {4, 5});
     mm("f32/mat-vec", kF32, {3, 4}, {4});
     mm("f32/large-k", kF32, {5, 300}, {300, 7});
-    out.push_back(with_runs(single(s.name, "f32/symbolic-const-weights",
-                                   {in("a", kF32, {N, 8}), cst("b", kF32, {8, 16}, V::uniform(-1, 1))}),
-                            {3}));
+    out.push_back(
+        with_runs(single(s.name, "f32/symbolic-const-weights",
+                         {in("a", kF32, {N, 8}), cst("b", kF32, {8, 16}, V::uniform(-1, 1))}),
+                  {3}));
     mm("f16", kF16, {3, 8}, {8, 5});
     mm("f64", kF64, {3, 4}, {4, 5});
     mm("i32", kI32, {3, 4}, {4, 5});
@@ -202,8 +214,9 @@ void gemm_like(const OpSchema& s, std::vector<Case>& out) {
   // Gemm
   auto g = [&](const std::string& v, std::vector<DimSpec> a, std::vector<DimSpec> b,
                std::vector<int64_t> c, Attrs at) {
-    out.push_back(single(s.name, v, {in("a", kF32, a), in("b", kF32, b),
-                                     c.empty() ? omitted() : in("c", kF32, {c.begin(), c.end()})},
+    out.push_back(single(s.name, v,
+                         {in("a", kF32, a), in("b", kF32, b),
+                          c.empty() ? omitted() : in("c", kF32, {c.begin(), c.end()})},
                          at));
   };
   g("bias-row", {3, 4}, {4, 5}, {5}, {});
@@ -227,9 +240,12 @@ void einsum(const OpSchema& s, std::vector<Case>& out) {
   e("batched", "bij,bjk->bik", {in("a", kF32, {2, 3, 4}), in("b", kF32, {2, 4, 5})});
   e("transpose", "ij->ji", {in("a", kF32, {3, 4})});
   e("dot", "i,i->", {in("a", kF32, {6}), in("b", kF32, {6})});
+  e("ellipsis", "...ij,...jk->...ik", {in("a", kF32, {2, 3, 4}), in("b", kF32, {2, 4, 5})});
+  e("sum-axis", "ij->i", {in("a", kF32, {3, 7})});
   e("diagonal", "ii->i", {in("a", kF32, {4, 4})});
   e("outer", "i,j->ij", {in("a", kF32, {3}), in("b", kF32, {4})});
-  e("attention-scores", "bhqd,bhkd->bhqk", {in("a", kF32, {1, 2, 3, 4}), in("b", kF32, {1, 2, 5, 4})});
+  e("attention-scores", "bhqd,bhkd->bhqk",
+    {in("a", kF32, {1, 2, 3, 4}), in("b", kF32, {1, 2, 5, 4})});
 }
 
 void batchnorm(const OpSchema& s, std::vector<Case>& out) {
@@ -258,16 +274,17 @@ void layernorm(const OpSchema& s, std::vector<Case>& out) {
   out.push_back(single(s.name, "f32/last", {in("x", kF32, {2, 3, 16}), sc({16}), bi({16})}));
   out.push_back(single(s.name, "f32/axis1", {in("x", kF32, {2, 3, 4}), sc({3, 4}), bi({3, 4})},
                        {{"axis", int64_t{1}}}));
-  out.push_back(single(s.name, "f32/no-bias", {in("x", kF32, {4, 8}), sc({8})},
-                       {{"epsilon", 1e-3f}}));
+  out.push_back(
+      single(s.name, "f32/no-bias", {in("x", kF32, {4, 8}), sc({8})}, {{"epsilon", 1e-3f}}));
   out.push_back(single(s.name, "f32/offset-mean",
                        {in("x", kF32, {4, 32}, V::uniform(90, 110)), sc({32}), bi({32})}));
   out.push_back(with_runs(
       single(s.name, "f32/symbolic", {in("x", kF32, {N, 5, 12}), sc({12}), bi({12})}), {3}));
-  out.push_back(single(s.name, "f32/three-outputs", {in("x", kF32, {3, 8}), sc({8}), bi({8})}, {},
-                       3));
-  out.push_back(single(s.name, "f16", {in("x", kF16, {3, 8}), cst("scale", kF16, {8}, V::uniform(0.5, 1.5)),
-                                       cst("bias", kF16, {8}, V::uniform(-1, 1))}));
+  out.push_back(
+      single(s.name, "f32/three-outputs", {in("x", kF32, {3, 8}), sc({8}), bi({8})}, {}, 3));
+  out.push_back(single(s.name, "f16",
+                       {in("x", kF16, {3, 8}), cst("scale", kF16, {8}, V::uniform(0.5, 1.5)),
+                        cst("bias", kF16, {8}, V::uniform(-1, 1))}));
 }
 
 const std::map<std::string, Fn>& table() {
@@ -285,6 +302,8 @@ const std::map<std::string, Fn>& table() {
     m["Sinh"] = m["Cosh"] = unary(V::uniform(-3, 3));
     m["Sigmoid"] = m["Tanh"] = m["Erf"] = unary(V::uniform(-6, 6));
     m["Softplus"] = m["Mish"] = unary(V::uniform(-6, 6));
+    // Exact ties: Round is half-to-even.
+    m["Round"] = unary(V::exactly({0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, 3.7, -0.0, 7}));
     m["HardSwish"] = m["HardSigmoid"] = unary(V::uniform(-4, 4));
     m["LeakyRelu"] = unary(V::uniform(-2, 2), {{"alpha", {{"alpha", 0.2f}}}});
     m["Elu"] = unary(V::uniform(-2, 2), {{"alpha", {{"alpha", 0.5f}}}});
@@ -293,7 +312,8 @@ const std::map<std::string, Fn>& table() {
     m["ThresholdedRelu"] = unary(V::uniform(-2, 2), {{"alpha", {{"alpha", 0.7f}}}});
     m["Gelu"] = unary(V::uniform(-4, 4), {{"tanh", {{"approximate", "tanh"}}}});
     m["Shrink"] = unary(V::uniform(-2, 2), {{"bias-lambd", {{"bias", 0.2f}, {"lambd", 0.3f}}}});
-    m["Shape"] = unary(V::uniform(-2, 2), {{"start-end", {{"start", int64_t{1}}, {"end", int64_t{-1}}}}});
+    m["Shape"] =
+        unary(V::uniform(-2, 2), {{"start-end", {{"start", int64_t{1}}, {"end", int64_t{-1}}}}});
     m["IsNaN"] = m["IsInf"] = [](const OpSchema& s, std::vector<Case>& out) {
       V special = V::exactly({1.5, kNaN, kInf, -kInf, 0, -2.5, kNaN, 7});
       out.push_back(single(s.name, "f32", {in("x", kF32, {4, 6}, special)}));
@@ -306,7 +326,8 @@ const std::map<std::string, Fn>& table() {
     // Binary arithmetic: no division by zero, powers of positive bases.
     BinaryOpts div;
     div.b_float = V::uniform(-3, 3, 0.25);
-    div.b_int = V::ints(1, 7);
+    // Both signs of divisor: integer Div truncates, Mod (fmod=0) takes the divisor's sign.
+    div.b_int = V::exactly({-7, 3, -1, 2, 5, -3, 1});
     div.a_int = V::ints(-20, 20);
     m["Div"] = binary(div);
     m["Mod"] = [div](const OpSchema& s, std::vector<Case>& out) {
@@ -323,7 +344,16 @@ const std::map<std::string, Fn>& table() {
     pow.b_float = V::uniform(-2, 2);
     pow.a_int = V::ints(-3, 3);
     pow.b_int = V::ints(0, 3);
-    m["Pow"] = binary(pow);
+    m["Pow"] = [pow](const OpSchema& s, std::vector<Case>& out) {
+      binary_cases(s, pow, out);
+      // Negative bases with integral exponents are defined (pow(-2, 3) = -8); exp(b*log(a))
+      // gives NaN there.
+      out.push_back(single(s.name, "f32/negative-base",
+                           {in("a", kF32, {4, 5}, V::uniform(-3, 3)),
+                            in("b", kF32, {4, 5}, V::exactly({2, 3, -1, 0, 1, -2}))}));
+      out.push_back(single(s.name, "f32/int-exponent",
+                           {in("a", kF32, {3, 4}), in("b", kI64, {}, V::exactly({3}))}));
+    };
     m["Equal"] = m["Less"] = m["LessOrEqual"] = m["Greater"] = m["GreaterOrEqual"] = compare;
     m["BitShift"] = [](const OpSchema& s, std::vector<Case>& out) {
       for (const char* dir : {"LEFT", "RIGHT"})
@@ -340,48 +370,62 @@ const std::map<std::string, Fn>& table() {
     };
     m["Max"] = m["Min"] = m["Sum"] = m["Mean"] = variadic;
     m["PRelu"] = [](const OpSchema& s, std::vector<Case>& out) {
-      out.push_back(single(s.name, "channel-slope",
-                           {in("x", kF32, {2, 3, 4, 5}), cst("slope", kF32, {3, 1, 1}, V::uniform(0, 1))}));
+      out.push_back(
+          single(s.name, "channel-slope",
+                 {in("x", kF32, {2, 3, 4, 5}), cst("slope", kF32, {3, 1, 1}, V::uniform(0, 1))}));
       out.push_back(single(s.name, "last-dim-slope",
                            {in("x", kF32, {2, 3, 4}), in("slope", kF32, {4}, V::uniform(0, 1))}));
-      out.push_back(single(s.name, "i32", {in("x", kI32, {3, 4}), in("slope", kI32, {4}, V::ints(0, 3))}));
-      out.push_back(single(s.name, "special", {in("x", kF32, {3, 12}, special_values()),
-                                               cst("slope", kF32, {1}, {0.25})}));
+      out.push_back(
+          single(s.name, "i32", {in("x", kI32, {3, 4}), in("slope", kI32, {4}, V::ints(0, 3))}));
+      out.push_back(
+          single(s.name, "special",
+                 {in("x", kF32, {3, 12}, special_values()), cst("slope", kF32, {1}, {0.25})}));
     };
     m["Where"] = [](const OpSchema& s, std::vector<Case>& out) {
       for (DType t : {kF32, kI64, kBool, kF16})
         out.push_back(single(s.name, dtype_tag(t) + "/broadcast",
                              {in("c", kBool, {3, 1}), in("a", t, {3, 4}), in("b", t, {4})}));
-      out.push_back(with_runs(single(s.name, "f32/symbolic",
-                                     {in("c", kBool, {N, 4}), in("a", kF32, {N, 4}), in("b", kF32, {})}),
-                              {5}));
+      out.push_back(
+          with_runs(single(s.name, "f32/symbolic",
+                           {in("c", kBool, {N, 4}), in("a", kF32, {N, 4}), in("b", kF32, {})}),
+                    {5}));
     };
     m["Clip"] = [](const OpSchema& s, std::vector<Case>& out) {
-      out.push_back(single(s.name, "f32/min-max", {in("x", kF32, {3, 5}), cst("lo", kF32, {}, {-0.5}),
-                                                   cst("hi", kF32, {}, {0.7})}));
-      out.push_back(single(s.name, "f32/min-only", {in("x", kF32, {3, 5}), cst("lo", kF32, {}, {0})}));
+      out.push_back(
+          single(s.name, "f32/min-max",
+                 {in("x", kF32, {3, 5}), cst("lo", kF32, {}, {-0.5}), cst("hi", kF32, {}, {0.7})}));
+      out.push_back(
+          single(s.name, "f32/min-only", {in("x", kF32, {3, 5}), cst("lo", kF32, {}, {0})}));
       out.push_back(single(s.name, "f32/max-only",
                            {in("x", kF32, {3, 5}), omitted(), cst("hi", kF32, {}, {6})}));
-      out.push_back(single(s.name, "f32/runtime-bounds", {in("x", kF32, {3, 5}), in("lo", kF32, {}, V::uniform(-1, 0)),
-                                                          in("hi", kF32, {}, V::uniform(0, 1))}));
+      out.push_back(single(s.name, "f32/runtime-bounds",
+                           {in("x", kF32, {3, 5}), in("lo", kF32, {}, V::uniform(-1, 0)),
+                            in("hi", kF32, {}, V::uniform(0, 1))}));
       out.push_back(single(s.name, "f32/none", {in("x", kF32, {3, 5})}));
-      out.push_back(single(s.name, "f32/special", {in("x", kF32, {3, 12}, special_values()),
-                                                   cst("lo", kF32, {}, {-0.5}),
-                                                   cst("hi", kF32, {}, {0.7})}));
-      out.push_back(single(s.name, "i32", {in("x", kI32, {3, 5}), cst("lo", kI32, {}, {-2}),
-                                           cst("hi", kI32, {}, {3})}));
-      out.push_back(single(s.name, "f16", {in("x", kF16, {3, 5}), cst("lo", kF16, {}, {-1}),
-                                           cst("hi", kF16, {}, {1})}));
+      out.push_back(single(s.name, "f32/special",
+                           {in("x", kF32, {3, 12}, special_values()), cst("lo", kF32, {}, {-0.5}),
+                            cst("hi", kF32, {}, {0.7})}));
+      out.push_back(
+          single(s.name, "i32",
+                 {in("x", kI32, {3, 5}), cst("lo", kI32, {}, {-2}), cst("hi", kI32, {}, {3})}));
+      out.push_back(
+          single(s.name, "f16",
+                 {in("x", kF16, {3, 5}), cst("lo", kF16, {}, {-1}), cst("hi", kF16, {}, {1})}));
     };
     m["Cast"] = [](const OpSchema& s, std::vector<Case>& out) {
       auto cast = [&](DType from, DType to, V g) {
-        out.push_back(single(s.name, dtype_tag(from) + "-to-" + dtype_tag(to), {in("x", from, {4, 6}, g)},
-                             {{"to", int64_t{dtype_to_onnx(to)}}}));
+        out.push_back(single(s.name, dtype_tag(from) + "-to-" + dtype_tag(to),
+                             {in("x", from, {4, 6}, g)}, {{"to", int64_t{dtype_to_onnx(to)}}}));
       };
       V wide = V::uniform(-100, 100);
       cast(kF32, kI32, wide);
       cast(kF32, kI64, wide);
       cast(kF32, kF16, wide);
+      // Beyond f16's range (inf), at its rounding boundary and in its subnormals.
+      out.push_back(single(s.name, "f32-to-f16/edges",
+                           {in("x", kF32, {2, 4},
+                               V::exactly({70000, -70000, 65519, 65520, 1e-8, 6e-8, -3e-5, 0.1}))},
+                           {{"to", int64_t{dtype_to_onnx(kF16)}}}));
       cast(kF32, kBF16, wide);
       cast(kF32, kF64, wide);
       cast(kF32, kBool, V::ints(-1, 1));

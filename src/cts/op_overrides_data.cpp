@@ -10,8 +10,12 @@ namespace {
 
 using V = ValueGen;
 const std::string N = "N";
-Attribute I(std::vector<int64_t> v) { return Attribute(std::move(v)); }
-Attribute i(int64_t v) { return Attribute(v); }
+Attribute I(std::vector<int64_t> v) {
+  return Attribute(std::move(v));
+}
+Attribute i(int64_t v) {
+  return Attribute(v);
+}
 
 // `op` over one runtime input x of `dims` plus constant operands, for every listed dtype.
 void data_op(const OpSchema& s, std::vector<Case>& out, const std::string& v,
@@ -52,6 +56,7 @@ void shape_ops(std::map<std::string, CaseFn>& m) {
   m["Transpose"] = [](const OpSchema& s, std::vector<Case>& out) {
     data_op(s, out, "default", {2, 3, 4}, {}, {}, kMany);
     data_op(s, out, "swap-last", {2, 3, 4}, {}, {{"perm", I({0, 2, 1})}});
+    data_op(s, out, "large-2d", {67, 131}, {}, {}, {kF32, kI64});
     data_op(s, out, "4d", {2, 3, 4, 5}, {}, {{"perm", I({2, 0, 3, 1})}});
     data_op(s, out, "symbolic", {N, 5, 6}, {}, {{"perm", I({1, 0, 2})}});
   };
@@ -64,10 +69,10 @@ void shape_ops(std::map<std::string, CaseFn>& m) {
     out.push_back(single(s.name, "f32/with-constant",
                          {in("a", kF32, {2, 3}), cst("b", kF32, {1, 3}, V::uniform(-1, 1))},
                          {{"axis", i(-2)}}));
-    out.push_back(with_runs(single(s.name, "f32/symbolic",
-                                   {in("a", kF32, {N, 3}), in("b", kF32, {N, 2})},
-                                   {{"axis", i(1)}}),
-                            {5}));
+    out.push_back(
+        with_runs(single(s.name, "f32/symbolic", {in("a", kF32, {N, 3}), in("b", kF32, {N, 2})},
+                         {{"axis", i(1)}}),
+                  {5}));
   };
   m["Split"] = [](const OpSchema& s, std::vector<Case>& out) {
     data_op(s, out, "sizes", {3, 5}, {ints("split", {2, 3})}, {{"axis", i(1)}}, kMany, 2);
@@ -106,8 +111,8 @@ void shape_ops(std::map<std::string, CaseFn>& m) {
     sl("symbolic", {N, 6}, {1, 0}, {INT64_MAX, 4}, {0, 1}, {});
   };
   m["Pad"] = [](const OpSchema& s, std::vector<Case>& out) {
-    data_op(s, out, "constant", {3, 4}, {ints("pads", {1, 2, 0, 1}), cst("v", kF32, {}, {0.5})},
-            {}, {kF32});
+    data_op(s, out, "constant", {3, 4}, {ints("pads", {1, 2, 0, 1}), cst("v", kF32, {}, {0.5})}, {},
+            {kF32});
     data_op(s, out, "zeros", {3, 4}, {ints("pads", {0, 1, 2, 0})}, {}, {kI64, kBool});
     for (const char* mode : {"reflect", "edge", "wrap"})
       data_op(s, out, mode, {2, 4, 5}, {ints("pads", {0, 1, 2, 0, 1, 1})}, {{"mode", mode}});
@@ -142,10 +147,10 @@ void indexing_ops(std::map<std::string, CaseFn>& m) {
     data_op(s, out, "scalar-idx", {5, 3}, {cst("idx", kI64, {}, {2})});
     data_op(s, out, "i32-idx", {4, 3}, {in("idx", kI32, {5}, V::ints(0, 3))});
     data_op(s, out, "embedding", {10, 8}, {in("idx", kI64, {2, 3}, V::ints(0, 9))});
-    out.push_back(with_runs(
-        single(s.name, "const-table-symbolic-idx",
-               {cst("table", kF32, {6, 4}, V::uniform(-1, 1)), in("idx", kI64, {N}, V::ints(0, 5))}),
-        {7}));
+    out.push_back(with_runs(single(s.name, "const-table-symbolic-idx",
+                                   {cst("table", kF32, {6, 4}, V::uniform(-1, 1)),
+                                    in("idx", kI64, {N}, V::ints(0, 5))}),
+                            {7}));
   };
   m["GatherElements"] = [](const OpSchema& s, std::vector<Case>& out) {
     data_op(s, out, "axis1", {3, 4}, {in("idx", kI64, {3, 2}, V::ints(-4, 3))}, {{"axis", i(1)}},
@@ -160,10 +165,10 @@ void indexing_ops(std::map<std::string, CaseFn>& m) {
   };
   m["ScatterElements"] = [](const OpSchema& s, std::vector<Case>& out) {
     // Distinct target rows per column: without a reduction the result must not depend on order.
-    data_op(s, out, "none", {3, 4},
-            {in("idx", kI64, {2, 4}, V::exactly({0, 2, 1, 0, 2, 0, 0, 1})),
-             in("upd", kF32, {2, 4})},
-            {{"axis", i(0)}});
+    data_op(
+        s, out, "none", {3, 4},
+        {in("idx", kI64, {2, 4}, V::exactly({0, 2, 1, 0, 2, 0, 0, 1})), in("upd", kF32, {2, 4})},
+        {{"axis", i(0)}});
     data_op(s, out, "add-duplicates", {3, 4},
             {in("idx", kI64, {3, 2}, V::ints(0, 3)), in("upd", kF32, {3, 2})},
             {{"axis", i(1)}, {"reduction", "add"}});
@@ -181,9 +186,9 @@ void indexing_ops(std::map<std::string, CaseFn>& m) {
             {{"reduction", "mul"}});
   };
   m["OneHot"] = [](const OpSchema& s, std::vector<Case>& out) {
-    out.push_back(single(s.name, "last-axis", {in("idx", kI64, {2, 3}, V::ints(-5, 4)),
-                                               cst("depth", kI64, {}, {5}),
-                                               cst("values", kF32, {2}, {-1, 3})}));
+    out.push_back(single(s.name, "last-axis",
+                         {in("idx", kI64, {2, 3}, V::ints(-5, 4)), cst("depth", kI64, {}, {5}),
+                          cst("values", kF32, {2}, {-1, 3})}));
     out.push_back(single(s.name, "axis0-i32",
                          {in("idx", kI32, {4}, V::ints(0, 3)), cst("depth", kI64, {}, {4}),
                           cst("values", kI64, {2}, {0, 1})},
@@ -205,8 +210,8 @@ void misc_ops(std::map<std::string, CaseFn>& m) {
   };
   m["TopK"] = [](const OpSchema& s, std::vector<Case>& out) {
     data_op(s, out, "largest", {3, 8}, {ints("k", {3})}, {}, {kF32, kI64}, 2);
-    data_op(s, out, "smallest-axis0", {6, 4}, {ints("k", {2})},
-            {{"axis", i(0)}, {"largest", i(0)}}, {kF32}, 2);
+    data_op(s, out, "smallest-axis0", {6, 4}, {ints("k", {2})}, {{"axis", i(0)}, {"largest", i(0)}},
+            {kF32}, 2);
   };
   m["Dropout"] = [](const OpSchema& s, std::vector<Case>& out) {
     data_op(s, out, "inference", {3, 4}, {}, {}, {kF32, kF16});
@@ -222,12 +227,14 @@ void misc_ops(std::map<std::string, CaseFn>& m) {
   };
   m["Range"] = [](const OpSchema& s, std::vector<Case>& out) {
     // Run-time bounds: the output length depends on the values.
-    out.push_back(single(s.name, "f32", {in("start", kF32, {}, V::exactly({1.5})),
-                                         in("limit", kF32, {}, V::exactly({9})),
-                                         in("delta", kF32, {}, V::exactly({1.25}))}));
-    out.push_back(single(s.name, "i64-negative", {in("start", kI64, {}, V::exactly({10})),
-                                                  in("limit", kI64, {}, V::exactly({-3})),
-                                                  in("delta", kI64, {}, V::exactly({-3}))}));
+    out.push_back(
+        single(s.name, "f32",
+               {in("start", kF32, {}, V::exactly({1.5})), in("limit", kF32, {}, V::exactly({9})),
+                in("delta", kF32, {}, V::exactly({1.25}))}));
+    out.push_back(
+        single(s.name, "i64-negative",
+               {in("start", kI64, {}, V::exactly({10})), in("limit", kI64, {}, V::exactly({-3})),
+                in("delta", kI64, {}, V::exactly({-3}))}));
   };
   m["ConstantOfShape"] = [](const OpSchema& s, std::vector<Case>& out) {
     // Shape of a run-time tensor, as exporters emit it.
@@ -237,7 +244,9 @@ void misc_ops(std::map<std::string, CaseFn>& m) {
       c.name = s.name + "/" + dtype_tag(t) + "-from-shape";
       c.tensors = {in("x", kF32, {N, 3})};
       c.nodes = {{"Shape", {"x"}, {"shape"}, {}},
-                 {"ConstantOfShape", {"shape"}, {"y"},
+                 {"ConstantOfShape",
+                  {"shape"},
+                  {"y"},
                   {{"value", Attribute(generate_tensor(t, {1}, V::exactly({2.5}), 0))}}}};
       c.outputs = {"y"};
       out.push_back(with_runs(std::move(c), {2, 5}));
@@ -262,18 +271,22 @@ void misc_ops(std::map<std::string, CaseFn>& m) {
 
 void norm_ops(std::map<std::string, CaseFn>& m) {
   m["InstanceNormalization"] = [](const OpSchema& s, std::vector<Case>& out) {
-    data_op(s, out, "nchw", {2, 3, 4, 5},
-            {cst("scale", kF32, {3}, V::uniform(0.5, 1.5)), cst("bias", kF32, {3}, V::uniform(-1, 1))});
-    data_op(s, out, "symbolic", {N, 2, 6},
-            {cst("scale", kF32, {2}, V::uniform(0.5, 1.5)), cst("bias", kF32, {2}, V::uniform(-1, 1))});
+    data_op(
+        s, out, "nchw", {2, 3, 4, 5},
+        {cst("scale", kF32, {3}, V::uniform(0.5, 1.5)), cst("bias", kF32, {3}, V::uniform(-1, 1))});
+    data_op(
+        s, out, "symbolic", {N, 2, 6},
+        {cst("scale", kF32, {2}, V::uniform(0.5, 1.5)), cst("bias", kF32, {2}, V::uniform(-1, 1))});
   };
   m["GroupNormalization"] = [](const OpSchema& s, std::vector<Case>& out) {
-    data_op(s, out, "per-channel", {2, 4, 3, 3},
-            {cst("scale", kF32, {4}, V::uniform(0.5, 1.5)), cst("bias", kF32, {4}, V::uniform(-1, 1))},
-            {{"num_groups", i(2)}});
-    data_op(s, out, "groups-eq-channels", {1, 3, 5},
-            {cst("scale", kF32, {3}, V::uniform(0.5, 1.5)), cst("bias", kF32, {3}, V::uniform(-1, 1))},
-            {{"num_groups", i(3)}});
+    data_op(
+        s, out, "per-channel", {2, 4, 3, 3},
+        {cst("scale", kF32, {4}, V::uniform(0.5, 1.5)), cst("bias", kF32, {4}, V::uniform(-1, 1))},
+        {{"num_groups", i(2)}});
+    data_op(
+        s, out, "groups-eq-channels", {1, 3, 5},
+        {cst("scale", kF32, {3}, V::uniform(0.5, 1.5)), cst("bias", kF32, {3}, V::uniform(-1, 1))},
+        {{"num_groups", i(3)}});
     // Opset 18 takes scale and bias per group.
     Case c = single(s.name, "opset18-per-group",
                     {in("x", kF32, {2, 4, 3}), cst("scale", kF32, {2}, V::uniform(0.5, 1.5)),
@@ -307,15 +320,17 @@ void norm_ops(std::map<std::string, CaseFn>& m) {
     out.push_back(std::move(c));
   };
   m["DeformConv"] = [](const OpSchema& s, std::vector<Case>& out) {
-    out.push_back(single(s.name, "offsets",
-                         {in("x", kF32, {1, 2, 5, 5}), cst("w", kF32, {3, 2, 3, 3}, V::uniform(-1, 1)),
-                          in("offset", kF32, {1, 18, 3, 3}, V::uniform(-1.5, 1.5)),
-                          cst("b", kF32, {3}, V::uniform(-1, 1))}));
-    out.push_back(single(s.name, "mask-pads",
-                         {in("x", kF32, {1, 2, 4, 4}), cst("w", kF32, {2, 2, 2, 2}, V::uniform(-1, 1)),
-                          in("offset", kF32, {1, 8, 5, 5}, V::uniform(-1, 1)), omitted(),
-                          in("mask", kF32, {1, 4, 5, 5}, V::uniform(0, 1))},
-                         {{"pads", I({1, 1, 1, 1})}}));
+    out.push_back(
+        single(s.name, "offsets",
+               {in("x", kF32, {1, 2, 5, 5}), cst("w", kF32, {3, 2, 3, 3}, V::uniform(-1, 1)),
+                in("offset", kF32, {1, 18, 3, 3}, V::uniform(-1.5, 1.5)),
+                cst("b", kF32, {3}, V::uniform(-1, 1))}));
+    out.push_back(
+        single(s.name, "mask-pads",
+               {in("x", kF32, {1, 2, 4, 4}), cst("w", kF32, {2, 2, 2, 2}, V::uniform(-1, 1)),
+                in("offset", kF32, {1, 8, 5, 5}, V::uniform(-1, 1)), omitted(),
+                in("mask", kF32, {1, 4, 5, 5}, V::uniform(0, 1))},
+               {{"pads", I({1, 1, 1, 1})}}));
   };
 }
 
@@ -331,6 +346,11 @@ void resize_ops(std::map<std::string, CaseFn>& m) {
     data_op(s, out, "linear-align-corners-sizes", {1, 1, 3, 5},
             {omitted(), omitted(), ints("sizes", {1, 1, 5, 4})},
             {{"mode", "linear"}, {"coordinate_transformation_mode", "align_corners"}});
+    data_op(s, out, "linear-pytorch-half-pixel", {1, 2, 4, 4},
+            {omitted(), omitted(), ints("sizes", {1, 2, 1, 7})},
+            {{"mode", "linear"}, {"coordinate_transformation_mode", "pytorch_half_pixel"}});
+    data_op(s, out, "nearest-round-prefer-ceil", {1, 1, 3, 3},
+            {omitted(), scales({1, 1, 2.5, 1.5})}, {{"nearest_mode", "round_prefer_ceil"}});
     data_op(s, out, "cubic", {1, 1, 4, 4}, {omitted(), scales({1, 1, 2, 2})}, {{"mode", "cubic"}});
     data_op(s, out, "nearest-asymmetric-floor", {1, 2, 5, 5}, {omitted(), scales({1, 1, 0.6, 1.4})},
             {{"coordinate_transformation_mode", "asymmetric"}, {"nearest_mode", "floor"}});
@@ -346,31 +366,34 @@ void fused_ops(std::map<std::string, CaseFn>& m) {
     for (const char* act : {"none", "relu", "tanh", "sigmoid", "gelu", "gelu_tanh"})
       fm(act, {in("a", kF32, {3, 8}), cst("b", kF32, {8, 5}, V::uniform(-1, 1)), bias(5)},
          {{"activation", act}});
-    fm("transB-residual", {in("a", kF32, {2, 3, 8}), cst("b", kF32, {6, 8}, V::uniform(-1, 1)), bias(6),
-                           in("res", kF32, {2, 3, 6})},
+    fm("transB-residual",
+       {in("a", kF32, {2, 3, 8}), cst("b", kF32, {6, 8}, V::uniform(-1, 1)), bias(6),
+        in("res", kF32, {2, 3, 6})},
        {{"transB", i(1)}, {"activation", "relu"}});
-    fm("no-bias-residual", {in("a", kF32, {4, 4}), in("b", kF32, {4, 4}), omitted(), in("res", kF32, {4})}, {});
-    out.push_back(with_runs(single(s.name, "symbolic",
-                                   {in("a", kF32, {N, 16}), cst("b", kF32, {16, 8}, V::uniform(-1, 1)),
-                                    bias(8)},
-                                   {{"activation", "gelu"}}, 1, "ferrite"),
-                            {3}));
+    fm("no-bias-residual",
+       {in("a", kF32, {4, 4}), in("b", kF32, {4, 4}), omitted(), in("res", kF32, {4})}, {});
+    out.push_back(with_runs(
+        single(s.name, "symbolic",
+               {in("a", kF32, {N, 16}), cst("b", kF32, {16, 8}, V::uniform(-1, 1)), bias(8)},
+               {{"activation", "gelu"}}, 1, "ferrite"),
+        {3}));
   };
   m["ferrite.Attention"] = [](const OpSchema& s, std::vector<Case>& out) {
     auto at = [&](const std::string& v, std::vector<TensorSpec> ins, Attrs a) {
       out.push_back(single(s.name, v, std::move(ins), std::move(a), 1, "ferrite"));
     };
     at("3d", {in("q", kF32, {2, 4, 8}), in("k", kF32, {2, 6, 8}), in("v", kF32, {2, 6, 8})}, {});
-    at("mask", {in("q", kF32, {1, 2, 4, 8}), in("k", kF32, {1, 2, 5, 8}), in("v", kF32, {1, 2, 5, 4}),
-                in("mask", kF32, {4, 5}, V::uniform(-3, 0))},
+    at("mask",
+       {in("q", kF32, {1, 2, 4, 8}), in("k", kF32, {1, 2, 5, 8}), in("v", kF32, {1, 2, 5, 4}),
+        in("mask", kF32, {4, 5}, V::uniform(-3, 0))},
        {{"scale", 0.3f}});
     at("causal", {in("q", kF32, {2, 5, 8}), in("k", kF32, {2, 5, 8}), in("v", kF32, {2, 5, 8})},
        {{"causal", i(1)}});
-    out.push_back(with_runs(
-        single(s.name, "symbolic-seq",
-               {in("q", kF32, {1, 2, N, 8}), in("k", kF32, {1, 2, N, 8}), in("v", kF32, {1, 2, N, 8})},
-               {{"causal", i(1)}, {"nan_to_zero", i(1)}}, 1, "ferrite"),
-        {6}));
+    out.push_back(with_runs(single(s.name, "symbolic-seq",
+                                   {in("q", kF32, {1, 2, N, 8}), in("k", kF32, {1, 2, N, 8}),
+                                    in("v", kF32, {1, 2, N, 8})},
+                                   {{"causal", i(1)}, {"nan_to_zero", i(1)}}, 1, "ferrite"),
+                            {6}));
   };
 }
 

@@ -61,8 +61,7 @@ BatchOutcome run_batch(const Batch& b, const RunConfig& cfg, int& sessions) {
     auto actual = (*dev)->run(*inputs);
     if (!actual) return fail(actual.status(), false);
     if (actual->size() != expected->size())
-      return fail(err("device returned ", actual->size(), " outputs, reference ",
-                      expected->size()),
+      return fail(err("device returned ", actual->size(), " outputs, reference ", expected->size()),
                   false);
     size_t o = 0;
     for (size_t k = 0; k < b.size(); ++k) {
@@ -190,8 +189,7 @@ Expected<SuiteResult> run_suite(const RunConfig& cfg) {
     }
   }
   if (cfg.progress && tty) std::fprintf(stderr, "\r%60s\r", "");
-  suite.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  suite.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return suite;
 }
 

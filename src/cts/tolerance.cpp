@@ -27,12 +27,18 @@ const std::map<std::string, OpTolerance>& op_tolerances() {
       {"Gelu", {4, "erf or tanh approximation inside"}},
       {"Mish", {8, "tanh(softplus(x)): two transcendental functions"}},
       {"Softplus", {4, "log1p(exp(x))"}},
-      {"Elu", {4, "expm1"}}, {"Selu", {4, "expm1"}}, {"Celu", {4, "expm1"}},
+      {"Elu", {4, "expm1"}},
+      {"Selu", {4, "expm1"}},
+      {"Celu", {4, "expm1"}},
       {"Pow", {8, "pow via exp(b*log(a)) amplifies the log error by b"}},
       {"Tan", {8, "tan near pi/2 has a large derivative"}},
-      {"Sinh", {4, "exp-based"}}, {"Cosh", {4, "exp-based"}},
-      {"Asinh", {4, "log-based"}}, {"Acosh", {4, "log-based"}}, {"Atanh", {4, "log-based"}},
-      {"Sin", {4, "vector math sin"}}, {"Cos", {4, "vector math cos"}},
+      {"Sinh", {4, "exp-based"}},
+      {"Cosh", {4, "exp-based"}},
+      {"Asinh", {4, "log-based"}},
+      {"Acosh", {4, "log-based"}},
+      {"Atanh", {4, "log-based"}},
+      {"Sin", {4, "vector math sin"}},
+      {"Cos", {4, "vector math cos"}},
       // Accumulations: the device may sum in another order (blocked GEMM, tree reductions).
       {"MatMul", {4, "blocked GEMM summation order"}},
       {"Gemm", {4, "blocked GEMM summation order"}},
@@ -44,7 +50,8 @@ const std::map<std::string, OpTolerance>& op_tolerances() {
       {"DeformConv", {4, "bilinear sampling then GEMM"}},
       {"ReduceSum", {4, "tree or vectorised summation"}},
       {"ReduceMean", {4, "tree or vectorised summation"}},
-      {"ReduceL1", {4, "summation order"}}, {"ReduceL2", {4, "summation order"}},
+      {"ReduceL1", {4, "summation order"}},
+      {"ReduceL2", {4, "summation order"}},
       {"ReduceSumSquare", {4, "summation order"}},
       {"ReduceLogSum", {4, "summation order then log"}},
       {"ReduceLogSumExp", {4, "summation order, exp and log"}},
@@ -78,12 +85,21 @@ const std::map<std::string, OpTolerance>& op_tolerances() {
 Tolerance tolerance_for(DType t, const std::string& group) {
   Tolerance tol;
   switch (t) {
-    case DType::kF32: tol = {1e-5, 1e-4}; break;
-    case DType::kF64: tol = {1e-12, 1e-10}; break;
+    case DType::kF32:
+      tol = {1e-5, 1e-4};
+      break;
+    case DType::kF64:
+      tol = {1e-12, 1e-10};
+      break;
     // Both sides round to 16 bits: one or two units in the last place (2^-10 for f16).
-    case DType::kF16: tol = {2e-3, 2e-3}; break;
-    case DType::kBF16: tol = {1.6e-2, 1.6e-2}; break;
-    default: return {0, 0};  // integers and bool: exact
+    case DType::kF16:
+      tol = {2e-3, 2e-3};
+      break;
+    case DType::kBF16:
+      tol = {1.6e-2, 1.6e-2};
+      break;
+    default:
+      return {0, 0};  // integers and bool: exact
   }
   auto it = op_tolerances().find(group);
   if (it != op_tolerances().end()) {
@@ -153,11 +169,16 @@ const KnownEntry* match_known(const std::vector<KnownEntry>& known, const std::s
 
 const char* outcome_name(Outcome o) {
   switch (o) {
-    case Outcome::kPass: return "pass";
-    case Outcome::kFail: return "FAIL";
-    case Outcome::kUnsupported: return "unsupported";
-    case Outcome::kError: return "error";
-    case Outcome::kSkipped: return "skipped";
+    case Outcome::kPass:
+      return "pass";
+    case Outcome::kFail:
+      return "FAIL";
+    case Outcome::kUnsupported:
+      return "unsupported";
+    case Outcome::kError:
+      return "error";
+    case Outcome::kSkipped:
+      return "skipped";
   }
   return "?";
 }

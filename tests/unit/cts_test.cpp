@@ -1,12 +1,13 @@
 // The conformance suite itself: it must catch a device that computes one op wrongly (and only that
 // op), classify unsupported/unimplemented devices, honour the known list, and report numbers.
+#include "cts/cts.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <fstream>
 #include <set>
 
-#include "cts/cts.h"
 #include "ops/op_schema.h"
 #include "runtime/device.h"
 #include "test_util.h"
@@ -14,8 +15,8 @@
 namespace ferrite {
 namespace {
 
-// Runs the reference kernels, then adds 0.01 to the first element of every graph output that a
-// node of `op` produces: a device with exactly one wrong op.
+// Runs the reference kernels, then adds 0.01 to the first finite element of every graph output
+// that a node of `op` produces: a device with exactly one wrong op.
 class PerturbingDevice : public Device {
  public:
   explicit PerturbingDevice(std::string op) : op_(std::move(op)) {}
@@ -27,7 +28,8 @@ class PerturbingDevice : public Device {
     FERRITE_ASSIGN_OR_RETURN(auto ref, DeviceRegistry::global().create("reference"));
     FERRITE_ASSIGN_OR_RETURN(auto inner, ref->prepare(graph, opts));
     std::vector<bool> perturb;
-    for (const Value* v : graph.outputs()) perturb.push_back(v->producer && v->producer->op_type == op_);
+    for (const Value* v : graph.outputs())
+      perturb.push_back(v->producer && v->producer->op_type == op_);
     return std::unique_ptr<PreparedModel>(new Model(std::move(inner), std::move(perturb)));
   }
 
@@ -41,7 +43,12 @@ class PerturbingDevice : public Device {
       for (size_t i = 0; i < outs.size(); ++i) {
         if (!perturb_[i] || outs[i].numel() == 0 || outs[i].dtype() != DType::kF32) continue;
         Tensor t = outs[i].clone();
-        t.data<float>()[0] += 0.01f;
+        float* d = t.data<float>();
+        for (int64_t k = 0; k < t.numel(); ++k)
+          if (std::isfinite(d[k])) {
+            d[k] += 0.01f;
+            break;
+          }
         outs[i] = std::move(t);
       }
       return outs;
@@ -101,9 +108,10 @@ TEST(Cts, CatchesOneBrokenOpOnly) {
   for (const auto& c : r.cases) {
     if (c.group == "Relu") {
       ++relu_cases;
-      if (c.name.find("f32") != std::string::npos) {
+      // Every Relu case with f32 elements fails; the empty one has nothing to perturb.
+      if (c.name.find("f32") != std::string::npos && c.name.find("empty") == std::string::npos) {
         EXPECT_EQ(c.outcome, cts::Outcome::kFail) << c.name;
-        EXPECT_EQ(c.first_bad_index, 0) << c.name;
+        EXPECT_GE(c.first_bad_index, 0) << c.name;
         EXPECT_NEAR(c.max_abs_error, 0.01, 1e-3) << c.name;
         EXPECT_NE(c.detail.find("output 'y0'"), std::string::npos) << c.detail;
       }
@@ -158,13 +166,15 @@ TEST(Cts, KnownListTurnsErrorsIntoUnsupported) {
   // Entries apply per case: only the listed one is excused.
   auto one = run("cts-test-erroring", "^Add/f32/", {{"Add/f32/same", "no broadcasting yet"}});
   for (const auto& c : one.cases)
-    EXPECT_EQ(c.outcome, c.name == "Add/f32/same" ? cts::Outcome::kUnsupported : cts::Outcome::kError)
+    EXPECT_EQ(c.outcome,
+              c.name == "Add/f32/same" ? cts::Outcome::kUnsupported : cts::Outcome::kError)
         << c.name;
 }
 
 TEST(Cts, KnownFileFormat) {
   testing::TempDir dir;
-  auto good = dir.write("d.known", "# comment\n\n*  expected: skeleton device\nConv/*\tno conv  # x\n");
+  auto good =
+      dir.write("d.known", "# comment\n\n*  expected: skeleton device\nConv/*\tno conv  # x\n");
   auto k = cts::read_known_file(good.string());
   ASSERT_TRUE(k.has_value()) << k.status().message();
   ASSERT_EQ(k->size(), 2u);
@@ -199,7 +209,8 @@ TEST(Cts, CompareReportsNumbersAndNaNPositions) {
   r = {};
   EXPECT_FALSE(cts::compare_output(n, e, {1, 1}, r));  // a number where the reference has NaN
   EXPECT_EQ(r.first_bad_index, 2);
-  Tensor i1 = Tensor::from_vector<int64_t>({1, 2}, {2}), i2 = Tensor::from_vector<int64_t>({1, 3}, {2});
+  Tensor i1 = Tensor::from_vector<int64_t>({1, 2}, {2}),
+         i2 = Tensor::from_vector<int64_t>({1, 3}, {2});
   r = {};
   EXPECT_FALSE(cts::compare_output(i2, i1, cts::tolerance_for(DType::kI64, "Add"), r));
   r = {};
@@ -211,7 +222,8 @@ TEST(Cts, EveryOpOfTheTableIsListed) {
   EXPECT_EQ(ops.size(), OpRegistry::global().all().size());
   std::set<std::string> names;
   for (const auto& oc : ops)
-    for (const auto& c : oc.cases) EXPECT_TRUE(names.insert(c.name).second) << "duplicate " << c.name;
+    for (const auto& c : oc.cases)
+      EXPECT_TRUE(names.insert(c.name).second) << "duplicate " << c.name;
 }
 
 }  // namespace

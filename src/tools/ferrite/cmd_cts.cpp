@@ -66,8 +66,8 @@ struct Row {
   }
 };
 
-Status write_json(const std::string& path, const std::string& device,
-                  const cts::SuiteResult& s, const Row& total) {
+Status write_json(const std::string& path, const std::string& device, const cts::SuiteResult& s,
+                  const Row& total) {
   std::ofstream f(path);
   if (!f) return err("cannot write '", path, "'");
   f << "{\n  \"device\": \"" << json_escape(device) << "\",\n  \"seconds\": " << num(s.seconds)
@@ -82,8 +82,9 @@ Status write_json(const std::string& path, const std::string& device,
   for (size_t i = 0; i < s.cases.size(); ++i) {
     const auto& c = s.cases[i];
     f << "    {\"name\": \"" << json_escape(c.name) << "\", \"op\": \"" << json_escape(c.group)
-      << "\", \"outcome\": \"" << cts::outcome_name(c.outcome) << "\", \"known\": "
-      << (c.known ? "true" : "false") << ", \"max_abs_error\": " << num(c.max_abs_error)
+      << "\", \"outcome\": \"" << cts::outcome_name(c.outcome)
+      << "\", \"known\": " << (c.known ? "true" : "false")
+      << ", \"max_abs_error\": " << num(c.max_abs_error)
       << ", \"max_rel_error\": " << num(c.max_rel_error)
       << ", \"first_bad_index\": " << c.first_bad_index << ", \"detail\": \""
       << json_escape(c.detail) << "\"}" << (i + 1 < s.cases.size() ? "," : "") << "\n";
@@ -120,10 +121,13 @@ int cts_command(int argc, char** argv) {
     }
   }
   if (args->flag("list")) {
-    auto sel = [&](const std::string& n) { return !cfg.filter || std::regex_search(n, *cfg.filter); };
+    auto sel = [&](const std::string& n) {
+      return !cfg.filter || std::regex_search(n, *cfg.filter);
+    };
     int n = 0;
     for (const auto& oc : cts::op_cases()) {
-      if (!oc.skipped.empty() && sel(oc.op + "/")) std::printf("%-40s (skipped: %s)\n", oc.op.c_str(), oc.skipped.c_str());
+      if (!oc.skipped.empty() && sel(oc.op + "/"))
+        std::printf("%-40s (skipped: %s)\n", oc.op.c_str(), oc.skipped.c_str());
       for (const auto& c : oc.cases)
         if (sel(c.name)) std::printf("%s\n", c.name.c_str()), ++n;
     }
