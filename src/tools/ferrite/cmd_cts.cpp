@@ -30,7 +30,7 @@ Outcome of a case:
   FAIL          wrong numbers: max abs/rel error and first bad index are reported
   unsupported   the device answered with an `unsupported` error, or the case matches the
                 known-unsupported list (an error or mismatch there is expected)
-  error         any other error (compile failure, crash-free run-time error, ...)
+  error         any other error (compile failure, run-time error, wrong output count)
 Ops the suite has no input generator for are listed as skipped.
 
 options:
