@@ -173,6 +173,8 @@ void conv(const OpSchema& s, std::vector<Case>& out) {
                        {{"auto_pad", "SAME_UPPER"}}));
   out.push_back(with_runs(
       single(s.name, "symbolic-batch", {in("x", kF32, {N, 3, 6, 6}), w({4, 3, 3, 3}), b(4)}), {2}));
+  out.push_back(single(s.name, "large", {in("x", kF32, {2, 32, 23, 23}), w({48, 32, 3, 3}), b(48)},
+                       {{"pads", I({1, 1, 1, 1})}}));
   // Weights as a run-time input rather than a constant.
   out.push_back(single(s.name, "runtime-weights",
                        {in("x", kF32, {1, 2, 5, 5}), in("w", kF32, {3, 2, 3, 3})}));
@@ -201,6 +203,8 @@ void gemm_like(const OpSchema& s, std::vector<Case>& out) {
     mm("f32/vec-mat", kF32, {4}, {4, 5});
     mm("f32/mat-vec", kF32, {3, 4}, {4});
     mm("f32/large-k", kF32, {5, 300}, {300, 7});
+    // Big enough for blocked/threaded GEMM paths, with ragged tiles.
+    mm("f32/large", kF32, {129, 257}, {257, 193});
     out.push_back(
         with_runs(single(s.name, "f32/symbolic-const-weights",
                          {in("a", kF32, {N, 8}), cst("b", kF32, {8, 16}, V::uniform(-1, 1))}),
@@ -230,6 +234,10 @@ void gemm_like(const OpSchema& s, std::vector<Case>& out) {
                                  {{"transB", int64_t{1}}}),
                           {4}));
   out.push_back(single(s.name, "f64", {in("a", kF64, {3, 4}), in("b", kF64, {4, 2})}));
+  out.push_back(single(s.name, "large-transB",
+                       {in("a", kF32, {97, 160}), cst("b", kF32, {130, 160}, V::uniform(-1, 1)),
+                        cst("c", kF32, {130}, V::uniform(-1, 1))},
+                       {{"transB", int64_t{1}}}));
 }
 
 void einsum(const OpSchema& s, std::vector<Case>& out) {
@@ -276,6 +284,8 @@ void layernorm(const OpSchema& s, std::vector<Case>& out) {
                        {{"axis", int64_t{1}}}));
   out.push_back(
       single(s.name, "f32/no-bias", {in("x", kF32, {4, 8}), sc({8})}, {{"epsilon", 1e-3f}}));
+  out.push_back(
+      single(s.name, "f32/large-rows", {in("x", kF32, {9, 4100}), sc({4100}), bi({4100})}));
   out.push_back(single(s.name, "f32/offset-mean",
                        {in("x", kF32, {4, 32}, V::uniform(90, 110)), sc({32}), bi({32})}));
   out.push_back(with_runs(

@@ -389,6 +389,10 @@ void fused_ops(std::map<std::string, CaseFn>& m) {
        {{"scale", 0.3f}});
     at("causal", {in("q", kF32, {2, 5, 8}), in("k", kF32, {2, 5, 8}), in("v", kF32, {2, 5, 8})},
        {{"causal", i(1)}});
+    at("long",
+       {in("q", kF32, {1, 4, 97, 64}), in("k", kF32, {1, 4, 131, 64}),
+        in("v", kF32, {1, 4, 131, 64}), in("mask", kF32, {1, 1, 1, 131}, V::uniform(-2, 0))},
+       {});
     out.push_back(with_runs(single(s.name, "symbolic-seq",
                                    {in("q", kF32, {1, 2, N, 8}), in("k", kF32, {1, 2, N, 8}),
                                     in("v", kF32, {1, 2, N, 8})},
