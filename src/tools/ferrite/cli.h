@@ -43,5 +43,6 @@ int info_command(int argc, char** argv);
 int test_onnx_command(int argc, char** argv);
 int ops_command(int argc, char** argv);
 int bench_command(int argc, char** argv);
+int cts_command(int argc, char** argv);
 
 }  // namespace ferrite::cli

@@ -25,6 +25,9 @@ commands:
         [--warmup K] [--runs R] [--min-seconds S] [--compare onnxruntime] [--json FILE]
       Compile time (cold and warm) and run latency (median, p10, p90, min, mean), optionally
       interleaved with ONNX Runtime on the same inputs with an output check and a speed ratio.
+  cts --device NAME [--filter REGEX] [--list] [--known FILE] [--json FILE] [--verbose]
+      Backend conformance suite: every op of the op table and a set of fusion patterns on
+      NAME against `reference`, with per-op tolerances and a known-unsupported list.
   ops [--names]
       List the op table: every supported op with its opset range and attributes.
   devices [--verbose]
@@ -46,6 +49,7 @@ int main(int argc, char** argv) {
   if (cmd == "info") return ferrite::cli::info_command(argc - 2, argv + 2);
   if (cmd == "test-onnx") return ferrite::cli::test_onnx_command(argc - 2, argv + 2);
   if (cmd == "bench") return ferrite::cli::bench_command(argc - 2, argv + 2);
+  if (cmd == "cts") return ferrite::cli::cts_command(argc - 2, argv + 2);
   if (cmd == "ops") return ferrite::cli::ops_command(argc - 2, argv + 2);
   if (cmd == "devices") {
     // ferrite devices [--verbose]: every registered device, where it came from, and (verbose)
