@@ -100,8 +100,12 @@ std::string ScalarEmitter::expr(const ScalarExpr& e, const std::vector<std::stri
   if (f == "abs") return math("fabs") + "(" + a(0) + ")";
   if (f == "neg") return "-" + a(0);
   if (f == "recip") return one + " / " + a(0);
-  if (f == "sign") return "(" + T + ")((" + a(0) + " > 0) - (" + a(0) + " < 0))";
-  if (f == "relu") return a(0) + " > " + zero + " ? " + a(0) + " : " + zero;
+  // NaN stays NaN, as in the reference kernels (x != x is false for integers).
+  if (f == "sign")
+    return "(" + a(0) + " != " + a(0) + " ? " + a(0) + " : (" + T + ")((" + a(0) + " > 0) - (" +
+           a(0) + " < 0)))";
+  if (f == "relu")
+    return "(" + a(0) + " > " + zero + " || " + a(0) + " != " + a(0) + ") ? " + a(0) + " : " + zero;
   if (f == "sigmoid") return "fe_sigmoid<" + T + ">(" + a(0) + ")";
   if (f == "softplus") return "fe_softplus<" + T + ">(" + a(0) + ")";
   if (f == "softsign") return a(0) + " / (" + one + " + " + math("fabs") + "(" + a(0) + "))";

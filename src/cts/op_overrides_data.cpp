@@ -378,6 +378,31 @@ void fused_ops(std::map<std::string, CaseFn>& m) {
                {{"activation", "gelu"}}, 1, "ferrite"),
         {3}));
   };
+  m["ferrite.FusedConv"] = [](const OpSchema& s, std::vector<Case>& out) {
+    auto fc = [&](const std::string& v, std::vector<TensorSpec> ins, Attrs at) {
+      out.push_back(single(s.name, v, std::move(ins), std::move(at), 1, "ferrite"));
+    };
+    auto w = [](std::vector<int64_t> d) { return cst("w", kF32, d, V::uniform(-1, 1)); };
+    auto b = [](int64_t n) { return cst("b", kF32, {n}, V::uniform(-1, 1)); };
+    auto pads = Attribute(std::vector<int64_t>{1, 1, 1, 1});
+    for (const char* act : {"relu", "sigmoid", "tanh", "hard_swish"})
+      fc(std::string("3x3-") + act, {in("x", kF32, {1, 3, 7, 7}), w({4, 3, 3, 3}), b(4)},
+         {{"pads", pads}, {"activation", act}});
+    fc("clip-residual",
+       {in("x", kF32, {2, 4, 6, 6}), w({4, 4, 3, 3}), b(4), in("res", kF32, {2, 4, 6, 6})},
+       {{"pads", pads}, {"activation", "clip"},
+        {"activation_params", Attribute(std::vector<float>{0.f, 6.f})}});
+    fc("depthwise-leakyrelu", {in("x", kF32, {1, 6, 5, 5}), w({6, 1, 3, 3}), b(6)},
+       {{"group", int64_t{6}}, {"pads", pads}, {"activation", "leaky_relu"},
+        {"activation_params", Attribute(std::vector<float>{0.1f})}});
+    fc("1x1-residual-only",
+       {in("x", kF32, {2, 8, 4, 4}), w({8, 8, 1, 1}), omitted(), in("res", kF32, {2, 8, 4, 4})},
+       {});
+    out.push_back(with_runs(single(s.name, "symbolic-batch",
+                                   {in("x", kF32, {N, 3, 6, 6}), w({4, 3, 3, 3}), b(4)},
+                                   {{"pads", pads}, {"activation", "relu"}}, 1, "ferrite"),
+                            {2}));
+  };
   m["ferrite.Attention"] = [](const OpSchema& s, std::vector<Case>& out) {
     auto at = [&](const std::string& v, std::vector<TensorSpec> ins, Attrs a) {
       out.push_back(single(s.name, v, std::move(ins), std::move(a), 1, "ferrite"));

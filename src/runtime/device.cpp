@@ -26,7 +26,7 @@ void DeviceRegistry::add(const std::string& name, Factory f, std::string origin)
   factories_[name] = Entry{std::move(f), std::move(origin)};
 }
 
-void DeviceRegistry::add(const std::string& name, std::unique_ptr<Device> (*make)()) {
+void DeviceRegistry::add_builtin(const std::string& name, std::unique_ptr<Device> (*make)()) {
   add(name, [make]() -> Expected<std::unique_ptr<Device>> { return make(); });
 }
 

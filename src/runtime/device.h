@@ -83,7 +83,7 @@ class DeviceRegistry {
   static DeviceRegistry& global();
   // `origin`: where the device comes from ("built-in", or a plugin's path).
   void add(const std::string& name, Factory f, std::string origin = "built-in");
-  void add(const std::string& name, std::unique_ptr<Device> (*make)());
+  void add_builtin(const std::string& name, std::unique_ptr<Device> (*make)());
   Expected<std::unique_ptr<Device>> create(const std::string& name) const;
   std::vector<std::string> names() const;
   std::string origin(const std::string& name) const;
