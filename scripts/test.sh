@@ -12,7 +12,7 @@ ctest --test-dir build --output-on-failure -j "$jobs"
 if [ "${FERRITE_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "== unit tests under ASan + UBSan (build-asan/) =="
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFERRITE_SANITIZE=ON >/dev/null
-  cmake --build build-asan -j "$jobs" --target ferrite_unit_tests ferrite
+  cmake --build build-asan -j "$jobs" --target ferrite_unit_tests ferrite gxu_plugin
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit
 fi

@@ -62,6 +62,11 @@ std::vector<std::string> emit_prologue(std::ostringstream& os, const Kernel& k,
   std::string oty = *g.em.type(k.out_dtype);
   os << "  " << oty << "*" << (k.in_place_slot >= 0 ? "" : " " + g.em.restrict_keyword())
      << " out = (" << oty << "*)bufs[" << k.input_buffers.size() << "];\n";
+  for (size_t x = 0; x < k.extra_outputs.size(); ++x) {
+    std::string xty = *g.em.type(k.extra_outputs[x].dtype);
+    os << "  " << xty << "* " << g.em.restrict_keyword() << " out" << x + 1 << " = (" << xty
+       << "*)bufs[" << k.input_buffers.size() + 1 + x << "];\n";
+  }
   for (size_t s = 0; s < lg.symbols.size(); ++s)
     os << "  const int64_t s" << s << " = syms[" << s << "]; (void)s" << s << ";\n";
   for (size_t d = 0; d < k.shape.size(); ++d)
@@ -112,6 +117,9 @@ void emit_pointwise_kernel(std::ostringstream& os, const Kernel& k, const Lowere
   for (size_t i = 0; i < k.body.size(); ++i) t[i] = "t" + std::to_string(i);
   for (size_t i = 0; i < k.body.size(); ++i) os << "      " << g.em.def(k, i, t, in_names, ident);
   os << "      out[row * " << inner << " + " << last << "] = t" << k.root << ";\n";
+  for (size_t x = 0; x < k.extra_outputs.size(); ++x)
+    os << "      out" << x + 1 << "[row * " << inner << " + " << last << "] = t"
+       << k.extra_outputs[x].root << ";\n";
   os << "    }\n  }\n}\n";
 }
 

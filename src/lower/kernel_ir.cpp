@@ -77,7 +77,9 @@ std::string print_kernel(const Kernel& k) {
     os << k.shape[i].to_string();
   }
   os << "]" << (k.is_row() ? (k.per_row ? " per-row" : " per-element") : "");
-  os << " -> buf" << k.output_buffer << ":" << dtype_name(k.out_dtype) << "  # ";
+  os << " -> buf" << k.output_buffer << ":" << dtype_name(k.out_dtype);
+  for (const auto& x : k.extra_outputs) os << ", buf" << x.buffer << ":" << dtype_name(x.dtype);
+  os << "  # ";
   for (size_t i = 0; i < k.source_nodes.size(); ++i) os << (i ? ", " : "") << k.source_nodes[i];
   os << "\n";
   for (size_t i = 0; i < k.body.size(); ++i) {
@@ -97,7 +99,10 @@ std::string print_kernel(const Kernel& k) {
         for (double p : e.params) os << ", " << p;
         os << ")";
     }
-    os << (static_cast<int>(i) == k.root ? "  <- stored" : "") << "\n";
+    os << (static_cast<int>(i) == k.root ? "  <- stored" : "");
+    for (const auto& x : k.extra_outputs)
+      if (x.root == static_cast<int>(i)) os << "  <- stored buf" << x.buffer;
+    os << "\n";
   }
   return os.str();
 }

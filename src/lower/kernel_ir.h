@@ -84,6 +84,14 @@ struct Kernel {
   int root = -1;                     // the expression stored to the output
   std::vector<int> input_buffers;    // buffer id per input slot
   int output_buffer = -1;
+  // Horizontal fusion (lower/horizontal_fusion.h): further values of a pointwise kernel stored
+  // at the same index as the root, each to its own buffer (bufs after the main output).
+  struct ExtraOutput {
+    int root = -1;
+    int buffer = -1;
+    DType dtype = DType::kUndefined;
+  };
+  std::vector<ExtraOutput> extra_outputs;
   std::vector<std::string> source_nodes;  // the ONNX nodes fused into this kernel
 
   bool is_row() const { return reduce_rank > 0; }

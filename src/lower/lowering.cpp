@@ -6,6 +6,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "lower/horizontal_fusion.h"
 #include "lower/lowered_value.h"
 #include "lower/pointwise_ops.h"
 #include "lower/row_ops.h"
@@ -481,7 +482,9 @@ class Lowerer {
 }  // namespace
 
 Expected<LoweredGraph> lower_graph(const Graph& g, const LoweringOptions& opts) {
-  return Lowerer(g, opts).run();
+  FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, Lowerer(g, opts).run());
+  if (opts.horizontal_fusion) lg.horizontal_merges = fuse_horizontal(lg, opts.max_inline_exprs);
+  return lg;
 }
 
 std::string print_lowered(const LoweredGraph& lg) {

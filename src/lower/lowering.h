@@ -51,10 +51,14 @@ struct LoweredGraph {
   int library_steps = 0;
   int kernels = 0;
   int row_kernels = 0;  // of `kernels`, those with reductions
+  int horizontal_merges = 0;  // kernels merged into another by horizontal fusion
 };
 
 struct LoweringOptions {
   size_t max_inline_exprs = 96;  // realize an expression beyond this size
+  // Merge independent pointwise kernels that share inputs (lower/horizontal_fusion.h); only for
+  // devices whose dialect stores Kernel::extra_outputs.
+  bool horizontal_fusion = false;
 };
 
 Expected<LoweredGraph> lower_graph(const Graph& g, const LoweringOptions& opts = {});

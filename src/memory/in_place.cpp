@@ -41,6 +41,7 @@ int mark_in_place_candidates(LoweredGraph& lg) {
     if (s.kind != Step::Kind::kKernel) continue;
     PointwiseKernel& k = s.kernel;
     k.in_place_slot = -1;
+    if (!k.extra_outputs.empty()) continue;  // several outputs: keep every store separate
     for (size_t slot = 0; slot < k.input_buffers.size(); ++slot) {
       int b = k.input_buffers[slot];
       if (b < 0 || static_cast<size_t>(b) >= lg.buffers.size()) continue;

@@ -82,6 +82,7 @@ std::vector<SymbolicRequest> arena_requests(const LoweredGraph& lg,
     // Only the step kinds known here; a buffer another kind writes stays on the heap.
     if (s.kind == Step::Kind::kKernel) {
       wrote(s.kernel.output_buffer);
+      for (const auto& x : s.kernel.extra_outputs) wrote(x.buffer);
     } else if (s.kind == Step::Kind::kLibrary) {
       for (int b : s.outputs) wrote(b);
     }

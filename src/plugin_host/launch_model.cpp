@@ -238,9 +238,14 @@ class LaunchModel : public PreparedModel {
     int64_t rows = 1, row_len = 1;
     for (size_t d = 0; d < dims.size(); ++d) (d < k.outer_rank() ? rows : row_len) *= dims[d];
     if (vals[k.output_buffer].bytes() == 0 || rows == 0) return Status::ok();
+    for (const auto& x : k.extra_outputs) {
+      FERRITE_ASSIGN_OR_RETURN(auto xdims, eval_dims(lg_.buffers[x.buffer].shape.dims(), bind));
+      FERRITE_ASSIGN_OR_RETURN(vals[x.buffer], place(x.buffer, x.dtype, xdims));
+    }
     std::vector<void*> bufs;
     for (int b : k.input_buffers) bufs.push_back(vals[b].ptr);
     bufs.push_back(vals[k.output_buffer].ptr);
+    for (const auto& x : k.extra_outputs) bufs.push_back(vals[x.buffer].ptr);
     auto timed = [&](const LaunchConfig& c) -> Expected<double> {
       auto t0 = std::chrono::steady_clock::now();
       FERRITE_RETURN_IF_ERROR(launch_(fn, c, bufs, syms));
@@ -343,7 +348,9 @@ Expected<std::unique_ptr<PreparedModel>> prepare_launch_model(
   if (!parts->compiler)
     return unsupported(name, ": the device has no compiler (its plugin provides no "
                              "module_compile), so it cannot run generated kernels");
-  FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph));
+  LoweringOptions lower_opts;
+  lower_opts.horizontal_fusion = true;  // the grid dialect stores extra outputs
+  FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph, lower_opts));
   FERRITE_ASSIGN_OR_RETURN(std::string source, parts->dialect->generate(lg, parts->properties));
   if (log_enabled("fusion"))
     std::fprintf(stderr,

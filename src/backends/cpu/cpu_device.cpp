@@ -138,6 +138,14 @@ class CpuModel : public PreparedModel {
     std::vector<void*> ptrs;
     for (int b : k.input_buffers) ptrs.push_back(const_cast<void*>(bufs[b].raw()));
     ptrs.push_back(out.raw());
+    // Horizontally fused outputs: same iteration space, their own buffers.
+    std::vector<Tensor> extras;
+    for (const auto& x : k.extra_outputs) {
+      FERRITE_ASSIGN_OR_RETURN(auto xdims, eval_dims(lg_.buffers[x.buffer].shape.dims(), bind));
+      FERRITE_ASSIGN_OR_RETURN(Tensor t, memory_->allocate(x.buffer, x.dtype, xdims, false));
+      ptrs.push_back(t.raw());
+      extras.push_back(std::move(t));
+    }
     int64_t rows = 1, row_len = 1;
     for (size_t d = 0; d < dims.size(); ++d) (d < k.outer_rank() ? rows : row_len) *= dims[d];
     // Per-row kernels store rows values; the others rows * row_len.
@@ -161,6 +169,7 @@ class CpuModel : public PreparedModel {
       launch_with(launch);
     }
     bufs[k.output_buffer] = std::move(out);
+    for (size_t x = 0; x < extras.size(); ++x) bufs[k.extra_outputs[x].buffer] = std::move(extras[x]);
     return Status::ok();
   }
 
@@ -239,16 +248,18 @@ class CpuDevice : public Device {
   Expected<std::unique_ptr<PreparedModel>> prepare(const Graph& graph,
                                                    const RunOptions& opts) override {
     auto t0 = std::chrono::steady_clock::now();
-    FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph));
+    LoweringOptions lower_opts;
+    lower_opts.horizontal_fusion = true;
+    FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph, lower_opts));
     mark_in_place_candidates(lg);  // before codegen: in-place pairs are not __restrict
     FERRITE_ASSIGN_OR_RETURN(std::string source,
                              parts_->dialect->generate(lg, parts_->properties));
     if (log_enabled("fusion"))
       std::fprintf(stderr,
                    "[fusion] %zu nodes -> %d generated kernels (%d with reductions; %d nodes "
-                   "fused) + %d library calls\n",
+                   "fused; %d horizontal merges) + %d library calls\n",
                    graph.nodes().size(), lg.kernels, lg.row_kernels, lg.fused_nodes,
-                   lg.library_steps);
+                   lg.horizontal_merges, lg.library_steps);
     if (const char* dump = std::getenv("FERRITE_DUMP_LOWERED")) {
       std::FILE* f = std::fopen(dump, "w");
       if (f) {
