@@ -24,6 +24,12 @@ LaunchConfig DefaultHeuristics::choose(const Kernel& kernel, int64_t rows, int64
   int64_t block = kernel.is_row() ? std::min<int64_t>(256, std::max(warp, row_len)) : 256;
   block = std::min(block, std::min(lim.max_block, lim.max_warps_per_block * warp));
   block = std::max(warp, block / warp * warp);
+  // A device's preferred block size wins when it is legal (its spec knows its chip).
+  for (int64_t pref : props.preferred_blocks)
+    if (lim.block_allowed(pref)) {
+      block = pref;
+      break;
+    }
   c.block = block;
   int64_t work = kernel.is_row() ? rows : rows * row_len;
   int64_t per_block = kernel.is_row() ? 1 : block;

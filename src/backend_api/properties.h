@@ -39,6 +39,8 @@ struct DeviceProperties {
   int64_t memory_bytes = 0;
   int64_t shared_memory_per_block = 0;  // on-chip scratch a block may use (0: none / n.a.)
   int64_t vector_bytes = 16;            // natural vector width of one thread
+  int64_t alignment = 64;               // of device allocations, bytes
+  std::vector<int64_t> preferred_blocks;  // block sizes (threads) heuristics and tuning try first
   LaunchLimits launch;
   std::vector<DType> dtypes;            // element types kernels may be generated for
   std::vector<std::string> features;    // "avx512f", "bf16", "tensor_cores", ...

@@ -50,9 +50,10 @@ class LaunchModel : public PreparedModel {
     }
     for (int b : lg_.outputs) last_use_[b] = INT32_MAX;
     int unplanned = 0;
-    planner_ = SymbolicMemoryPlanner(
-        arena_requests(lg_, last_use_, request_of_buffer_, buffer_of_request_, unplanned),
-        lg_.symbols);
+    auto requests = arena_requests(lg_, last_use_, request_of_buffer_, buffer_of_request_, unplanned);
+    // Every arena slot keeps the device's allocation alignment (a power of two by the spec).
+    for (auto& r : requests) r.alignment = std::max<int64_t>(r.alignment, align());
+    planner_ = SymbolicMemoryPlanner(std::move(requests), lg_.symbols);
   }
 
   ~LaunchModel() override {
@@ -112,12 +113,17 @@ class LaunchModel : public PreparedModel {
   }
 
  private:
+  size_t align() const {
+    int64_t a = parts_->properties.alignment;
+    return a > 0 && (a & (a - 1)) == 0 ? static_cast<size_t>(a) : 256;
+  }
+
   Expected<DeviceValue> upload(const Tensor& t) {
     DeviceValue v;
     v.dtype = t.dtype();
     v.dims = t.dims();
     v.owned = true;
-    FERRITE_ASSIGN_OR_RETURN(v.ptr, parts_->runtime->allocate(t.nbytes(), 256));
+    FERRITE_ASSIGN_OR_RETURN(v.ptr, parts_->runtime->allocate(t.nbytes(), align()));
     Status s = parts_->runtime->copy_to_device(v.ptr, t.raw(), t.nbytes());
     if (!s.is_ok()) {
       parts_->runtime->free(v.ptr);
@@ -153,7 +159,7 @@ class LaunchModel : public PreparedModel {
       v.ptr = static_cast<char*>(arena_) + plan_->offsets[r];
       return v;
     }
-    FERRITE_ASSIGN_OR_RETURN(v.ptr, parts_->runtime->allocate(v.bytes(), 256));
+    FERRITE_ASSIGN_OR_RETURN(v.ptr, parts_->runtime->allocate(v.bytes(), align()));
     v.owned = true;
     return v;
   }
@@ -214,7 +220,7 @@ class LaunchModel : public PreparedModel {
       if (arena_) parts_->runtime->free(arena_);
       arena_ = nullptr;
       arena_bytes_ = 0;
-      FERRITE_ASSIGN_OR_RETURN(arena_, parts_->runtime->allocate(static_cast<size_t>(need), 256));
+      FERRITE_ASSIGN_OR_RETURN(arena_, parts_->runtime->allocate(static_cast<size_t>(need), align()));
       arena_bytes_ = need;
     }
     plan_ = *plan;

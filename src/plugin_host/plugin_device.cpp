@@ -157,6 +157,9 @@ DeviceProperties properties_from_spec(const fe_device_spec& s) {
   p.memory_bytes = s.memory_bytes;
   p.shared_memory_per_block = s.shared_memory_per_block;
   p.vector_bytes = s.preferred_vector_bytes > 0 ? s.preferred_vector_bytes : 16;
+  p.alignment = s.alignment > 0 ? s.alignment : 64;
+  for (int i = 0; i < s.preferred_block_sizes_count && i < 8; ++i)
+    if (s.preferred_block_sizes[i] > 0) p.preferred_blocks.push_back(s.preferred_block_sizes[i]);
   p.launch.warp_size = std::max(1, s.warp_size);
   p.launch.max_block = std::max(1, s.max_threads_per_block);
   int max_warps = 0;

@@ -104,6 +104,9 @@ std::string dump_fusion_plan(const Graph& g, const LoweredGraph& lg) {
             "  in ", j, ": ", buffer_text(lg, k.input_buffers[j]),
             static_cast<int>(j) == k.in_place_slot ? "  [may be overwritten in place]" : "", "\n");
       s += str_cat("  out: ", buffer_text(lg, k.output_buffer), "\n");
+      for (size_t x = 0; x < k.extra_outputs.size(); ++x)
+        s += str_cat("  out ", x + 1, " (horizontally fused): ",
+                     buffer_text(lg, k.extra_outputs[x].buffer), "\n");
     } else {
       s += str_cat("step ", i, ": library '", st.node->name, "' (", st.node->op_type, ")\n");
       for (size_t j = 0; j < st.inputs.size(); ++j) {

@@ -77,8 +77,12 @@ std::vector<LaunchConfig> tuning_candidates(const Kernel& k, int64_t rows, int64
   // one block per row group; every grid goes through the device's grid rules.
   std::vector<int64_t> blocks;
   int64_t warp = std::max<int64_t>(lim.warp_size, 1);
+  for (int64_t pref : props.preferred_blocks)
+    if (lim.block_allowed(pref)) blocks.push_back(pref);
   for (int64_t w = 1; w <= 32 && w * warp <= lim.max_block; w *= 2)
-    if (w <= lim.max_warps_per_block) blocks.push_back(w * warp);
+    if (w <= lim.max_warps_per_block &&
+        std::find(blocks.begin(), blocks.end(), w * warp) == blocks.end())
+      blocks.push_back(w * warp);
   int64_t cu = std::max(1, props.compute_units);
   for (int64_t block : blocks) {
     int64_t per_block = k.is_row() ? 1 : block;
