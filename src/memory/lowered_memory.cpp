@@ -66,8 +66,6 @@ bool Arena::contains(const void* p) const {
   return x >= a && x < a + static_cast<uintptr_t>(capacity_);
 }
 
-namespace {
-
 // Builds the planner's requests: one per arena buffer, with lifetimes and in-place hints.
 std::vector<SymbolicRequest> arena_requests(const LoweredGraph& lg,
                                             const std::vector<int>& last_use,
@@ -125,8 +123,6 @@ std::vector<SymbolicRequest> arena_requests(const LoweredGraph& lg,
   }
   return reqs;
 }
-
-}  // namespace
 
 LoweredMemory::LoweredMemory(const LoweredGraph& lg, const std::vector<int>& last_use)
     : lg_(lg),

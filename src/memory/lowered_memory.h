@@ -43,6 +43,14 @@ class Arena {
   int64_t capacity_ = 0;
 };
 
+// The planner's requests for the arena buffers of `lg` (those LoweredMemory places), with
+// lifetimes and in-place hints; request_of_buffer[b] is -1 for buffers left off the arena. Devices
+// with memory of their own (cuda) plan their device arena from the same requests.
+std::vector<SymbolicRequest> arena_requests(const LoweredGraph& lg,
+                                            const std::vector<int>& last_use,
+                                            std::vector<int>& request_of_buffer,
+                                            std::vector<int>& buffer_of_request, int& unplanned);
+
 class LoweredMemory {
  public:
   // `last_use[b]`: the last step that reads buffer b (-1 when none reads it; graph outputs may

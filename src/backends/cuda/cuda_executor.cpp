@@ -1,0 +1,445 @@
+#include "backends/cuda/cuda_executor.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "backends/cuda/cuda_native_ops.h"
+#include "memory/lowered_memory.h"
+#include "memory/planner.h"
+#include "ops/context.h"
+#include "ops/op_schema.h"
+
+namespace ferrite::cuda {
+
+namespace {
+
+bool log_enabled(const char* topic) {
+  const char* v = std::getenv("FERRITE_LOG");
+  return v && (std::string(v).find(topic) != std::string::npos || std::string(v) == "all");
+}
+
+size_t nbytes(DType t, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return static_cast<size_t>(n) * dtype_size(t);
+}
+
+// Device blocks reused across runs (cuMemAlloc/cuMemFree synchronise and cost microseconds).
+// Blocks are handed out in stream order, so reuse within a run is safe: every GPU access is on
+// the one stream.
+class DevicePool {
+ public:
+  explicit DevicePool(CudaRuntime& rt) : rt_(rt) {}
+  ~DevicePool() {
+    for (auto& [size, p] : free_) rt_.free(p);
+    for (auto& [p, size] : used_) rt_.free(p);
+  }
+  Expected<void*> get(size_t bytes) {
+    bytes = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+    auto it = free_.lower_bound(bytes);
+    if (it != free_.end() && it->first <= 2 * bytes) {
+      void* p = it->second;
+      used_[p] = it->first;
+      free_.erase(it);
+      return p;
+    }
+    FERRITE_ASSIGN_OR_RETURN(void* p, rt_.allocate(bytes, 256));
+    used_[p] = bytes;
+    return p;
+  }
+  void put(void* p) {
+    auto it = used_.find(p);
+    if (it == used_.end()) return;
+    free_.emplace(it->second, p);
+    used_.erase(it);
+  }
+
+ private:
+  CudaRuntime& rt_;
+  std::multimap<size_t, void*> free_;
+  std::map<void*, size_t> used_;
+};
+
+class CudaModel : public PreparedModel {
+ public:
+  CudaModel(const Graph& g, LoweredGraph lg, std::unique_ptr<LoadedModule> module,
+            std::shared_ptr<CudaBackend> be)
+      : graph_(g), lg_(std::move(lg)), module_(std::move(module)), be_(std::move(be)),
+        rt_(*be_->rt), pool_(rt_) {}
+
+  ~CudaModel() override {
+    if (arena_) rt_.free(arena_);
+    for (void* p : const_dev_) rt_.free(p);
+  }
+
+  Status init() {
+    for (const Step& s : lg_.steps) {
+      CUfunction f = nullptr;
+      if (s.kind == Step::Kind::kKernel) {
+        f = reinterpret_cast<CUfunction>(module_->symbol(s.kernel.name));
+        if (!f) return err("cuda: kernel ", s.kernel.name, " is missing from the compiled module");
+      }
+      fns_.push_back(f);
+    }
+    last_use_.assign(lg_.buffers.size(), -1);
+    for (size_t i = 0; i < lg_.steps.size(); ++i) {
+      const Step& s = lg_.steps[i];
+      for (int b : s.kind == Step::Kind::kKernel ? s.kernel.input_buffers : s.inputs)
+        if (b >= 0) last_use_[b] = static_cast<int>(i);
+    }
+    for (int b : lg_.outputs) last_use_[b] = INT32_MAX;
+    int unplanned = 0;
+    std::vector<int> buffer_of_request;
+    auto reqs = arena_requests(lg_, last_use_, request_of_buffer_, buffer_of_request, unplanned);
+    planner_ = std::make_unique<SymbolicMemoryPlanner>(std::move(reqs), lg_.symbols);
+    const_dev_.assign(lg_.buffers.size(), nullptr);
+    return Status::ok();
+  }
+
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    FERRITE_RETURN_IF_ERROR(rt_.make_current());
+    FERRITE_RETURN_IF_ERROR(bind(inputs));
+    run_stats_ = {};
+    slots_.assign(lg_.buffers.size(), Slot{});
+    for (size_t i = 0; i < lg_.inputs.size(); ++i) set_host(lg_.inputs[i], inputs[i]);
+    for (size_t b = 0; b < lg_.buffers.size(); ++b)
+      if (lg_.buffers[b].kind == Buffer::Kind::kConstant) {
+        set_host(static_cast<int>(b), *lg_.buffers[b].value->constant);
+        if (const_dev_[b]) {
+          slots_[b].dev = const_dev_[b];
+          slots_[b].dev_valid = true;
+        }
+      }
+    Status st = Status::ok();
+    for (size_t si = 0; si < lg_.steps.size() && st; ++si) {
+      const Step& s = lg_.steps[si];
+      st = s.kind == Step::Kind::kKernel ? run_kernel(si) : run_library(s);
+      if (st) release(si);
+    }
+    std::vector<Tensor> out;
+    if (st)
+      for (int b : lg_.outputs) {
+        auto t = host_tensor(b);
+        if (!t) {
+          st = t.status();
+          break;
+        }
+        out.push_back(*t);
+      }
+    for (Slot& s : slots_)
+      if (s.pooled) pool_.put(s.dev);
+    for (void* p : scratch_) pool_.put(p);
+    scratch_.clear();
+    slots_.clear();
+    if (!st) {
+      rt_.synchronize();
+      return st;
+    }
+    if (log_enabled("fallback") && !logged_) {
+      logged_ = true;
+      std::fprintf(stderr,
+                   "[fallback] cuda: %d kernel launches, %d native library steps, %d host steps "
+                   "on host-resident values, %d host fallbacks copying %lld bytes back%s\n",
+                   run_stats_.kernels, run_stats_.native, run_stats_.host_resident,
+                   run_stats_.fallbacks, static_cast<long long>(run_stats_.d2h_bytes),
+                   run_stats_.fallback_ops.empty() ? "" : (": " + run_stats_.fallback_ops).c_str());
+    }
+    return out;
+  }
+
+  ModelStats stats() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return ModelStats{mem_stats_};
+  }
+
+ private:
+  struct Slot {
+    DType dtype = DType::kUndefined;
+    std::vector<int64_t> dims;
+    Tensor host;
+    bool host_valid = false;
+    void* dev = nullptr;
+    bool dev_valid = false;
+    bool pooled = false;  // dev came from the pool (returned at release)
+  };
+  struct RunStats {
+    int kernels = 0, native = 0, host_resident = 0, fallbacks = 0;
+    int64_t d2h_bytes = 0;
+    std::string fallback_ops;
+  };
+
+  Status bind(const std::vector<Tensor>& inputs) {
+    bind_.clear();
+    for (size_t i = 0; i < graph_.inputs().size() && i < inputs.size(); ++i) {
+      const Shape& s = graph_.inputs()[i]->type.shape;
+      if (!s.rank_known()) continue;
+      for (size_t d = 0; d < s.rank() && d < inputs[i].rank(); ++d)
+        if (s[d].is_known() && s[d].expr().is_symbol()) {
+          std::vector<std::string> names;
+          s[d].expr().collect_symbols(names);
+          bind_[names[0]] = inputs[i].dim(d);
+        }
+    }
+    syms_.clear();
+    for (const auto& name : lg_.symbols) {
+      auto it = bind_.find(name);
+      if (it == bind_.end()) return err("cuda: shape symbol '", name, "' is not bound by any input");
+      syms_.push_back(it->second);
+    }
+    plan_ = nullptr;
+    mem_stats_ = {};
+    auto plan = planner_->plan_for(syms_);
+    if (!plan) return Status::ok();  // everything from the pool
+    int64_t need = std::max<int64_t>((*plan)->arena_bytes, 256);
+    if (need > arena_bytes_) {
+      FERRITE_RETURN_IF_ERROR(rt_.synchronize());
+      if (arena_) rt_.free(arena_);
+      arena_ = nullptr;
+      arena_bytes_ = 0;
+      FERRITE_ASSIGN_OR_RETURN(arena_, rt_.allocate(static_cast<size_t>(need), 256));
+      arena_bytes_ = need;
+    }
+    plan_ = *plan;
+    mem_stats_.planned_peak_bytes = plan_->arena_bytes;
+    mem_stats_.intermediate_bytes = plan_->total_bytes;
+    mem_stats_.live_peak_bytes = plan_->live_peak_bytes;
+    mem_stats_.planned_buffers = plan_->buffers;
+    mem_stats_.in_place = plan_->in_place;
+    mem_stats_.arena_capacity_bytes = arena_bytes_;
+    return Status::ok();
+  }
+
+  Expected<std::vector<int64_t>> eval_dims(const std::vector<Dim>& dims) const {
+    std::vector<int64_t> out;
+    for (const Dim& d : dims) {
+      auto v = d.expr().evaluate(bind_);
+      if (!v || *v < 0) return err("cuda: cannot evaluate dim ", d.to_string());
+      out.push_back(*v);
+    }
+    return out;
+  }
+
+  void set_host(int b, Tensor t) {
+    Slot& s = slots_[b];
+    s.dtype = t.dtype();
+    s.dims = t.dims();
+    s.host = std::move(t);
+    s.host_valid = true;
+  }
+
+  // Device memory for buffer b: its arena slot when planned and large enough, else the pool.
+  Expected<void*> place(int b, size_t bytes) {
+    Slot& s = slots_[b];
+    if (s.pooled) {
+      pool_.put(s.dev);
+      s.pooled = false;
+    }
+    int r = request_of_buffer_[b];
+    if (plan_ && r >= 0 && static_cast<int64_t>(bytes) <= plan_->bytes[r]) {
+      s.dev = static_cast<uint8_t*>(arena_) + plan_->offsets[r];
+      return s.dev;
+    }
+    FERRITE_ASSIGN_OR_RETURN(s.dev, pool_.get(bytes));
+    s.pooled = true;
+    return s.dev;
+  }
+
+  // Makes buffer b valid on the device (uploading a host value; constants once for all runs).
+  Expected<void*> device_ptr(int b) {
+    Slot& s = slots_[b];
+    if (s.dev_valid) return s.dev;
+    if (!s.host_valid) return err("cuda: buffer ", lg_.buffers[b].name, " is read before it is written");
+    size_t bytes = s.host.nbytes();
+    if (lg_.buffers[b].kind == Buffer::Kind::kConstant) {
+      FERRITE_ASSIGN_OR_RETURN(const_dev_[b], rt_.allocate(bytes, 256));
+      s.dev = const_dev_[b];
+    } else {
+      FERRITE_RETURN_IF_ERROR(place(b, bytes).status());
+    }
+    FERRITE_RETURN_IF_ERROR(rt_.copy_to_device(s.dev, s.host.raw(), bytes));
+    s.dev_valid = true;
+    return s.dev;
+  }
+
+  // Makes buffer b valid on the host (copying a device value back).
+  Expected<Tensor> host_tensor(int b) {
+    Slot& s = slots_[b];
+    if (s.host_valid) return s.host;
+    if (!s.dev_valid) return err("cuda: buffer ", lg_.buffers[b].name, " is read before it is written");
+    FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(s.dtype, s.dims));
+    FERRITE_RETURN_IF_ERROR(rt_.copy_to_host(t.raw(), s.dev, t.nbytes()));
+    run_stats_.d2h_bytes += static_cast<int64_t>(t.nbytes());
+    s.host = std::move(t);
+    s.host_valid = true;
+    return s.host;
+  }
+
+  Status run_kernel(size_t si) {
+    const Kernel& k = lg_.steps[si].kernel;
+    FERRITE_ASSIGN_OR_RETURN(auto dims, eval_dims(k.shape));
+    FERRITE_ASSIGN_OR_RETURN(auto out_dims, eval_dims(lg_.buffers[k.output_buffer].shape.dims()));
+    std::vector<void*> ptrs;
+    for (int b : k.input_buffers) {
+      FERRITE_ASSIGN_OR_RETURN(void* p, device_ptr(b));
+      ptrs.push_back(p);
+    }
+    FERRITE_ASSIGN_OR_RETURN(void* out, place(k.output_buffer, nbytes(k.out_dtype, out_dims)));
+    ptrs.push_back(out);
+    Slot& o = slots_[k.output_buffer];
+    o.dtype = k.out_dtype;
+    o.dims = out_dims;
+    o.dev_valid = true;
+    o.host_valid = false;
+    o.host = Tensor();
+    int64_t rows = 1, row_len = 1;
+    for (size_t d = 0; d < dims.size(); ++d) (d < k.outer_rank() ? rows : row_len) *= dims[d];
+    if (rows == 0 || row_len == 0) return Status::ok();
+    LaunchConfig lc = be_->parts.heuristics->choose(k, rows, row_len, be_->parts.properties);
+    std::vector<void*> args;
+    for (void*& p : ptrs) args.push_back(&p);
+    for (int64_t& v : syms_) args.push_back(&v);
+    ++run_stats_.kernels;
+    return check(rt_.api().cuLaunchKernel(fns_[si], static_cast<unsigned>(lc.grid), 1, 1,
+                                          static_cast<unsigned>(lc.block), 1, 1, 0, rt_.stream(),
+                                          args.data(), nullptr),
+                 k.name.c_str());
+  }
+
+  Expected<std::vector<int64_t>> input_dims(const Step& s, size_t i) {
+    if (s.input_dims[i]) return eval_dims(*s.input_dims[i]);
+    return slots_[s.inputs[i]].dims;
+  }
+
+  Status run_library(const Step& s) {
+    const Node& node = *s.node;
+    // Shape and Size need only the dims, wherever the data is.
+    if (node.domain.empty() && (node.op_type == "Shape" || node.op_type == "Size") &&
+        !s.inputs.empty() && s.inputs[0] >= 0 && !s.outputs.empty() && s.outputs[0] >= 0) {
+      FERRITE_ASSIGN_OR_RETURN(auto dims, input_dims(s, 0));
+      // A stand-in with the right dims over a dummy byte: these kernels never read the data.
+      Tensor stand_in;
+      FERRITE_ASSIGN_OR_RETURN(stand_in, Tensor::over_storage(slots_[s.inputs[0]].dtype, dims,
+                                                              std::shared_ptr<uint8_t[]>(new uint8_t[1])));
+      return run_on_host(s, {stand_in}, true);
+    }
+    bool all_host = true;
+    for (int b : s.inputs)
+      if (b >= 0 && !slots_[b].host_valid) all_host = false;
+    NativeOp native = find_native_op(node);
+    if (native && (!all_host || is_compute_heavy(node))) {
+      NativeIO io;
+      for (size_t i = 0; i < s.inputs.size(); ++i) {
+        if (s.inputs[i] < 0) {
+          io.in.push_back(std::nullopt);
+          continue;
+        }
+        FERRITE_ASSIGN_OR_RETURN(void* p, device_ptr(s.inputs[i]));
+        FERRITE_ASSIGN_OR_RETURN(auto dims, input_dims(s, i));
+        io.in.push_back(DevView{p, slots_[s.inputs[i]].dtype, std::move(dims)});
+      }
+      io.output = [&](size_t i, DType dtype, const std::vector<int64_t>& dims) -> Expected<void*> {
+        if (i >= s.outputs.size() || s.outputs[i] < 0) return err("cuda: output ", i, " is not used");
+        int b = s.outputs[i];
+        FERRITE_ASSIGN_OR_RETURN(void* p, place(b, nbytes(dtype, dims)));
+        Slot& o = slots_[b];
+        o.dtype = dtype;
+        o.dims = dims;
+        o.dev_valid = true;
+        o.host_valid = false;
+        o.host = Tensor();
+        return p;
+      };
+      io.scratch = [&](size_t bytes) -> Expected<void*> {
+        FERRITE_ASSIGN_OR_RETURN(void* p, pool_.get(bytes));
+        scratch_.push_back(p);
+        return p;
+      };
+      FERRITE_ASSIGN_OR_RETURN(bool done, native(node, io, *be_));
+      if (done) {
+        ++run_stats_.native;
+        return Status::ok();
+      }
+    }
+    std::vector<Tensor> ins;
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      if (s.inputs[i] < 0) {
+        ins.emplace_back();
+        continue;
+      }
+      FERRITE_ASSIGN_OR_RETURN(Tensor t, host_tensor(s.inputs[i]));
+      FERRITE_ASSIGN_OR_RETURN(auto dims, input_dims(s, i));
+      ins.push_back(dims == t.dims() ? t : t.reshaped(dims));
+    }
+    return run_on_host(s, std::move(ins), all_host);
+  }
+
+  Status run_on_host(const Step& s, std::vector<Tensor> ins, bool resident) {
+    std::vector<const Tensor*> ptrs;
+    for (size_t i = 0; i < ins.size(); ++i) ptrs.push_back(s.inputs[i] < 0 ? nullptr : &ins[i]);
+    std::vector<Tensor> outs(s.node->outputs.size());
+    KernelContext ctx(*s.node, std::move(ptrs), outs);
+    FERRITE_RETURN_IF_ERROR(s.node->schema->kernel(ctx));
+    for (size_t i = 0; i < s.outputs.size(); ++i)
+      if (s.outputs[i] >= 0) {
+        Slot& o = slots_[s.outputs[i]];
+        if (o.pooled) pool_.put(o.dev);
+        o = Slot{};
+        set_host(s.outputs[i], std::move(outs[i]));
+      }
+    if (resident) {
+      ++run_stats_.host_resident;
+    } else {
+      ++run_stats_.fallbacks;
+      if (run_stats_.fallback_ops.find(s.node->op_type) == std::string::npos)
+        run_stats_.fallback_ops += (run_stats_.fallback_ops.empty() ? "" : " ") + s.node->op_type;
+    }
+    return Status::ok();
+  }
+
+  void release(size_t step) {
+    for (size_t b = 0; b < slots_.size(); ++b)
+      if (last_use_[b] == static_cast<int>(step) && lg_.buffers[b].kind != Buffer::Kind::kOutput) {
+        Slot& s = slots_[b];
+        if (s.pooled) pool_.put(s.dev);
+        s = Slot{};
+      }
+  }
+
+  const Graph& graph_;
+  LoweredGraph lg_;
+  std::unique_ptr<LoadedModule> module_;
+  std::shared_ptr<CudaBackend> be_;
+  CudaRuntime& rt_;
+  DevicePool pool_;
+  std::vector<CUfunction> fns_;
+  std::vector<int> last_use_;
+  std::vector<int> request_of_buffer_;
+  std::unique_ptr<SymbolicMemoryPlanner> planner_;
+  const MemoryPlan* plan_ = nullptr;
+  void* arena_ = nullptr;
+  int64_t arena_bytes_ = 0;
+  std::vector<void*> const_dev_;
+  SymBindings bind_;
+  std::vector<int64_t> syms_;
+  std::vector<Slot> slots_;
+  std::vector<void*> scratch_;
+  RunStats run_stats_;
+  MemoryStats mem_stats_;
+  bool logged_ = false;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<PreparedModel>> make_cuda_model(const Graph& graph, LoweredGraph lg,
+                                                         std::unique_ptr<LoadedModule> module,
+                                                         std::shared_ptr<CudaBackend> backend) {
+  auto m = std::make_unique<CudaModel>(graph, std::move(lg), std::move(module), std::move(backend));
+  FERRITE_RETURN_IF_ERROR(m->init());
+  return std::unique_ptr<PreparedModel>(std::move(m));
+}
+
+}  // namespace ferrite::cuda
