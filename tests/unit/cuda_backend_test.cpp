@@ -279,17 +279,23 @@ g (float[b,h,s,d] q, float[b,h,t,d] k, float[b,h,t,e] v, float[b,1,1,t] m)
 }
 
 // Ops without a GPU implementation run on the host, between device steps, with correct results.
-TEST(CudaDevice, HostFallbackBetweenDeviceSteps) {
+TEST(CudaDevice, SplitShapeAndHostFallback) {
   const char* text = R"(<ir_version: 8, opset_import: ["" : 17]>
-g (float[b,n] x) => (float[b,n] y, int64[2] shp) {
+g (float[b,n] x, float[b,3,12] z) => (float[b,n] y, int64[2] shp, float[b,3,2] s0, float[b,3,4] s1,
+                                      float[b,3,6] s2, float[b,3,6] t0, float[b,3,6] t1) {
   r = Relu(x)
   ax = Constant<value = int64 {1}>()
   c = CumSum(r, ax)
   y = Sigmoid(c)
   shp = Shape(y)
+  e = Exp(z)
+  sizes = Constant<value = int64[3] {2, 4, 6}>()
+  s0, s1, s2 = Split<axis = 2>(e, sizes)
+  t0, t1 = Split<axis = -1, num_outputs = 2>(e)
 }
 )";
-  check_on_gpu(text, {{{"x", DType::kF32, {3, 10}}}, {{"x", DType::kF32, {5, 100}}}});
+  check_on_gpu(text, {{{"x", DType::kF32, {3, 10}}, {"z", DType::kF32, {2, 3, 12}}},
+                      {{"x", DType::kF32, {5, 100}}, {"z", DType::kF32, {1, 3, 12}}}});
 }
 
 #endif  // FERRITE_HAVE_CUDA

@@ -1,9 +1,12 @@
 #include "backends/cuda/cuda_executor.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "backends/cuda/cuda_native_ops.h"
 #include "memory/lowered_memory.h"
@@ -70,6 +73,7 @@ class CudaModel : public PreparedModel {
         rt_(*be_->rt), pool_(rt_) {}
 
   ~CudaModel() override {
+    if (profile_ && profiled_runs_ > 0) print_profile();
     if (arena_) rt_.free(arena_);
     for (void* p : const_dev_) rt_.free(p);
   }
@@ -90,6 +94,11 @@ class CudaModel : public PreparedModel {
         if (b >= 0) last_use_[b] = static_cast<int>(i);
     }
     for (int b : lg_.outputs) last_use_[b] = INT32_MAX;
+    dying_.assign(lg_.steps.size(), {});
+    for (size_t b = 0; b < lg_.buffers.size(); ++b)
+      if (last_use_[b] >= 0 && last_use_[b] < static_cast<int>(lg_.steps.size()) &&
+          lg_.buffers[b].kind != Buffer::Kind::kOutput)
+        dying_[last_use_[b]].push_back(static_cast<int>(b));
     int unplanned = 0;
     std::vector<int> buffer_of_request;
     auto reqs = arena_requests(lg_, last_use_, request_of_buffer_, buffer_of_request, unplanned);
@@ -116,9 +125,16 @@ class CudaModel : public PreparedModel {
     Status st = Status::ok();
     for (size_t si = 0; si < lg_.steps.size() && st; ++si) {
       const Step& s = lg_.steps[si];
+      // The first run uploads the constants: profiles start with the second.
+      const bool prof = profile_ && runs_ > 0;
+      auto t0 = prof ? profile_start() : std::chrono::steady_clock::time_point{};
+      path_ = "";
       st = s.kind == Step::Kind::kKernel ? run_kernel(si) : run_library(s);
+      if (prof && st) profile_stop(s, t0);
       if (st) release(si);
     }
+    if (profile_ && runs_ > 0) ++profiled_runs_;
+    ++runs_;
     std::vector<Tensor> out;
     if (st)
       for (int b : lg_.outputs) {
@@ -165,11 +181,48 @@ class CudaModel : public PreparedModel {
     bool dev_valid = false;
     bool pooled = false;  // dev came from the pool (returned at release)
   };
+  struct KernelLaunch {
+    std::vector<int64_t> out_dims;
+    bool empty = false;
+    LaunchConfig lc;
+  };
   struct RunStats {
     int kernels = 0, native = 0, host_resident = 0, fallbacks = 0;
     int64_t d2h_bytes = 0;
     std::string fallback_ops;
   };
+
+  // FERRITE_LOG=profile: every step is timed to completion (the stream is synchronised around
+  // it, so the total exceeds an unprofiled run) and summed per kind of step over all runs.
+  std::chrono::steady_clock::time_point profile_start() {
+    rt_.synchronize();
+    return std::chrono::steady_clock::now();
+  }
+  void profile_stop(const Step& s, std::chrono::steady_clock::time_point t0) {
+    rt_.synchronize();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::string label = s.kind == Step::Kind::kKernel
+                            ? (s.kernel.is_row() ? "generated row kernel" : "generated pointwise kernel")
+                            : s.node->op_type + " (" + path_ + ")";
+    auto& e = profile_table_[label];
+    e.first += 1;
+    e.second += ms;
+  }
+  void print_profile() const {
+    std::vector<std::pair<double, std::string>> rows;
+    double total = 0;
+    for (const auto& [label, e] : profile_table_) {
+      rows.push_back({e.second, label});
+      total += e.second;
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    double n = static_cast<double>(profiled_runs_);
+    std::fprintf(stderr, "[profile] cuda: %lld runs, %.3f ms of steps per run (synchronised):\n",
+                 static_cast<long long>(profiled_runs_), total / n);
+    for (const auto& [ms, label] : rows)
+      std::fprintf(stderr, "[profile]   %8.3f ms  %5.0f steps  %s\n", ms / n,
+                   profile_table_.at(label).first / n, label.c_str());
+  }
 
   Status bind(const std::vector<Tensor>& inputs) {
     bind_.clear();
@@ -188,6 +241,16 @@ class CudaModel : public PreparedModel {
       auto it = bind_.find(name);
       if (it == bind_.end()) return err("cuda: shape symbol '", name, "' is not bound by any input");
       syms_.push_back(it->second);
+    }
+    {
+      auto& l = launch_cache_[syms_];
+      if (l.empty()) l.resize(lg_.steps.size());
+      launches_ = &l;
+      if (launch_cache_.size() > 64) {  // bounded, like the memory plans
+        auto keep = std::move(l);
+        launch_cache_.clear();
+        launches_ = &(launch_cache_[syms_] = std::move(keep));
+      }
     }
     plan_ = nullptr;
     mem_stats_ = {};
@@ -279,8 +342,21 @@ class CudaModel : public PreparedModel {
 
   Status run_kernel(size_t si) {
     const Kernel& k = lg_.steps[si].kernel;
-    FERRITE_ASSIGN_OR_RETURN(auto dims, eval_dims(k.shape));
-    FERRITE_ASSIGN_OR_RETURN(auto out_dims, eval_dims(lg_.buffers[k.output_buffer].shape.dims()));
+    // Dims and launch shape depend only on the symbol values: computed once per binding.
+    auto& cache = (*launches_)[si];
+    if (!cache) {
+      FERRITE_ASSIGN_OR_RETURN(auto dims, eval_dims(k.shape));
+      FERRITE_ASSIGN_OR_RETURN(auto od, eval_dims(lg_.buffers[k.output_buffer].shape.dims()));
+      KernelLaunch kl;
+      kl.out_dims = std::move(od);
+      int64_t rows = 1, row_len = 1;
+      for (size_t d = 0; d < dims.size(); ++d) (d < k.outer_rank() ? rows : row_len) *= dims[d];
+      kl.empty = rows == 0 || row_len == 0;
+      if (!kl.empty) kl.lc = be_->parts.heuristics->choose(k, rows, row_len, be_->parts.properties);
+      cache = std::move(kl);
+    }
+    const KernelLaunch& kl = *cache;
+    const std::vector<int64_t>& out_dims = kl.out_dims;
     std::vector<void*> ptrs;
     for (int b : k.input_buffers) {
       FERRITE_ASSIGN_OR_RETURN(void* p, device_ptr(b));
@@ -294,10 +370,8 @@ class CudaModel : public PreparedModel {
     o.dev_valid = true;
     o.host_valid = false;
     o.host = Tensor();
-    int64_t rows = 1, row_len = 1;
-    for (size_t d = 0; d < dims.size(); ++d) (d < k.outer_rank() ? rows : row_len) *= dims[d];
-    if (rows == 0 || row_len == 0) return Status::ok();
-    LaunchConfig lc = be_->parts.heuristics->choose(k, rows, row_len, be_->parts.properties);
+    if (kl.empty) return Status::ok();
+    const LaunchConfig& lc = kl.lc;
     std::vector<void*> args;
     for (void*& p : ptrs) args.push_back(&p);
     for (int64_t& v : syms_) args.push_back(&v);
@@ -338,10 +412,11 @@ class CudaModel : public PreparedModel {
         }
         FERRITE_ASSIGN_OR_RETURN(void* p, device_ptr(s.inputs[i]));
         FERRITE_ASSIGN_OR_RETURN(auto dims, input_dims(s, i));
-        io.in.push_back(DevView{p, slots_[s.inputs[i]].dtype, std::move(dims)});
+        const Slot& in = slots_[s.inputs[i]];
+        io.in.push_back(DevView{p, in.dtype, std::move(dims), in.host_valid ? &in.host : nullptr});
       }
       io.output = [&](size_t i, DType dtype, const std::vector<int64_t>& dims) -> Expected<void*> {
-        if (i >= s.outputs.size() || s.outputs[i] < 0) return err("cuda: output ", i, " is not used");
+        if (i >= s.outputs.size() || s.outputs[i] < 0) return io.scratch(nbytes(dtype, dims));
         int b = s.outputs[i];
         FERRITE_ASSIGN_OR_RETURN(void* p, place(b, nbytes(dtype, dims)));
         Slot& o = slots_[b];
@@ -359,6 +434,7 @@ class CudaModel : public PreparedModel {
       };
       FERRITE_ASSIGN_OR_RETURN(bool done, native(node, io, *be_));
       if (done) {
+        path_ = "gpu";
         ++run_stats_.native;
         return Status::ok();
       }
@@ -389,6 +465,7 @@ class CudaModel : public PreparedModel {
         o = Slot{};
         set_host(s.outputs[i], std::move(outs[i]));
       }
+    path_ = resident ? "host" : "host fallback";
     if (resident) {
       ++run_stats_.host_resident;
     } else {
@@ -400,12 +477,11 @@ class CudaModel : public PreparedModel {
   }
 
   void release(size_t step) {
-    for (size_t b = 0; b < slots_.size(); ++b)
-      if (last_use_[b] == static_cast<int>(step) && lg_.buffers[b].kind != Buffer::Kind::kOutput) {
-        Slot& s = slots_[b];
-        if (s.pooled) pool_.put(s.dev);
-        s = Slot{};
-      }
+    for (int b : dying_[step]) {
+      Slot& s = slots_[b];
+      if (s.pooled) pool_.put(s.dev);
+      s = Slot{};
+    }
   }
 
   const Graph& graph_;
@@ -416,6 +492,9 @@ class CudaModel : public PreparedModel {
   DevicePool pool_;
   std::vector<CUfunction> fns_;
   std::vector<int> last_use_;
+  std::vector<std::vector<int>> dying_;  // per step: buffers last read there
+  std::map<std::vector<int64_t>, std::vector<std::optional<KernelLaunch>>> launch_cache_;
+  std::vector<std::optional<KernelLaunch>>* launches_ = nullptr;  // this run's binding
   std::vector<int> request_of_buffer_;
   std::unique_ptr<SymbolicMemoryPlanner> planner_;
   const MemoryPlan* plan_ = nullptr;
@@ -429,6 +508,10 @@ class CudaModel : public PreparedModel {
   RunStats run_stats_;
   MemoryStats mem_stats_;
   bool logged_ = false;
+  const bool profile_ = log_enabled("profile");
+  std::string path_;  // how the current library step ran (native / host / fallback)
+  std::map<std::string, std::pair<double, double>> profile_table_;  // label -> (steps, ms)
+  int64_t profiled_runs_ = 0, runs_ = 0;
   mutable std::mutex mutex_;
 };
 

@@ -39,30 +39,34 @@ __device__ __forceinline__ float fe_act(float v, int act, float lo, float hi) {
 #define GRID_STRIDE(i, n) \
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
-// One thread per output element; grouped and depthwise convolutions (and any other shape).
-extern "C" __global__ void fe_conv2d(const float* __restrict__ x, const float* __restrict__ w,
-                                     const float* __restrict__ bias, float* __restrict__ y,
-                                     ConvParams p) {
-  const int64_t total = p.N * p.K * p.OH * p.OW;
-  const int64_t cg = p.C / p.groups, kg = p.K / p.groups;
-  GRID_STRIDE(i, total) {
-    int64_t r = i;
-    const int64_t ow = r % p.OW; r /= p.OW;
-    const int64_t oh = r % p.OH; r /= p.OH;
-    const int64_t k = r % p.K;
-    const int64_t n = r / p.K;
-    const int64_t g = k / kg;
+// Index arithmetic in I: 32-bit when every tensor of the call has fewer than 2^31 elements
+// (64-bit division costs several times more), 64-bit otherwise.
+template <class I>
+__device__ __forceinline__ void conv2d_impl(const float* __restrict__ x, const float* __restrict__ w,
+                                            const float* __restrict__ bias, float* __restrict__ y,
+                                            const ConvParams& p) {
+  const I OW = (I)p.OW, OH = (I)p.OH, K = (I)p.K, H = (I)p.H, W = (I)p.W, KH = (I)p.KH, KW = (I)p.KW;
+  const I total = (I)p.N * K * OH * OW;
+  const I cg = (I)(p.C / p.groups), kg = (I)(p.K / p.groups);
+  for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
+    I r = i;
+    const I ow = r % OW; r /= OW;
+    const I oh = r % OH; r /= OH;
+    const I k = r % K;
+    const I n = r / K;
+    const I g = k / kg;
     float acc = bias ? bias[k] : 0.f;
-    const float* xb = x + (n * p.C + g * cg) * p.H * p.W;
-    const float* wb = w + k * cg * p.KH * p.KW;
-    for (int64_t c = 0; c < cg; ++c) {
-      for (int64_t kh = 0; kh < p.KH; ++kh) {
-        const int64_t ih = oh * p.sh - p.ph + kh * p.dh;
-        if (ih < 0 || ih >= p.H) continue;
-        for (int64_t kw = 0; kw < p.KW; ++kw) {
-          const int64_t iw = ow * p.sw - p.pw + kw * p.dw;
-          if (iw < 0 || iw >= p.W) continue;
-          acc += xb[(c * p.H + ih) * p.W + iw] * wb[(c * p.KH + kh) * p.KW + kw];
+    const float* xb = x + (n * (I)p.C + g * cg) * H * W;
+    const float* wb = w + k * cg * KH * KW;
+    const I ih0 = oh * (I)p.sh - (I)p.ph, iw0 = ow * (I)p.sw - (I)p.pw;
+    for (I c = 0; c < cg; ++c) {
+      for (I kh = 0; kh < KH; ++kh) {
+        const I ih = ih0 + kh * (I)p.dh;
+        if (ih < 0 || ih >= H) continue;
+        for (I kw = 0; kw < KW; ++kw) {
+          const I iw = iw0 + kw * (I)p.dw;
+          if (iw < 0 || iw >= W) continue;
+          acc += xb[(c * H + ih) * W + iw] * wb[(c * KH + kh) * KW + kw];
         }
       }
     }
@@ -70,30 +74,78 @@ extern "C" __global__ void fe_conv2d(const float* __restrict__ x, const float* _
   }
 }
 
-// col[n][c*KH*KW + kh*KW + kw][oh*OW + ow] (groups == 1).
+__device__ __forceinline__ bool fe_fits32(const ConvParams& p) {
+  const int64_t lim = 0x7fffffffLL - (int64_t)gridDim.x * blockDim.x;
+  return p.N * p.C * p.H * p.W < lim && p.N * p.K * p.OH * p.OW < lim &&
+         p.C * p.KH * p.KW * p.N * p.OH * p.OW < lim && p.K * p.C * p.KH * p.KW < lim;
+}
+
+// One thread per output element; grouped and depthwise convolutions (and any other shape).
+extern "C" __global__ void fe_conv2d(const float* __restrict__ x, const float* __restrict__ w,
+                                     const float* __restrict__ bias, float* __restrict__ y,
+                                     ConvParams p) {
+  if (fe_fits32(p)) conv2d_impl<int>(x, w, bias, y, p);
+  else conv2d_impl<int64_t>(x, w, bias, y, p);
+}
+
+// col[c*KH*KW + kh*KW + kw][n*OH*OW + oh*OW + ow] (groups == 1): the images side by side, so
+// one GEMM covers the batch.
+template <class I>
+__device__ __forceinline__ void im2col_impl(const float* __restrict__ x, float* __restrict__ col,
+                                            const ConvParams& p) {
+  const I OW = (I)p.OW, OH = (I)p.OH, KW = (I)p.KW, KH = (I)p.KH, H = (I)p.H, W = (I)p.W, C = (I)p.C;
+  const I ohw = OH * OW, cols = (I)p.N * ohw;
+  const I total = C * KH * KW * cols;
+  for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
+    const I row = i / cols, q = i - row * cols;
+    const I n = q / ohw, pix = q - n * ohw;
+    const I oh = pix / OW, ow = pix - oh * OW;
+    const I kw = row % KW, t = row / KW;
+    const I kh = t % KH, c = t / KH;
+    const I ih = oh * (I)p.sh - (I)p.ph + kh * (I)p.dh, iw = ow * (I)p.sw - (I)p.pw + kw * (I)p.dw;
+    col[i] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? x[((n * C + c) * H + ih) * W + iw] : 0.f;
+  }
+}
+
 extern "C" __global__ void fe_im2col(const float* __restrict__ x, float* __restrict__ col,
                                      ConvParams p) {
-  const int64_t ohw = p.OH * p.OW, ckk = p.C * p.KH * p.KW;
-  const int64_t total = p.N * ckk * ohw;
+  if (fe_fits32(p)) im2col_impl<int>(x, col, p);
+  else im2col_impl<int64_t>(x, col, p);
+}
+
+// y[n][k][pix] = act(t[k][n*plane + pix] + bias[k]): the batched GEMM's [K, N*plane] result
+// back to NCHW, with the bias and activation.
+extern "C" __global__ void fe_bias_act_unfold(const float* __restrict__ t, float* __restrict__ y,
+                                              const float* __restrict__ bias, int64_t n_img,
+                                              int64_t channels, int64_t plane, int act) {
+  const int64_t total = n_img * channels * plane;
+  const bool small = total + (int64_t)gridDim.x * blockDim.x < 0x7fffffffLL;
   GRID_STRIDE(i, total) {
-    int64_t r = i;
-    const int64_t ow = r % p.OW; r /= p.OW;
-    const int64_t oh = r % p.OH; r /= p.OH;
-    const int64_t kw = r % p.KW; r /= p.KW;
-    const int64_t kh = r % p.KH; r /= p.KH;
-    const int64_t c = r % p.C;
-    const int64_t n = r / p.C;
-    const int64_t ih = oh * p.sh - p.ph + kh * p.dh, iw = ow * p.sw - p.pw + kw * p.dw;
-    col[i] = (ih >= 0 && ih < p.H && iw >= 0 && iw < p.W) ? x[((n * p.C + c) * p.H + ih) * p.W + iw] : 0.f;
+    int64_t n, k, pix;
+    if (small) {
+      const int ii = (int)i, pl = (int)plane, ch = (int)channels;
+      pix = ii % pl;
+      const int r = ii / pl;
+      k = r % ch;
+      n = r / ch;
+    } else {
+      pix = i % plane;
+      k = (i / plane) % channels;
+      n = i / (plane * channels);
+    }
+    float v = t[k * n_img * plane + n * plane + pix];
+    if (bias) v += bias[k];
+    y[i] = fe_act(v, act, 0.f, 0.f);
   }
 }
 
 extern "C" __global__ void fe_bias_act_nchw(float* __restrict__ y, const float* __restrict__ bias,
                                             int64_t total, int64_t channels, int64_t plane, int act,
                                             float lo, float hi) {
+  const bool small = total + (int64_t)gridDim.x * blockDim.x < 0x7fffffffLL;
   GRID_STRIDE(i, total) {
     float v = y[i];
-    if (bias) v += bias[(i / plane) % channels];
+    if (bias) v += bias[small ? ((int)i / (int)plane) % (int)channels : (i / plane) % channels];
     y[i] = fe_act(v, act, lo, hi);
   }
 }
@@ -257,6 +309,7 @@ Expected<std::unique_ptr<LibraryKernels>> LibraryKernels::load(const CudaRuntime
   } fns[] = {{"fe_conv2d", &lib->conv_},          {"fe_im2col", &lib->im2col_},
              {"fe_bias_act_nchw", &lib->bias_act_}, {"fe_maxpool2d", &lib->maxpool_},
              {"fe_epilogue", &lib->epilogue_},    {"fe_broadcast_fill", &lib->fill_},
+             {"fe_bias_act_unfold", &lib->unfold_},
              {"fe_attention_softmax", &lib->softmax_}};
   for (auto& f : fns) {
     *f.fn = reinterpret_cast<CUfunction>(lib->module_->symbol(f.name));
@@ -291,6 +344,12 @@ Status LibraryKernels::bias_act_nchw(float* y, const float* bias, int64_t total,
                                      int64_t plane, int act, float lo, float hi) {
   void* args[] = {&y, &bias, &total, &channels, &plane, &act, &lo, &hi};
   return launch(bias_act_, grid_for(total, 256, sms_), 256, args);
+}
+
+Status LibraryKernels::bias_act_unfold(const float* t, float* y, const float* bias, int64_t n_img,
+                                       int64_t channels, int64_t plane, int act) {
+  void* args[] = {&t, &y, &bias, &n_img, &channels, &plane, &act};
+  return launch(unfold_, grid_for(n_img * channels * plane, 256, sms_), 256, args);
 }
 
 Status LibraryKernels::maxpool2d(const float* x, float* y, const PoolParams& p) {

@@ -54,6 +54,9 @@ class LibraryKernels {
   Status im2col(const float* x, float* col, const ConvParams& p);
   Status bias_act_nchw(float* y, const float* bias, int64_t total, int64_t channels, int64_t plane,
                        int act, float lo, float hi);
+  // y[n][k][p] = act(t[k][n * plane + p] + bias[k]) (the batched im2col GEMM back to NCHW).
+  Status bias_act_unfold(const float* t, float* y, const float* bias, int64_t n_img,
+                         int64_t channels, int64_t plane, int act);
   Status maxpool2d(const float* x, float* y, const PoolParams& p);
   // y = act(y + bias[col]) + residual(broadcast), over rows x cols.
   Status epilogue(float* y, const float* bias, const float* residual, const BroadcastDims* res,
@@ -69,7 +72,8 @@ class LibraryKernels {
   const CudaRuntime* rt_ = nullptr;
   std::unique_ptr<CubinModule> module_;
   CUfunction conv_ = nullptr, im2col_ = nullptr, bias_act_ = nullptr, maxpool_ = nullptr,
-             epilogue_ = nullptr, fill_ = nullptr, softmax_ = nullptr;
+             epilogue_ = nullptr, fill_ = nullptr, softmax_ = nullptr,
+             unfold_ = nullptr;
   int sms_ = 1;
   int64_t launches_ = 0;
 };

@@ -223,29 +223,102 @@ Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be) {
   const int64_t ohw = p.OH * p.OW, ckk = p.C * p.KH * p.KW;
   const bool pointwise = p.KH == 1 && p.KW == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 &&
                          p.pw == 0 && win->pads[2] == 0 && win->pads[3] == 0;
-  const float* col = io.in[0]->f32();
-  if (!pointwise) {
-    FERRITE_ASSIGN_OR_RETURN(void* cv, io.scratch(static_cast<size_t>(p.N * ckk * ohw) * 4));
-    FERRITE_RETURN_IF_ERROR(be.lib->im2col(io.in[0]->f32(), static_cast<float*>(cv), p));
-    col = static_cast<const float*>(cv);
-  }
-  // y[n] (K x OHW) = W (K x CKK) * col[n] (CKK x OHW), all images in one batched call.
   GemmCall g;
   g.m = p.K;
-  g.n = ohw;
   g.k = ckk;
-  g.batch = p.N;
   g.a = io.in[1]->f32();
   g.lda = ckk;
-  g.stride_a = 0;
-  g.b = col;
-  g.ldb = ohw;
-  g.stride_b = ckk * ohw;
-  g.c = y;
-  g.ldc = ohw;
-  g.stride_c = p.K * ohw;
+  if (pointwise) {
+    // y[n] (K x HW) = W (K x C) * x[n] (C x HW): the input is its own column matrix.
+    g.n = ohw;
+    g.batch = p.N;
+    g.stride_a = 0;
+    g.b = io.in[0]->f32();
+    g.ldb = ohw;
+    g.stride_b = ckk * ohw;
+    g.c = y;
+    g.ldc = ohw;
+    g.stride_c = p.K * ohw;
+    FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
+    if (bp) FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, bp, p.N * p.K * ohw, p.K, ohw, 0, 0, 0));
+    return true;
+  }
+  // One GEMM for the whole batch: T (K x N*OHW) = W (K x CKK) * col (CKK x N*OHW), then T goes
+  // back to NCHW with the bias (directly into y when there is one image).
+  FERRITE_ASSIGN_OR_RETURN(void* cv, io.scratch(static_cast<size_t>(p.N * ckk * ohw) * 4));
+  FERRITE_RETURN_IF_ERROR(be.lib->im2col(io.in[0]->f32(), static_cast<float*>(cv), p));
+  float* t = y;
+  if (p.N > 1) {
+    FERRITE_ASSIGN_OR_RETURN(void* tv, io.scratch(static_cast<size_t>(p.N * p.K * ohw) * 4));
+    t = static_cast<float*>(tv);
+  }
+  g.n = p.N * ohw;
+  g.b = static_cast<const float*>(cv);
+  g.ldb = p.N * ohw;
+  g.c = t;
+  g.ldc = p.N * ohw;
   FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
-  if (bp) FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, bp, p.N * p.K * ohw, p.K, ohw, 0, 0, 0));
+  if (p.N > 1)
+    FERRITE_RETURN_IF_ERROR(be.lib->bias_act_unfold(t, y, bp, p.N, p.K, ohw, 0));
+  else if (bp)
+    FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, bp, p.K * ohw, p.K, ohw, 0, 0, 0));
+  return true;
+}
+
+// Split along an axis: one strided device-to-device copy per output.
+Expected<bool> run_split(const Node& node, NativeIO& io, CudaBackend& be) {
+  if (!io.in[0]) return false;
+  const auto& xd = io.in[0]->dims;
+  int64_t axis = node.attr_int("axis", 0);
+  if (axis < 0) axis += static_cast<int64_t>(xd.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(xd.size())) return false;
+  const int64_t len = xd[axis];
+  const size_t nout = node.outputs.size();
+  std::vector<int64_t> sizes;
+  if (io.in.size() > 1 && io.in[1]) {
+    if (!io.in[1]->host || io.in[1]->host->dtype() != DType::kI64) return false;
+    sizes = io.in[1]->host->to_int_vector();
+  } else if (node.has_attr("split")) {
+    sizes = node.attr_ints("split");
+  } else {
+    int64_t n = node.has_attr("num_outputs") ? node.attr_int("num_outputs") : static_cast<int64_t>(nout);
+    if (n <= 0) return false;
+    int64_t chunk = (len + n - 1) / n;
+    for (int64_t i = 0; i < n; ++i) sizes.push_back(std::max<int64_t>(0, std::min(chunk, len - i * chunk)));
+  }
+  if (sizes.size() != nout) return false;
+  int64_t sum = 0;
+  for (int64_t v : sizes) {
+    if (v < 0) return false;
+    sum += v;
+  }
+  if (sum != len) return false;
+  const size_t esize = dtype_size(io.in[0]->dtype);
+  const int64_t outer = prod(xd, 0, axis), inner = prod(xd, axis + 1) * static_cast<int64_t>(esize);
+  int64_t off = 0;
+  for (size_t j = 0; j < nout; ++j) {
+    std::vector<int64_t> od = xd;
+    od[axis] = sizes[j];
+    if (!node.output(j)) {
+      off += sizes[j];
+      continue;
+    }
+    FERRITE_ASSIGN_OR_RETURN(void* y, io.output(j, io.in[0]->dtype, od));
+    if (sizes[j] > 0 && outer > 0 && inner > 0) {
+      CUDA_MEMCPY2D c{};
+      c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+      c.srcDevice = dptr(io.in[0]->ptr);
+      c.srcXInBytes = static_cast<size_t>(off * inner);
+      c.srcPitch = static_cast<size_t>(len * inner);
+      c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+      c.dstDevice = dptr(y);
+      c.dstPitch = static_cast<size_t>(sizes[j] * inner);
+      c.WidthInBytes = static_cast<size_t>(sizes[j] * inner);
+      c.Height = static_cast<size_t>(outer);
+      FERRITE_RETURN_IF_ERROR(check(be.rt->api().cuMemcpy2DAsync(&c, be.rt->stream()), "Split copy"));
+    }
+    off += sizes[j];
+  }
   return true;
 }
 
@@ -342,9 +415,12 @@ NativeOp find_native_op(const Node& node) {
   if (op == "Gemm") return run_gemm;
   if (op == "Conv") return run_conv;
   if (op == "MaxPool") return run_maxpool;
+  if (op == "Split") return run_split;
   return nullptr;
 }
 
-bool is_compute_heavy(const Node& node) { return find_native_op(node) != nullptr; }
+bool is_compute_heavy(const Node& node) {
+  return find_native_op(node) != nullptr && node.op_type != "Split";
+}
 
 }  // namespace ferrite::cuda

@@ -17,6 +17,7 @@ struct DevView {
   const void* ptr = nullptr;
   DType dtype = DType::kUndefined;
   std::vector<int64_t> dims;
+  const Tensor* host = nullptr;  // the value on the host too, when it is there (small constants)
   const float* f32() const { return static_cast<const float*>(ptr); }
 };
 
