@@ -164,7 +164,8 @@ void check_on_gpu(const std::string& text, const std::vector<std::vector<Input>>
     for (const Input& in : run) inputs.push_back({in.name, random_tensor(in.dtype, in.dims, rng, in.scale)});
     auto want = (*ref)->run(inputs);
     ASSERT_TRUE(want) << want.status().message();
-    for (int rep = 0; rep < 2; ++rep) {  // the second run reuses the plan, arena and constants
+    // Run 1 runs step by step, run 2 captures a CUDA graph where it can, run 3 replays it.
+    for (int rep = 0; rep < 3; ++rep) {
       auto got = (*gpu)->run(inputs);
       ASSERT_TRUE(got) << got.status().message();
       ASSERT_EQ(got->size(), want->size());
@@ -281,8 +282,8 @@ g (float[b,h,s,d] q, float[b,h,t,d] k, float[b,h,t,e] v, float[b,1,1,t] m)
 // Ops without a GPU implementation run on the host, between device steps, with correct results.
 TEST(CudaDevice, SplitShapeAndHostFallback) {
   const char* text = R"(<ir_version: 8, opset_import: ["" : 17]>
-g (float[b,n] x, float[b,3,12] z) => (float[b,n] y, int64[2] shp, float[b,3,2] s0, float[b,3,4] s1,
-                                      float[b,3,6] s2, float[b,3,6] t0, float[b,3,6] t1) {
+g (float[b,n] x, float[c,3,12] z) => (float[b,n] y, int64[2] shp, float[c,3,2] s0, float[c,3,4] s1,
+                                      float[c,3,6] s2, float[c,3,6] t0, float[c,3,6] t1) {
   r = Relu(x)
   ax = Constant<value = int64 {1}>()
   c = CumSum(r, ax)
@@ -296,6 +297,46 @@ g (float[b,n] x, float[b,3,12] z) => (float[b,n] y, int64[2] shp, float[b,3,2] s
 )";
   check_on_gpu(text, {{{"x", DType::kF32, {3, 10}}, {"z", DType::kF32, {2, 3, 12}}},
                       {{"x", DType::kF32, {5, 100}}, {"z", DType::kF32, {1, 3, 12}}}});
+}
+
+// Gather on the GPU (device data, host or device indices, negative indices, any element size),
+// and an out-of-range index is an error value naming the node, in graph replays too.
+TEST(CudaDevice, GatherOnGpu) {
+  const char* text = R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[v,e] table, int64[b,s] ids, int64[b,s] ids2) => (float[b,s,e] y, float[v,b,s] z, int64[b,s,s] w) {
+  t = Relu(table)
+  y = Gather(t, ids)
+  z = Gather<axis = 1>(t, ids2)
+  one = Constant<value = int64 {1}>()
+  d = Add(ids2, one)
+  w = Gather(d, ids2)
+}
+)";
+  auto gpu = cuda_session(text);
+  if (!gpu) GTEST_SKIP() << "no GPU: " << gpu.status().message();
+  auto ref = Session::from_graph(parse(text), "reference");
+  ASSERT_TRUE(ref);
+  std::mt19937 rng(5);
+  Tensor table = random_tensor(DType::kF32, {40, 6}, rng, 1.0);
+  auto ids = [](std::vector<int64_t> v) { return Tensor::from_vector<int64_t>(v, {2, 3}); };
+  std::vector<Session::NamedInput> good = {
+      {"table", table}, {"ids", ids({0, 5, -1, 39, 2, -40})}, {"ids2", ids({0, 1, -2, 1, 0, -1})}};
+  auto want = (*ref)->run(good);
+  ASSERT_TRUE(want) << want.status().message();
+  for (int rep = 0; rep < 4; ++rep) {
+    auto got = (*gpu)->run(good);
+    ASSERT_TRUE(got) << got.status().message();
+    for (size_t o = 0; o < got->size(); ++o)
+      for (int64_t i = 0; i < (*got)[o].numel(); ++i)
+        ASSERT_EQ(at((*got)[o], i), at((*want)[o], i)) << "output " << o << " element " << i;
+    if (rep == 2) {
+      std::vector<Session::NamedInput> bad = good;
+      bad[1].tensor = ids({0, 1, 40, 0, 0, 0});
+      auto r = (*gpu)->run(bad);
+      ASSERT_FALSE(r);
+      EXPECT_NE(r.status().message().find("out of range"), std::string::npos) << r.status().message();
+    }
+  }
 }
 
 #endif  // FERRITE_HAVE_CUDA

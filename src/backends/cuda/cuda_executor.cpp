@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "backends/cuda/cuda_native_ops.h"
+#include "backends/cuda/cuda_pool.h"
 #include "memory/lowered_memory.h"
 #include "memory/planner.h"
 #include "ops/context.h"
@@ -23,58 +24,39 @@ bool log_enabled(const char* topic) {
   return v && (std::string(v).find(topic) != std::string::npos || std::string(v) == "all");
 }
 
+bool env_off(const char* name) {
+  const char* v = std::getenv(name);
+  return v && (std::string(v) == "0" || std::string(v) == "off");
+}
+
 size_t nbytes(DType t, const std::vector<int64_t>& dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
   return static_cast<size_t>(n) * dtype_size(t);
 }
 
-// Device blocks reused across runs (cuMemAlloc/cuMemFree synchronise and cost microseconds).
-// Blocks are handed out in stream order, so reuse within a run is safe: every GPU access is on
-// the one stream.
-class DevicePool {
- public:
-  explicit DevicePool(CudaRuntime& rt) : rt_(rt) {}
-  ~DevicePool() {
-    for (auto& [size, p] : free_) rt_.free(p);
-    for (auto& [p, size] : used_) rt_.free(p);
-  }
-  Expected<void*> get(size_t bytes) {
-    bytes = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
-    auto it = free_.lower_bound(bytes);
-    if (it != free_.end() && it->first <= 2 * bytes) {
-      void* p = it->second;
-      used_[p] = it->first;
-      free_.erase(it);
-      return p;
-    }
-    FERRITE_ASSIGN_OR_RETURN(void* p, rt_.allocate(bytes, 256));
-    used_[p] = bytes;
-    return p;
-  }
-  void put(void* p) {
-    auto it = used_.find(p);
-    if (it == used_.end()) return;
-    free_.emplace(it->second, p);
-    used_.erase(it);
-  }
+bool nondeterministic(const Node& n) {
+  const std::string& op = n.op_type;
+  return op.rfind("Random", 0) == 0 || op == "Bernoulli" || op == "Multinomial";
+}
 
- private:
-  CudaRuntime& rt_;
-  std::multimap<size_t, void*> free_;
-  std::map<void*, size_t> used_;
-};
+// Embedding tables and other large constants stay on the GPU: a Gather from one runs there.
+constexpr size_t kLargeConstantBytes = 64 << 10;
 
 class CudaModel : public PreparedModel {
  public:
   CudaModel(const Graph& g, LoweredGraph lg, std::unique_ptr<LoadedModule> module,
             std::shared_ptr<CudaBackend> be)
-      : graph_(g), lg_(std::move(lg)), module_(std::move(module)), be_(std::move(be)),
+      : graph_(g), lg_(std::move(lg)), be_(std::move(be)), module_(std::move(module)),
         rt_(*be_->rt), pool_(rt_) {}
 
   ~CudaModel() override {
     if (profile_ && profiled_runs_ > 0) print_profile();
+    if (!rt_.make_current()) return;
+    rt_.synchronize();
+    states_.clear();
     if (arena_) rt_.free(arena_);
+    if (flag_) rt_.free(flag_);
     for (void* p : const_dev_) rt_.free(p);
   }
 
@@ -87,7 +69,8 @@ class CudaModel : public PreparedModel {
       }
       fns_.push_back(f);
     }
-    last_use_.assign(lg_.buffers.size(), -1);
+    const size_t nb = lg_.buffers.size();
+    last_use_.assign(nb, -1);
     for (size_t i = 0; i < lg_.steps.size(); ++i) {
       const Step& s = lg_.steps[i];
       for (int b : s.kind == Step::Kind::kKernel ? s.kernel.input_buffers : s.inputs)
@@ -95,7 +78,7 @@ class CudaModel : public PreparedModel {
     }
     for (int b : lg_.outputs) last_use_[b] = INT32_MAX;
     dying_.assign(lg_.steps.size(), {});
-    for (size_t b = 0; b < lg_.buffers.size(); ++b)
+    for (size_t b = 0; b < nb; ++b)
       if (last_use_[b] >= 0 && last_use_[b] < static_cast<int>(lg_.steps.size()) &&
           lg_.buffers[b].kind != Buffer::Kind::kOutput)
         dying_[last_use_[b]].push_back(static_cast<int>(b));
@@ -103,7 +86,36 @@ class CudaModel : public PreparedModel {
     std::vector<int> buffer_of_request;
     auto reqs = arena_requests(lg_, last_use_, request_of_buffer_, buffer_of_request, unplanned);
     planner_ = std::make_unique<SymbolicMemoryPlanner>(std::move(reqs), lg_.symbols);
-    const_dev_.assign(lg_.buffers.size(), nullptr);
+    const_dev_.assign(nb, nullptr);
+    // Values fixed by the binding of the shape symbols (shape arithmetic): constants, Shape of a
+    // buffer whose dims the lowering knows, and deterministic steps over such values. Host steps
+    // producing them run once per binding; their results are reused (and kept on the GPU).
+    det_.assign(nb, false);
+    det_step_.assign(lg_.steps.size(), false);
+    for (size_t b = 0; b < nb; ++b) det_[b] = lg_.buffers[b].kind == Buffer::Kind::kConstant;
+    for (size_t i = 0; i < lg_.steps.size(); ++i) {
+      const Step& s = lg_.steps[i];
+      if (s.kind == Step::Kind::kKernel) {
+        bool d = true;
+        for (int b : s.kernel.input_buffers) d = d && det_[b];
+        det_[s.kernel.output_buffer] = d;
+        continue;
+      }
+      bool d = !nondeterministic(*s.node);
+      const std::string& op = s.node->op_type;
+      if (s.node->domain.empty() && (op == "Shape" || op == "Size") && !s.inputs.empty() &&
+          s.inputs[0] >= 0) {
+        const Shape& sh = lg_.buffers[s.inputs[0]].shape;
+        d = sh.rank_known();
+        for (size_t k = 0; d && k < sh.rank(); ++k) d = sh[k].is_known();
+      } else {
+        for (int b : s.inputs) d = d && (b < 0 || det_[b]);
+      }
+      for (int b : s.outputs)
+        if (b >= 0) det_[b] = d && lg_.buffers[b].kind == Buffer::Kind::kIntermediate;
+      det_step_[i] = d;
+    }
+    FERRITE_ASSIGN_OR_RETURN(flag_, rt_.allocate(sizeof(int), 256));
     return Status::ok();
   }
 
@@ -111,58 +123,21 @@ class CudaModel : public PreparedModel {
     std::lock_guard<std::mutex> lock(mutex_);
     FERRITE_RETURN_IF_ERROR(rt_.make_current());
     FERRITE_RETURN_IF_ERROR(bind(inputs));
-    run_stats_ = {};
-    slots_.assign(lg_.buffers.size(), Slot{});
-    for (size_t i = 0; i < lg_.inputs.size(); ++i) set_host(lg_.inputs[i], inputs[i]);
-    for (size_t b = 0; b < lg_.buffers.size(); ++b)
-      if (lg_.buffers[b].kind == Buffer::Kind::kConstant) {
-        set_host(static_cast<int>(b), *lg_.buffers[b].value->constant);
-        if (const_dev_[b]) {
-          slots_[b].dev = const_dev_[b];
-          slots_[b].dev_valid = true;
-        }
-      }
-    Status st = Status::ok();
-    for (size_t si = 0; si < lg_.steps.size() && st; ++si) {
-      const Step& s = lg_.steps[si];
-      // The first run uploads the constants: profiles start with the second.
-      const bool prof = profile_ && runs_ > 0;
-      auto t0 = prof ? profile_start() : std::chrono::steady_clock::time_point{};
-      path_ = "";
-      st = s.kind == Step::Kind::kKernel ? run_kernel(si) : run_library(s);
-      if (prof && st) profile_stop(s, t0);
-      if (st) release(si);
+    std::vector<std::vector<int64_t>> in_dims;
+    for (const Tensor& t : inputs) in_dims.push_back(t.dims());
+    BindingState& st = *state_;
+    if (st.exec && st.input_dims == in_dims) return replay(inputs);
+    if (graphs_ && !profile_ && st.graphable && st.clean_runs > 0 && !st.exec) {
+      auto r = capture(inputs, in_dims);
+      if (r || !capture_failed_) return r;
+      capture_failed_ = false;  // not capturable: run step by step from now on
     }
-    if (profile_ && runs_ > 0) ++profiled_runs_;
-    ++runs_;
-    std::vector<Tensor> out;
-    if (st)
-      for (int b : lg_.outputs) {
-        auto t = host_tensor(b);
-        if (!t) {
-          st = t.status();
-          break;
-        }
-        out.push_back(*t);
-      }
-    for (Slot& s : slots_)
-      if (s.pooled) pool_.put(s.dev);
-    for (void* p : scratch_) pool_.put(p);
-    scratch_.clear();
-    slots_.clear();
-    if (!st) {
-      rt_.synchronize();
-      return st;
-    }
-    if (log_enabled("fallback") && !logged_) {
-      logged_ = true;
-      std::fprintf(stderr,
-                   "[fallback] cuda: %d kernel launches, %d native library steps, %d host steps "
-                   "on host-resident values, %d host fallbacks copying %lld bytes back%s\n",
-                   run_stats_.kernels, run_stats_.native, run_stats_.host_resident,
-                   run_stats_.fallbacks, static_cast<long long>(run_stats_.d2h_bytes),
-                   run_stats_.fallback_ops.empty() ? "" : (": " + run_stats_.fallback_ops).c_str());
-    }
+    prepare_slots(inputs, nullptr);
+    FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
+    Status s = execute_steps();
+    auto out = finish(s);
+    if (out && run_stats_.nondet_host == 0) ++st.clean_runs;
+    if (run_stats_.nondet_host > 0) st.graphable = false;
     return out;
   }
 
@@ -186,10 +161,45 @@ class CudaModel : public PreparedModel {
     bool empty = false;
     LaunchConfig lc;
   };
+  struct GraphOutput {
+    const void* dev = nullptr;
+    DType dtype = DType::kUndefined;
+    std::vector<int64_t> dims;
+    Tensor host;  // an output the graph does not compute (a host value)
+  };
+  // What the model keeps per binding of the shape symbols.
+  struct BindingState {
+    CudaRuntime* rt = nullptr;
+    std::vector<std::optional<KernelLaunch>> launches;  // per kernel step
+    std::map<size_t, std::vector<Tensor>> det_outputs;   // per deterministic host step
+    std::map<int, void*> det_dev;                        // device copies of those values
+    bool graphable = true;  // no step needs the host for input-dependent data
+    int clean_runs = 0;
+    // The captured run: stable input buffers, outputs, and the blocks its addresses point to.
+    CUgraphExec exec = nullptr;
+    std::vector<std::vector<int64_t>> input_dims;
+    std::vector<void*> input_dev;
+    std::vector<GraphOutput> outputs;
+    std::vector<void*> owned;
+    bool checks_flag = false;
+    void drop_graph() {
+      if (exec) rt->api().cuGraphExecDestroy(exec);
+      exec = nullptr;
+      for (void* p : owned) rt->free(p);
+      owned.clear();
+      input_dev.clear();
+      outputs.clear();
+    }
+    ~BindingState() {
+      drop_graph();
+      for (auto& [b, p] : det_dev) rt->free(p);
+    }
+  };
   struct RunStats {
-    int kernels = 0, native = 0, host_resident = 0, fallbacks = 0;
+    int kernels = 0, native = 0, host_resident = 0, fallbacks = 0, cached = 0, nondet_host = 0;
     int64_t d2h_bytes = 0;
     std::string fallback_ops;
+    bool gathers = false;
   };
 
   // FERRITE_LOG=profile: every step is timed to completion (the stream is synchronised around
@@ -242,16 +252,20 @@ class CudaModel : public PreparedModel {
       if (it == bind_.end()) return err("cuda: shape symbol '", name, "' is not bound by any input");
       syms_.push_back(it->second);
     }
-    {
-      auto& l = launch_cache_[syms_];
-      if (l.empty()) l.resize(lg_.steps.size());
-      launches_ = &l;
-      if (launch_cache_.size() > 64) {  // bounded, like the memory plans
-        auto keep = std::move(l);
-        launch_cache_.clear();
-        launches_ = &(launch_cache_[syms_] = std::move(keep));
+    auto& slot = states_[syms_];
+    if (!slot) {
+      if (states_.size() > 64) {  // bounded, like the memory plans
+        FERRITE_RETURN_IF_ERROR(rt_.synchronize());
+        auto keep = std::move(slot);
+        states_.clear();
+        states_[syms_] = std::move(keep);
       }
+      auto& fresh = states_[syms_];
+      fresh = std::make_unique<BindingState>();
+      fresh->rt = &rt_;
+      fresh->launches.resize(lg_.steps.size());
     }
+    state_ = states_[syms_].get();
     plan_ = nullptr;
     mem_stats_ = {};
     auto plan = planner_->plan_for(syms_);
@@ -259,6 +273,8 @@ class CudaModel : public PreparedModel {
     int64_t need = std::max<int64_t>((*plan)->arena_bytes, 256);
     if (need > arena_bytes_) {
       FERRITE_RETURN_IF_ERROR(rt_.synchronize());
+      // Captured graphs hold addresses in the old arena.
+      for (auto& [k, s] : states_) s->drop_graph();
       if (arena_) rt_.free(arena_);
       arena_ = nullptr;
       arena_bytes_ = 0;
@@ -273,6 +289,176 @@ class CudaModel : public PreparedModel {
     mem_stats_.in_place = plan_->in_place;
     mem_stats_.arena_capacity_bytes = arena_bytes_;
     return Status::ok();
+  }
+
+  void prepare_slots(const std::vector<Tensor>& inputs, const std::vector<void*>* input_dev) {
+    run_stats_ = {};
+    slots_.assign(lg_.buffers.size(), Slot{});
+    for (size_t i = 0; i < lg_.inputs.size(); ++i) {
+      set_host(lg_.inputs[i], inputs[i]);
+      if (input_dev) {
+        slots_[lg_.inputs[i]].dev = (*input_dev)[i];
+        slots_[lg_.inputs[i]].dev_valid = true;
+      }
+    }
+    for (size_t b = 0; b < lg_.buffers.size(); ++b)
+      if (lg_.buffers[b].kind == Buffer::Kind::kConstant) {
+        set_host(static_cast<int>(b), *lg_.buffers[b].value->constant);
+        if (const_dev_[b]) {
+          slots_[b].dev = const_dev_[b];
+          slots_[b].dev_valid = true;
+        }
+      }
+  }
+
+  Status execute_steps() {
+    Status st = Status::ok();
+    for (size_t si = 0; si < lg_.steps.size() && st; ++si) {
+      const Step& s = lg_.steps[si];
+      // The first run uploads the constants: profiles start with the second.
+      const bool prof = profile_ && runs_ > 0;
+      auto t0 = prof ? profile_start() : std::chrono::steady_clock::time_point{};
+      path_ = "";
+      st = s.kind == Step::Kind::kKernel ? run_kernel(si) : run_library(si);
+      if (prof && st) profile_stop(s, t0);
+      if (st) release(si);
+    }
+    if (profile_ && runs_ > 0) ++profiled_runs_;
+    ++runs_;
+    return st;
+  }
+
+  // Outputs to the host, the Gather index check, and the slots back to the pool.
+  Expected<std::vector<Tensor>> finish(Status st) {
+    std::vector<Tensor> out;
+    if (st)
+      for (int b : lg_.outputs) {
+        auto t = host_tensor(b);
+        if (!t) {
+          st = t.status();
+          break;
+        }
+        out.push_back(*t);
+      }
+    if (st && run_stats_.gathers) st = check_flag();
+    for (Slot& s : slots_)
+      if (s.pooled) pool_.put(s.dev);
+    for (void* p : scratch_) pool_.put(p);
+    scratch_.clear();
+    slots_.clear();
+    if (!st) {
+      rt_.synchronize();
+      return st;
+    }
+    if (log_enabled("fallback") && !logged_) {
+      logged_ = true;
+      std::fprintf(stderr,
+                   "[fallback] cuda: %d kernel launches, %d native library steps, %d host steps "
+                   "on host-resident values (%d reused from an earlier run of these shapes), %d "
+                   "host fallbacks copying %lld bytes back%s\n",
+                   run_stats_.kernels, run_stats_.native, run_stats_.host_resident,
+                   run_stats_.cached, run_stats_.fallbacks,
+                   static_cast<long long>(run_stats_.d2h_bytes),
+                   run_stats_.fallback_ops.empty() ? "" : (": " + run_stats_.fallback_ops).c_str());
+    }
+    return out;
+  }
+
+  Status check_flag() {
+    int v = 0;
+    FERRITE_RETURN_IF_ERROR(rt_.copy_to_host(&v, flag_, sizeof v));
+    if (v <= 0 || v > static_cast<int>(lg_.steps.size())) return Status::ok();
+    const Node* n = lg_.steps[v - 1].node;
+    return err(n ? n->describe() : std::string("Gather"), ": an index is out of range");
+  }
+
+  // CUDA graphs: a binding whose steps all run on the GPU (or were computed from the shapes
+  // alone) is captured once, on its second run, and replayed afterwards: inputs are copied into
+  // the graph's own buffers, the graph is launched, outputs are copied back.
+  Expected<std::vector<Tensor>> capture(const std::vector<Tensor>& inputs,
+                                        const std::vector<std::vector<int64_t>>& in_dims) {
+    BindingState& st = *state_;
+    std::vector<void*> in_dev;
+    for (const Tensor& t : inputs) {
+      FERRITE_ASSIGN_OR_RETURN(void* p, rt_.allocate(t.nbytes(), 256));
+      in_dev.push_back(p);
+      FERRITE_RETURN_IF_ERROR(rt_.copy_to_device(p, t.raw(), t.nbytes()));
+    }
+    FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
+    prepare_slots(inputs, &in_dev);
+    pool_.begin_owned();
+    capturing_ = true;
+    Status s = check(rt_.api().cuStreamBeginCapture(rt_.stream(), CU_STREAM_CAPTURE_MODE_RELAXED),
+                     "cuStreamBeginCapture");
+    if (s) s = execute_steps();
+    CUgraph graph = nullptr;
+    CUresult end = rt_.api().cuStreamEndCapture(rt_.stream(), &graph);
+    capturing_ = false;
+    std::vector<void*> owned = pool_.end_owned();
+    CUgraphExec exec = nullptr;
+    if (s && end == CUDA_SUCCESS && graph)
+      s = check(rt_.api().cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
+    else if (s)
+      s = check(end, "cuStreamEndCapture");
+    if (graph) rt_.api().cuGraphDestroy(graph);
+    if (!s) {
+      // Not capturable (a step needed the host): run step by step from now on.
+      if (exec) rt_.api().cuGraphExecDestroy(exec);
+      for (Slot& sl : slots_)
+        if (sl.pooled) pool_.put(sl.dev);
+      slots_.clear();
+      for (void* p : scratch_) pool_.put(p);
+      scratch_.clear();
+      rt_.synchronize();
+      for (void* p : owned) rt_.free(p);
+      for (void* p : in_dev) rt_.free(p);
+      st.graphable = false;
+      capture_failed_ = true;
+      if (log_enabled("graph"))
+        std::fprintf(stderr, "[graph] cuda: not capturable: %s\n", s.message().c_str());
+      return s;
+    }
+    st.exec = exec;
+    st.input_dims = in_dims;
+    st.input_dev = in_dev;
+    st.owned = std::move(owned);
+    st.owned.insert(st.owned.end(), in_dev.begin(), in_dev.end());
+    st.checks_flag = run_stats_.gathers;
+    st.outputs.clear();
+    for (int b : lg_.outputs) {
+      const Slot& o = slots_[b];
+      GraphOutput g;
+      g.dtype = o.dtype;
+      g.dims = o.dims;
+      if (o.dev_valid) g.dev = o.dev;
+      else g.host = o.host;
+      st.outputs.push_back(std::move(g));
+    }
+    if (log_enabled("graph"))
+      std::fprintf(stderr, "[graph] cuda: captured %zu steps for one binding\n", lg_.steps.size());
+    FERRITE_RETURN_IF_ERROR(check(rt_.api().cuGraphLaunch(exec, rt_.stream()), "cuGraphLaunch"));
+    return finish(Status::ok());
+  }
+
+  Expected<std::vector<Tensor>> replay(const std::vector<Tensor>& inputs) {
+    BindingState& st = *state_;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      FERRITE_RETURN_IF_ERROR(rt_.copy_to_device(st.input_dev[i], inputs[i].raw(), inputs[i].nbytes()));
+    if (st.checks_flag) FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
+    FERRITE_RETURN_IF_ERROR(check(rt_.api().cuGraphLaunch(st.exec, rt_.stream()), "cuGraphLaunch"));
+    std::vector<Tensor> out;
+    for (const GraphOutput& g : st.outputs) {
+      if (!g.dev) {
+        out.push_back(g.host);
+        continue;
+      }
+      FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(g.dtype, g.dims));
+      FERRITE_RETURN_IF_ERROR(rt_.copy_to_host(t.raw(), g.dev, t.nbytes()));
+      out.push_back(std::move(t));
+    }
+    if (st.checks_flag) FERRITE_RETURN_IF_ERROR(check_flag());
+    ++runs_;
+    return out;
   }
 
   Expected<std::vector<int64_t>> eval_dims(const std::vector<Dim>& dims) const {
@@ -310,15 +496,21 @@ class CudaModel : public PreparedModel {
     return s.dev;
   }
 
-  // Makes buffer b valid on the device (uploading a host value; constants once for all runs).
+  // Makes buffer b valid on the device: constants are uploaded once for all runs, values fixed
+  // by the binding once per binding, other host values on every run.
   Expected<void*> device_ptr(int b) {
     Slot& s = slots_[b];
     if (s.dev_valid) return s.dev;
     if (!s.host_valid) return err("cuda: buffer ", lg_.buffers[b].name, " is read before it is written");
+    if (capturing_) return err("cuda: a host value would be uploaded during graph capture");
     size_t bytes = s.host.nbytes();
     if (lg_.buffers[b].kind == Buffer::Kind::kConstant) {
       FERRITE_ASSIGN_OR_RETURN(const_dev_[b], rt_.allocate(bytes, 256));
       s.dev = const_dev_[b];
+    } else if (det_[b]) {
+      FERRITE_ASSIGN_OR_RETURN(void* p, rt_.allocate(bytes, 256));
+      state_->det_dev[b] = p;
+      s.dev = p;
     } else {
       FERRITE_RETURN_IF_ERROR(place(b, bytes).status());
     }
@@ -332,6 +524,7 @@ class CudaModel : public PreparedModel {
     Slot& s = slots_[b];
     if (s.host_valid) return s.host;
     if (!s.dev_valid) return err("cuda: buffer ", lg_.buffers[b].name, " is read before it is written");
+    if (capturing_) return err("cuda: a device value would be read back during graph capture");
     FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(s.dtype, s.dims));
     FERRITE_RETURN_IF_ERROR(rt_.copy_to_host(t.raw(), s.dev, t.nbytes()));
     run_stats_.d2h_bytes += static_cast<int64_t>(t.nbytes());
@@ -343,7 +536,7 @@ class CudaModel : public PreparedModel {
   Status run_kernel(size_t si) {
     const Kernel& k = lg_.steps[si].kernel;
     // Dims and launch shape depend only on the symbol values: computed once per binding.
-    auto& cache = (*launches_)[si];
+    auto& cache = state_->launches[si];
     if (!cache) {
       FERRITE_ASSIGN_OR_RETURN(auto dims, eval_dims(k.shape));
       FERRITE_ASSIGN_OR_RETURN(auto od, eval_dims(lg_.buffers[k.output_buffer].shape.dims()));
@@ -387,8 +580,29 @@ class CudaModel : public PreparedModel {
     return slots_[s.inputs[i]].dims;
   }
 
-  Status run_library(const Step& s) {
+  Status run_library(size_t si) {
+    const Step& s = lg_.steps[si];
     const Node& node = *s.node;
+    if (det_step_[si]) {
+      // Fixed by the binding: computed on the host once, reused (with its device copies).
+      auto it = state_->det_outputs.find(si);
+      if (it != state_->det_outputs.end()) {
+        for (size_t i = 0; i < s.outputs.size(); ++i) {
+          int b = s.outputs[i];
+          if (b < 0) continue;
+          set_host(b, it->second[i]);
+          auto d = state_->det_dev.find(b);
+          if (d != state_->det_dev.end()) {
+            slots_[b].dev = d->second;
+            slots_[b].dev_valid = true;
+          }
+        }
+        path_ = "host, reused";
+        ++run_stats_.cached;
+        ++run_stats_.host_resident;
+        return Status::ok();
+      }
+    }
     // Shape and Size need only the dims, wherever the data is.
     if (node.domain.empty() && (node.op_type == "Shape" || node.op_type == "Size") &&
         !s.inputs.empty() && s.inputs[0] >= 0 && !s.outputs.empty() && s.outputs[0] >= 0) {
@@ -397,13 +611,18 @@ class CudaModel : public PreparedModel {
       Tensor stand_in;
       FERRITE_ASSIGN_OR_RETURN(stand_in, Tensor::over_storage(slots_[s.inputs[0]].dtype, dims,
                                                               std::shared_ptr<uint8_t[]>(new uint8_t[1])));
-      return run_on_host(s, {stand_in}, true);
+      return run_on_host(si, {stand_in}, true);
     }
     bool all_host = true;
     for (int b : s.inputs)
       if (b >= 0 && !slots_[b].host_valid) all_host = false;
-    NativeOp native = find_native_op(node);
-    if (native && (!all_host || is_compute_heavy(node))) {
+    NativeOp native = det_step_[si] ? nullptr : find_native_op(node);
+    bool heavy = is_compute_heavy(node);
+    if (native && node.op_type == "Gather" && !s.inputs.empty() && s.inputs[0] >= 0 &&
+        lg_.buffers[s.inputs[0]].kind == Buffer::Kind::kConstant &&
+        slots_[s.inputs[0]].host.nbytes() >= kLargeConstantBytes)
+      heavy = true;
+    if (native && (!all_host || heavy)) {
       NativeIO io;
       for (size_t i = 0; i < s.inputs.size(); ++i) {
         if (s.inputs[i] < 0) {
@@ -432,13 +651,17 @@ class CudaModel : public PreparedModel {
         scratch_.push_back(p);
         return p;
       };
+      io.error_flag = static_cast<int*>(flag_);
+      io.error_tag = static_cast<int>(si) + 1;
       FERRITE_ASSIGN_OR_RETURN(bool done, native(node, io, *be_));
       if (done) {
         path_ = "gpu";
         ++run_stats_.native;
+        if (node.op_type == "Gather") run_stats_.gathers = true;
         return Status::ok();
       }
     }
+    if (capturing_ && !det_step_[si]) return err("cuda: a host step would run during graph capture");
     std::vector<Tensor> ins;
     for (size_t i = 0; i < s.inputs.size(); ++i) {
       if (s.inputs[i] < 0) {
@@ -449,10 +672,11 @@ class CudaModel : public PreparedModel {
       FERRITE_ASSIGN_OR_RETURN(auto dims, input_dims(s, i));
       ins.push_back(dims == t.dims() ? t : t.reshaped(dims));
     }
-    return run_on_host(s, std::move(ins), all_host);
+    return run_on_host(si, std::move(ins), all_host);
   }
 
-  Status run_on_host(const Step& s, std::vector<Tensor> ins, bool resident) {
+  Status run_on_host(size_t si, std::vector<Tensor> ins, bool resident) {
+    const Step& s = lg_.steps[si];
     std::vector<const Tensor*> ptrs;
     for (size_t i = 0; i < ins.size(); ++i) ptrs.push_back(s.inputs[i] < 0 ? nullptr : &ins[i]);
     std::vector<Tensor> outs(s.node->outputs.size());
@@ -463,8 +687,10 @@ class CudaModel : public PreparedModel {
         Slot& o = slots_[s.outputs[i]];
         if (o.pooled) pool_.put(o.dev);
         o = Slot{};
-        set_host(s.outputs[i], std::move(outs[i]));
+        set_host(s.outputs[i], outs[i]);
       }
+    if (det_step_[si]) state_->det_outputs[si] = outs;
+    else ++run_stats_.nondet_host;
     path_ = resident ? "host" : "host fallback";
     if (resident) {
       ++run_stats_.host_resident;
@@ -486,20 +712,22 @@ class CudaModel : public PreparedModel {
 
   const Graph& graph_;
   LoweredGraph lg_;
+  std::shared_ptr<CudaBackend> be_;      // outlives the module (its context)
   std::unique_ptr<LoadedModule> module_;
-  std::shared_ptr<CudaBackend> be_;
   CudaRuntime& rt_;
   DevicePool pool_;
   std::vector<CUfunction> fns_;
   std::vector<int> last_use_;
   std::vector<std::vector<int>> dying_;  // per step: buffers last read there
-  std::map<std::vector<int64_t>, std::vector<std::optional<KernelLaunch>>> launch_cache_;
-  std::vector<std::optional<KernelLaunch>>* launches_ = nullptr;  // this run's binding
+  std::vector<bool> det_, det_step_;     // fixed by the binding (see init)
+  std::map<std::vector<int64_t>, std::unique_ptr<BindingState>> states_;
+  BindingState* state_ = nullptr;  // this run's binding
   std::vector<int> request_of_buffer_;
   std::unique_ptr<SymbolicMemoryPlanner> planner_;
   const MemoryPlan* plan_ = nullptr;
   void* arena_ = nullptr;
   int64_t arena_bytes_ = 0;
+  void* flag_ = nullptr;  // device int: Gather index errors
   std::vector<void*> const_dev_;
   SymBindings bind_;
   std::vector<int64_t> syms_;
@@ -508,6 +736,8 @@ class CudaModel : public PreparedModel {
   RunStats run_stats_;
   MemoryStats mem_stats_;
   bool logged_ = false;
+  const bool graphs_ = !env_off("FERRITE_CUDA_GRAPHS");
+  bool capturing_ = false, capture_failed_ = false;
   const bool profile_ = log_enabled("profile");
   std::string path_;  // how the current library step ran (native / host / fallback)
   std::map<std::string, std::pair<double, double>> profile_table_;  // label -> (steps, ms)

@@ -202,6 +202,48 @@ extern "C" __global__ void fe_broadcast_fill(float* __restrict__ y, const float*
   GRID_STRIDE(i, total) y[i] = beta * c[fe_bcast_offset(i, b)];
 }
 
+// out[o][j][i] = data[o][idx[j]][i]; a negative index counts from the end; an index out of range
+// writes 0 and reports `tag` through *err (the executor turns it into an error naming the node).
+template <class T>
+__device__ __forceinline__ void gather_impl(const T* __restrict__ data, const void* idx, int idx64,
+                                            T* __restrict__ out, int64_t outer, int64_t axis_len,
+                                            int64_t n_idx, int64_t inner, int* err, int tag) {
+  const int64_t total = outer * n_idx * inner;
+  GRID_STRIDE(i, total) {
+    const int64_t in_i = i % inner, r = i / inner;
+    const int64_t j = r % n_idx, o = r / n_idx;
+    int64_t k = idx64 ? ((const int64_t*)idx)[j] : (int64_t)((const int*)idx)[j];
+    if (k < 0) k += axis_len;
+    if (k < 0 || k >= axis_len) {
+      *err = tag;
+      out[i] = T(0);
+      continue;
+    }
+    out[i] = data[(o * axis_len + k) * inner + in_i];
+  }
+}
+
+extern "C" __global__ void fe_gather(const void* data, const void* idx, int idx64, void* out,
+                                     int64_t outer, int64_t axis_len, int64_t n_idx, int64_t inner,
+                                     int esize, int* err, int tag) {
+  switch (esize) {
+    case 1: gather_impl((const unsigned char*)data, idx, idx64, (unsigned char*)out, outer, axis_len, n_idx, inner, err, tag); break;
+    case 2: gather_impl((const unsigned short*)data, idx, idx64, (unsigned short*)out, outer, axis_len, n_idx, inner, err, tag); break;
+    case 4: gather_impl((const unsigned int*)data, idx, idx64, (unsigned int*)out, outer, axis_len, n_idx, inner, err, tag); break;
+    default: gather_impl((const unsigned long long*)data, idx, idx64, (unsigned long long*)out, outer, axis_len, n_idx, inner, err, tag); break;
+  }
+}
+
+// y = a (op) b with NumPy broadcasting (f32): 0 add, 1 sub, 2 mul, 3 div.
+extern "C" __global__ void fe_binary_f32(const float* __restrict__ a, BroadcastDims ab,
+                                         const float* __restrict__ b, BroadcastDims bb,
+                                         float* __restrict__ y, int64_t total, int op) {
+  GRID_STRIDE(i, total) {
+    const float x = a[fe_bcast_offset(i, ab)], z = b[fe_bcast_offset(i, bb)];
+    y[i] = op == 0 ? x + z : op == 1 ? x - z : op == 2 ? x * z : x / z;
+  }
+}
+
 template <class T> __device__ T fe_bsum(T v, T* sh) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   __syncthreads();
@@ -309,7 +351,8 @@ Expected<std::unique_ptr<LibraryKernels>> LibraryKernels::load(const CudaRuntime
   } fns[] = {{"fe_conv2d", &lib->conv_},          {"fe_im2col", &lib->im2col_},
              {"fe_bias_act_nchw", &lib->bias_act_}, {"fe_maxpool2d", &lib->maxpool_},
              {"fe_epilogue", &lib->epilogue_},    {"fe_broadcast_fill", &lib->fill_},
-             {"fe_bias_act_unfold", &lib->unfold_},
+             {"fe_bias_act_unfold", &lib->unfold_}, {"fe_gather", &lib->gather_},
+             {"fe_binary_f32", &lib->binary_},
              {"fe_attention_softmax", &lib->softmax_}};
   for (auto& f : fns) {
     *f.fn = reinterpret_cast<CUfunction>(lib->module_->symbol(f.name));
@@ -350,6 +393,21 @@ Status LibraryKernels::bias_act_unfold(const float* t, float* y, const float* bi
                                        int64_t channels, int64_t plane, int act) {
   void* args[] = {&t, &y, &bias, &n_img, &channels, &plane, &act};
   return launch(unfold_, grid_for(n_img * channels * plane, 256, sms_), 256, args);
+}
+
+Status LibraryKernels::gather(const void* data, const void* idx, bool idx64, void* out,
+                              int64_t outer, int64_t axis_len, int64_t n_idx, int64_t inner,
+                              int esize, int* err, int tag) {
+  int i64 = idx64 ? 1 : 0;
+  void* args[] = {&data, &idx, &i64, &out, &outer, &axis_len, &n_idx, &inner, &esize, &err, &tag};
+  return launch(gather_, grid_for(outer * n_idx * inner, 256, sms_), 256, args);
+}
+
+Status LibraryKernels::binary_f32(const float* a, const BroadcastDims& ab, const float* b,
+                                  const BroadcastDims& bb, float* y, int64_t total, int op) {
+  BroadcastDims x = ab, z = bb;
+  void* args[] = {&a, &x, &b, &z, &y, &total, &op};
+  return launch(binary_, grid_for(total, 256, sms_), 256, args);
 }
 
 Status LibraryKernels::maxpool2d(const float* x, float* y, const PoolParams& p) {

@@ -57,6 +57,12 @@ class LibraryKernels {
   // y[n][k][p] = act(t[k][n * plane + p] + bias[k]) (the batched im2col GEMM back to NCHW).
   Status bias_act_unfold(const float* t, float* y, const float* bias, int64_t n_img,
                          int64_t channels, int64_t plane, int act);
+  // Gather along one axis of data viewed as [outer, axis_len, inner] (elements of esize bytes).
+  Status gather(const void* data, const void* idx, bool idx64, void* out, int64_t outer,
+                int64_t axis_len, int64_t n_idx, int64_t inner, int esize, int* err, int tag);
+  // y = a (op) b, broadcast; op 0 add, 1 sub, 2 mul, 3 div.
+  Status binary_f32(const float* a, const BroadcastDims& ab, const float* b,
+                    const BroadcastDims& bb, float* y, int64_t total, int op);
   Status maxpool2d(const float* x, float* y, const PoolParams& p);
   // y = act(y + bias[col]) + residual(broadcast), over rows x cols.
   Status epilogue(float* y, const float* bias, const float* residual, const BroadcastDims* res,
@@ -73,7 +79,7 @@ class LibraryKernels {
   std::unique_ptr<CubinModule> module_;
   CUfunction conv_ = nullptr, im2col_ = nullptr, bias_act_ = nullptr, maxpool_ = nullptr,
              epilogue_ = nullptr, fill_ = nullptr, softmax_ = nullptr,
-             unfold_ = nullptr;
+             unfold_ = nullptr, gather_ = nullptr, binary_ = nullptr;
   int sms_ = 1;
   int64_t launches_ = 0;
 };

@@ -401,6 +401,46 @@ Expected<bool> run_attention(const Node& node, NativeIO& io, CudaBackend& be) {
   return true;
 }
 
+Expected<bool> run_gather(const Node& node, NativeIO& io, CudaBackend& be) {
+  if (!io.in[0] || !io.in[1] || !io.error_flag) return false;
+  const DevView& data = *io.in[0];
+  const DevView& idx = *io.in[1];
+  if (idx.dtype != DType::kI64 && idx.dtype != DType::kI32) return false;
+  const size_t esize = dtype_size(data.dtype);
+  if (esize != 1 && esize != 2 && esize != 4 && esize != 8) return false;
+  int64_t axis = node.attr_int("axis", 0);
+  const int64_t r = static_cast<int64_t>(data.dims.size());
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r) return false;
+  std::vector<int64_t> out(data.dims.begin(), data.dims.begin() + axis);
+  out.insert(out.end(), idx.dims.begin(), idx.dims.end());
+  out.insert(out.end(), data.dims.begin() + axis + 1, data.dims.end());
+  FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, data.dtype, out));
+  const int64_t outer = prod(data.dims, 0, axis), inner = prod(data.dims, axis + 1);
+  const int64_t n_idx = prod(idx.dims);
+  if (outer * n_idx * inner == 0) return true;
+  FERRITE_RETURN_IF_ERROR(be.lib->gather(data.ptr, idx.ptr, idx.dtype == DType::kI64, y, outer,
+                                         data.dims[axis], n_idx, inner, static_cast<int>(esize),
+                                         io.error_flag, io.error_tag));
+  return true;
+}
+
+Expected<bool> run_binary(const Node& node, NativeIO& io, CudaBackend& be) {
+  if (!all_f32(io) || io.in.size() != 2 || !io.in[0] || !io.in[1]) return false;
+  auto out = broadcast(io.in[0]->dims, io.in[1]->dims);
+  if (!out) return false;
+  BroadcastDims ab{}, bb{};
+  if (!broadcast_strides(io.in[0]->dims, *out, &ab) || !broadcast_strides(io.in[1]->dims, *out, &bb))
+    return false;
+  const std::string& op = node.op_type;
+  int code = op == "Add" ? 0 : op == "Sub" ? 1 : op == "Mul" ? 2 : 3;
+  FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, DType::kF32, *out));
+  if (prod(*out) == 0) return true;
+  FERRITE_RETURN_IF_ERROR(be.lib->binary_f32(io.in[0]->f32(), ab, io.in[1]->f32(), bb,
+                                             static_cast<float*>(y), prod(*out), code));
+  return true;
+}
+
 }  // namespace
 
 NativeOp find_native_op(const Node& node) {
@@ -416,11 +456,17 @@ NativeOp find_native_op(const Node& node) {
   if (op == "Conv") return run_conv;
   if (op == "MaxPool") return run_maxpool;
   if (op == "Split") return run_split;
+  if (op == "Gather") return run_gather;
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") return run_binary;
   return nullptr;
 }
 
 bool is_compute_heavy(const Node& node) {
-  return find_native_op(node) != nullptr && node.op_type != "Split";
+  static const char* const kLight[] = {"Split", "Gather", "Add", "Sub", "Mul", "Div"};
+  if (!find_native_op(node)) return false;
+  for (const char* l : kLight)
+    if (node.op_type == l) return false;
+  return true;
 }
 
 }  // namespace ferrite::cuda

@@ -27,6 +27,10 @@ struct NativeIO {
   std::function<Expected<void*>(size_t, DType, const std::vector<int64_t>&)> output;
   // Device scratch valid for the rest of the step.
   std::function<Expected<void*>(size_t)> scratch;
+  // Device word a kernel sets to `error_tag` on invalid data (Gather's indices); the executor
+  // checks it after the run and reports the step.
+  int* error_flag = nullptr;
+  int error_tag = 0;
 };
 
 // Returns false when the op declines the node (nothing was written).
