@@ -41,11 +41,13 @@ sep=""
 for m in $models; do
   work=/tmp/models/$m
   [ -f "$work/model.onnx" ] || "$bin/ferrite-materialize" "$carry/models/$m" "$work" > /dev/null
+  # Each data set three times: run 1 step by step, run 2 captures a CUDA graph, run 3 replays it;
+  # every run is checked against the expected outputs.
   sets=()
-  for d in "$work"/test_data_set_*; do sets+=(--inputs "$d"); done
+  for d in "$work"/test_data_set_*; do sets+=(--inputs "$d" --inputs "$d" --inputs "$d"); done
   echo "== $m: run --check (cold compile: empty cache)" >> "$log"
   rm -rf "$FERRITE_CACHE_DIR"
-  FERRITE_LOG=fallback,compile,fusion timeout 300 "$bin/ferrite" run "$work/model.onnx" "${sets[@]}" \
+  FERRITE_LOG=fallback,compile,fusion,graph timeout 300 "$bin/ferrite" run "$work/model.onnx" "${sets[@]}" \
     --device cuda --check --output-dir "/tmp/out-$m" > "/tmp/run-$m.txt" 2>&1
   rc=$?
   cat "/tmp/run-$m.txt" >> "$log"
@@ -57,10 +59,12 @@ for m in $models; do
     --warmup 20 --runs 200 --min-seconds 2 --json "/tmp/bench-$m.json" >> "$log" 2>&1
   echo "$m bench rc=$? $(grep -o '"median_ms": [0-9.e-]*' "/tmp/bench-$m.json" 2>/dev/null | head -1)" >> "$summary"
   [ -f "/tmp/bench-$m.json" ] && { echo "$sep"; cat "/tmp/bench-$m.json"; } >> "$out/bench.json" && sep=","
-  # The same with TF32 tensor cores for the GEMMs (inputs rounded to 10 mantissa bits).
-  FERRITE_CUDA_TF32=1 timeout 300 "$bin/ferrite" bench "$work/model.onnx" --inputs "$work/test_data_set_0" \
-    --device cuda --warmup 20 --runs 200 --min-seconds 1 --json "/tmp/bench-tf32-$m.json" >> "$log" 2>&1
-  echo "$m bench-tf32 rc=$? $(grep -o '"median_ms": [0-9.e-]*' "/tmp/bench-tf32-$m.json" 2>/dev/null | head -1)" >> "$summary"
+  # Variants: TF32 tensor cores for the GEMMs (inputs rounded to 10 mantissa bits); no CUDA graphs.
+  for v in tf32:FERRITE_CUDA_TF32=1 no-graphs:FERRITE_CUDA_GRAPHS=0; do
+    env "${v#*:}" timeout 300 "$bin/ferrite" bench "$work/model.onnx" --inputs "$work/test_data_set_0" \
+      --device cuda --warmup 20 --runs 200 --min-seconds 1 --json "/tmp/bench-${v%%:*}-$m.json" >> "$log" 2>&1
+    echo "$m bench-${v%%:*} rc=$? $(grep -o '"median_ms": [0-9.e-]*' "/tmp/bench-${v%%:*}-$m.json" 2>/dev/null | head -1)" >> "$summary"
+  done
 done
 echo "]" >> "$out/bench.json"
 cat "$out/profile.txt" "$summary"
