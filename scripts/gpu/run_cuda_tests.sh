@@ -59,12 +59,18 @@ for m in $models; do
     --warmup 20 --runs 200 --min-seconds 2 --json "/tmp/bench-$m.json" >> "$log" 2>&1
   echo "$m bench rc=$? $(grep -o '"median_ms": [0-9.e-]*' "/tmp/bench-$m.json" 2>/dev/null | head -1)" >> "$summary"
   [ -f "/tmp/bench-$m.json" ] && { echo "$sep"; cat "/tmp/bench-$m.json"; } >> "$out/bench.json" && sep=","
-  # Variants: TF32 tensor cores for the GEMMs (inputs rounded to 10 mantissa bits); no CUDA graphs.
-  for v in tf32:FERRITE_CUDA_TF32=1 no-graphs:FERRITE_CUDA_GRAPHS=0; do
+  # Variants: TF32 tensor cores for the GEMMs (inputs rounded to 10 mantissa bits); no CUDA
+  # graphs; cuBLASLt's first algorithm instead of the fastest measured one.
+  for v in tf32:FERRITE_CUDA_TF32=1 no-graphs:FERRITE_CUDA_GRAPHS=0 no-tune:FERRITE_CUDA_GEMM_TUNE=0; do
     env "${v#*:}" timeout 300 "$bin/ferrite" bench "$work/model.onnx" --inputs "$work/test_data_set_0" \
       --device cuda --warmup 20 --runs 200 --min-seconds 1 --json "/tmp/bench-${v%%:*}-$m.json" >> "$log" 2>&1
     echo "$m bench-${v%%:*} rc=$? $(grep -o '"median_ms": [0-9.e-]*' "/tmp/bench-${v%%:*}-$m.json" 2>/dev/null | head -1)" >> "$summary"
   done
 done
 echo "]" >> "$out/bench.json"
+# PyTorch eager and torch.compile on the same machine, same shapes (BENCHMARKS.md, GPU anchors).
+if [ -n "${RUN_ANCHORS:-}" ] && [ -f "${ANCHORS:-scripts/gpu/anchors.py}" ]; then
+  PYTHONUNBUFFERED=1 timeout 400 python3 "${ANCHORS:-scripts/gpu/anchors.py}" models --json "$out/anchors.json" >> "$log" 2>&1
+  echo "anchors rc=$?" >> "$summary"
+fi
 cat "$out/profile.txt" "$summary"

@@ -49,7 +49,13 @@ namespace ferrite::cuda {
   X(cuGraphInstantiate, "cuGraphInstantiateWithFlags")      \
   X(cuGraphLaunch, "cuGraphLaunch")                         \
   X(cuGraphExecDestroy, "cuGraphExecDestroy")               \
-  X(cuGraphDestroy, "cuGraphDestroy")
+  X(cuGraphDestroy, "cuGraphDestroy")                       \
+  X(cuStreamIsCapturing, "cuStreamIsCapturing")             \
+  X(cuEventCreate, "cuEventCreate")                         \
+  X(cuEventDestroy, "cuEventDestroy_v2")                    \
+  X(cuEventRecord, "cuEventRecord")                         \
+  X(cuEventSynchronize, "cuEventSynchronize")               \
+  X(cuEventElapsedTime, "cuEventElapsedTime")
 
 #define FERRITE_NVRTC_FNS(X)                                \
   X(nvrtcVersion, "nvrtcVersion")                           \

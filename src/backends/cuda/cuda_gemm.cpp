@@ -35,6 +35,8 @@ Expected<std::unique_ptr<CublasGemm>> CublasGemm::create(const CudaRuntime& rt) 
   g->lt_ = lt;
   const char* tf = std::getenv("FERRITE_CUDA_TF32");
   g->tf32_ = tf && std::string(tf) == "1";
+  const char* tune = std::getenv("FERRITE_CUDA_GEMM_TUNE");
+  g->tune_ = !(tune && (std::string(tune) == "0" || std::string(tune) == "off"));
   FERRITE_RETURN_IF_ERROR(rt.make_current());
   FERRITE_RETURN_IF_ERROR(lt_check(lt->cublasLtCreate(&g->handle_), "cublasLtCreate"));
   g->workspace_bytes_ = size_t{32} << 20;
@@ -54,6 +56,52 @@ CublasGemm::~CublasGemm() {
 
 std::string CublasGemm::describe() const {
   return "cuBLASLt " + std::to_string(lt_->version) + (tf32_ ? " (TF32)" : " (f32, TF32 off)");
+}
+
+// Times the heuristic's candidates on the call's own operands (a few runs each, CUDA events) and
+// keeps the fastest: the first candidate is often not the best for the small-M f32 GEMMs of
+// transformer inference. Skipped while a graph is captured and when C is updated in place (the
+// trial runs would accumulate into it).
+Status CublasGemm::tune(const GemmCall& g, Plan& p, const cublasLtMatmulHeuristicResult_t* results,
+                        int found) {
+  const Driver& d = rt_->api();
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  d.cuStreamIsCapturing(rt_->stream(), &cs);
+  const bool has_c = g.beta != 0 && g.c_in;
+  if (cs != CU_STREAM_CAPTURE_STATUS_NONE || (has_c && g.c_in == g.c)) return Status::ok();
+  if (g.bias)
+    lt_->cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias);
+  float beta = has_c ? g.beta : 0.f;
+  const void* cin = has_c ? g.c_in : g.c;
+  CUevent e0 = nullptr, e1 = nullptr;
+  FERRITE_RETURN_IF_ERROR(check(d.cuEventCreate(&e0, CU_EVENT_DEFAULT), "cuEventCreate"));
+  FERRITE_RETURN_IF_ERROR(check(d.cuEventCreate(&e1, CU_EVENT_DEFAULT), "cuEventCreate"));
+  float best = 0;
+  int best_i = -1;
+  for (int i = 0; i < found; ++i) {
+    auto once = [&] {
+      return lt_->cublasLtMatmul(handle_, p.desc, &g.alpha, g.b, p.la, g.a, p.lb, &beta, cin, p.lc,
+                                 g.c, p.lc, &results[i].algo, workspace_, workspace_bytes_,
+                                 rt_->stream());
+    };
+    if (once() != CUBLAS_STATUS_SUCCESS) continue;
+    d.cuEventRecord(e0, rt_->stream());
+    bool ok = true;
+    for (int r = 0; r < 5 && ok; ++r) ok = once() == CUBLAS_STATUS_SUCCESS;
+    d.cuEventRecord(e1, rt_->stream());
+    d.cuEventSynchronize(e1);
+    float ms = 0;
+    d.cuEventElapsedTime(&ms, e0, e1);
+    if (ok && (best_i < 0 || ms < best)) {
+      best = ms;
+      best_i = i;
+    }
+  }
+  d.cuEventDestroy(e0);
+  d.cuEventDestroy(e1);
+  if (best_i >= 0) p.algo = results[best_i].algo;
+  ++tuned_;
+  return Status::ok();
 }
 
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS's "A" is our B.
@@ -99,10 +147,10 @@ Status CublasGemm::run(const GemmCall& g) {
     FERRITE_RETURN_IF_ERROR(lt_check(lt_->cublasLtMatmulPreferenceCreate(&pref), "preference"));
     uint64_t ws = workspace_bytes_;
     lt_->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[8] = {};
     int found = 0;
     cublasStatus_t hs = lt_->cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->la, p->lb, p->lc,
-                                                           p->lc, pref, 1, &result, &found);
+                                                           p->lc, pref, tune_ ? 8 : 1, results, &found);
     lt_->cublasLtMatmulPreferenceDestroy(pref);
     if ((hs != CUBLAS_STATUS_SUCCESS || found == 0) && g.batch > 1) {
       // Some batched layouts (a broadcast operand with stride 0) may have no algorithm: one
@@ -122,7 +170,8 @@ Status CublasGemm::run(const GemmCall& g) {
     if (hs != CUBLAS_STATUS_SUCCESS || found == 0)
       return err("cuBLASLt: no algorithm for a ", g.m, "x", g.n, "x", g.k, " GEMM (batch ", g.batch,
                  ", status ", static_cast<int>(hs), ")");
-    p->algo = result.algo;
+    p->algo = results[0].algo;
+    if (found > 1) FERRITE_RETURN_IF_ERROR(tune(g, *p, results, found));
     slot = p;
   }
   Plan& p = *slot;

@@ -1,6 +1,7 @@
 // GEMM through cuBLASLt for MatMul, Gemm, ferrite.FusedMatMul, convolution (im2col) and
 // attention. f32 in and out with f32 accumulation; TF32 tensor cores only when asked for
-// (FERRITE_CUDA_TF32=1), since they round the inputs to 10 mantissa bits.
+// (FERRITE_CUDA_TF32=1), since they round the inputs to 10 mantissa bits. Each new problem shape
+// times cuBLASLt's candidate algorithms once and keeps the fastest (FERRITE_CUDA_GEMM_TUNE=0: no).
 #pragma once
 
 #include <map>
@@ -40,6 +41,8 @@ class CublasGemm {
 
  private:
   CublasGemm() = default;
+  struct Plan;
+  Status tune(const GemmCall& g, Plan& p, const cublasLtMatmulHeuristicResult_t* results, int found);
   const CudaRuntime* rt_ = nullptr;
   const CublasLt* lt_ = nullptr;
   cublasLtHandle_t handle_ = nullptr;
@@ -47,7 +50,8 @@ class CublasGemm {
   size_t workspace_bytes_ = 0;
   bool tf32_ = false;
   int64_t calls_ = 0;
-  struct Plan;
+  bool tune_ = true;  // FERRITE_CUDA_GEMM_TUNE=0: the heuristic's first choice
+  int64_t tuned_ = 0;
   std::map<std::string, std::shared_ptr<Plan>> plans_;  // per shape/layout/epilogue
 };
 
