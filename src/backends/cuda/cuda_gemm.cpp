@@ -36,7 +36,7 @@ Expected<std::unique_ptr<CublasGemm>> CublasGemm::create(const CudaRuntime& rt) 
   const char* tf = std::getenv("FERRITE_CUDA_TF32");
   g->tf32_ = tf && std::string(tf) == "1";
   const char* tune = std::getenv("FERRITE_CUDA_GEMM_TUNE");
-  g->tune_ = !(tune && (std::string(tune) == "0" || std::string(tune) == "off"));
+  g->tune_ = tune && std::string(tune) == "1";
   FERRITE_RETURN_IF_ERROR(rt.make_current());
   FERRITE_RETURN_IF_ERROR(lt_check(lt->cublasLtCreate(&g->handle_), "cublasLtCreate"));
   g->workspace_bytes_ = size_t{32} << 20;
