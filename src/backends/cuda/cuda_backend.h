@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 
 #include "backend_api/backend.h"
 #include "backends/cuda/cuda_gemm.h"
@@ -32,6 +33,9 @@ struct CudaBackend {
   CudaRuntime* rt = nullptr;  // parts.runtime
   std::unique_ptr<LibraryKernels> lib;
   std::unique_ptr<CublasGemm> gemm;
+  // Models of one device share its stream, cuBLASLt plans and library kernels; their runs take
+  // turns (a graph capture on the shared stream must not record another model's work).
+  std::mutex run_mutex;
 };
 
 // Opens GPU `ordinal`: the driver, its properties, a stream, NVRTC, the library kernels and

@@ -120,6 +120,7 @@ class CudaModel : public PreparedModel {
   }
 
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) override {
+    std::lock_guard<std::mutex> device_lock(be_->run_mutex);
     std::lock_guard<std::mutex> lock(mutex_);
     FERRITE_RETURN_IF_ERROR(rt_.make_current());
     FERRITE_RETURN_IF_ERROR(bind(inputs));
