@@ -14,5 +14,6 @@ for l in libprotobuf.so.32 libonnx.so.1 libonnx_proto.so.1 libgomp.so.1 libgtest
 done
 xz -T2 -6 -c "$libdir/libdnnl.so.2" > "$dest/lib/libdnnl.so.2.xz"
 for m in "$shared"/*/; do cp -r "$m" "$dest/models/"; done
+git -C "$(dirname "$0")" log -1 --format='%h %cd' --date=iso > "$dest/COMMIT" 2>/dev/null || true
 chmod -R u+w "$dest"
 du -sh "$dest"

@@ -25,7 +25,7 @@ export FERRITE_CACHE_DIR=/tmp/ferrite-cache
 bin=$carry/bin
 log=$out/log.txt
 {
-  date -u; nvidia-smi -L; nvidia-smi --query-gpu=driver_version,clocks.sm,clocks.mem --format=csv
+  date -u; cat "$carry/COMMIT" 2>/dev/null; nvidia-smi -L; nvidia-smi --query-gpu=driver_version,clocks.sm,clocks.mem --format=csv
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   ldd "$bin/ferrite" | grep -i "not found"
   "$bin/ferrite" devices
