@@ -86,9 +86,9 @@ TEST(CudaCodegen, ZooModelsCompileForSm90) {
   auto nv = cuda::nvrtc();
   if (!nv) GTEST_SKIP() << nv.status().message();
   const char* env = std::getenv("FERRITE_MODELS_DIR");
-  std::filesystem::path dir = env && *env ? std::filesystem::path(env)
-                                          : std::filesystem::path(FERRITE_TEST_DATA_DIR) / ".." /
-                                                ".." / "build" / "models";
+  std::filesystem::path dir =
+      env && *env ? std::filesystem::path(env)
+                  : std::filesystem::path(FERRITE_TEST_DATA_DIR) / ".." / ".." / "build" / "models";
   int compiled = 0;
   for (const char* m : {"mlp", "convnet", "resnet18", "mobilenet_v2", "bert_base", "gpt2"}) {
     auto path = dir / m / "model.onnx";
@@ -126,20 +126,28 @@ Tensor random_tensor(DType dt, const std::vector<int64_t>& dims, std::mt19937& r
   Tensor t = Tensor::zeros(dt, dims);
   std::uniform_real_distribution<double> u(-scale, scale);
   for (int64_t i = 0; i < t.numel(); ++i) {
-    if (dt == DType::kF32) t.data<float>()[i] = static_cast<float>(u(rng));
-    else if (dt == DType::kF64) t.data<double>()[i] = u(rng);
-    else if (dt == DType::kI64) t.data<int64_t>()[i] = static_cast<int64_t>(std::floor(u(rng)));
+    if (dt == DType::kF32)
+      t.data<float>()[i] = static_cast<float>(u(rng));
+    else if (dt == DType::kF64)
+      t.data<double>()[i] = u(rng);
+    else if (dt == DType::kI64)
+      t.data<int64_t>()[i] = static_cast<int64_t>(std::floor(u(rng)));
   }
   return t;
 }
 
 double at(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DType::kF32: return t.data<float>()[i];
-    case DType::kF64: return t.data<double>()[i];
-    case DType::kI64: return static_cast<double>(t.data<int64_t>()[i]);
-    case DType::kBool: return t.data<bool>()[i];
-    default: return NAN;
+    case DType::kF32:
+      return t.data<float>()[i];
+    case DType::kF64:
+      return t.data<double>()[i];
+    case DType::kI64:
+      return static_cast<double>(t.data<int64_t>()[i]);
+    case DType::kBool:
+      return t.data<bool>()[i];
+    default:
+      return NAN;
   }
 }
 
@@ -161,7 +169,8 @@ void check_on_gpu(const std::string& text, const std::vector<std::vector<Input>>
   std::mt19937 rng(77);
   for (const auto& run : runs) {
     std::vector<Session::NamedInput> inputs;
-    for (const Input& in : run) inputs.push_back({in.name, random_tensor(in.dtype, in.dims, rng, in.scale)});
+    for (const Input& in : run)
+      inputs.push_back({in.name, random_tensor(in.dtype, in.dims, rng, in.scale)});
     auto want = (*ref)->run(inputs);
     ASSERT_TRUE(want) << want.status().message();
     // Run 1 runs step by step, run 2 captures a CUDA graph where it can, run 3 replays it.
@@ -193,16 +202,17 @@ TEST(CudaDevice, MissingGpuIsAnErrorValue) {
 }
 
 TEST(CudaDevice, PointwiseAndRowKernels) {
-  check_on_gpu(kRowModel, {{{"x", DType::kF32, {2, 3, 17}, 8.0},
-                            {"m", DType::kF32, {2, 1, 17}},
-                            {"gamma", DType::kF32, {17}},
-                            {"beta", DType::kF32, {17}},
-                            {"d", DType::kF64, {2, 5}}},
-                           {{"x", DType::kF32, {3, 7, 1500}, 8.0},
-                            {"m", DType::kF32, {3, 1, 1500}},
-                            {"gamma", DType::kF32, {1500}},
-                            {"beta", DType::kF32, {1500}},
-                            {"d", DType::kF64, {3, 70}}}},
+  check_on_gpu(kRowModel,
+               {{{"x", DType::kF32, {2, 3, 17}, 8.0},
+                 {"m", DType::kF32, {2, 1, 17}},
+                 {"gamma", DType::kF32, {17}},
+                 {"beta", DType::kF32, {17}},
+                 {"d", DType::kF64, {2, 5}}},
+                {{"x", DType::kF32, {3, 7, 1500}, 8.0},
+                 {"m", DType::kF32, {3, 1, 1500}},
+                 {"gamma", DType::kF32, {1500}},
+                 {"beta", DType::kF32, {1500}},
+                 {"d", DType::kF64, {3, 70}}}},
                2e-5);
 }
 
@@ -225,10 +235,10 @@ g (float[b,s,k] x, float[k,n] w, float[n] bias, float[b,h,s,k] q, float[b,h,k,s]
   auto set = [](int64_t b, int64_t s, int64_t m) {
     const int64_t k = 48, n = 40, h = 3;
     return std::vector<Input>{{"x", DType::kF32, {b, s, k}},     {"w", DType::kF32, {k, n}},
-                              {"bias", DType::kF32, {n}},         {"q", DType::kF32, {b, h, s, k}},
-                              {"kt", DType::kF32, {b, h, k, s}},  {"p", DType::kF32, {2, 1, s, k}},
-                              {"r", DType::kF32, {3, k, n}},      {"ga", DType::kF32, {m, k}},
-                              {"gb", DType::kF32, {n, k}},        {"gc", DType::kF32, {m, n}},
+                              {"bias", DType::kF32, {n}},        {"q", DType::kF32, {b, h, s, k}},
+                              {"kt", DType::kF32, {b, h, k, s}}, {"p", DType::kF32, {2, 1, s, k}},
+                              {"r", DType::kF32, {3, k, n}},     {"ga", DType::kF32, {m, k}},
+                              {"gb", DType::kF32, {n, k}},       {"gc", DType::kF32, {m, n}},
                               {"res", DType::kF32, {b, s, n}}};
   };
   check_on_gpu(text, {set(2, 5, 7), set(1, 33, 64)});
@@ -334,7 +344,8 @@ g (float[v,e] table, int64[b,s] ids, int64[b,s] ids2) => (float[b,s,e] y, float[
       bad[1].tensor = ids({0, 1, 40, 0, 0, 0});
       auto r = (*gpu)->run(bad);
       ASSERT_FALSE(r);
-      EXPECT_NE(r.status().message().find("out of range"), std::string::npos) << r.status().message();
+      EXPECT_NE(r.status().message().find("out of range"), std::string::npos)
+          << r.status().message();
     }
   }
 }

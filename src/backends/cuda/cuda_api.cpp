@@ -39,7 +39,8 @@ Status resolve(void* h, const char* sym, T& fn, const std::string& lib) {
 
 Expected<Driver> load_driver() {
   Driver d;
-  FERRITE_ASSIGN_OR_RETURN(void* h, open_first("driver", {"libcuda.so.1", "libcuda.so"}, &d.library));
+  FERRITE_ASSIGN_OR_RETURN(void* h,
+                           open_first("driver", {"libcuda.so.1", "libcuda.so"}, &d.library));
   FERRITE_CUDA_DRIVER_FNS(FERRITE_RESOLVE)
   CUresult r = d.cuInit(0);
   if (r != CUDA_SUCCESS) {
@@ -55,7 +56,8 @@ Expected<Driver> load_driver() {
 Expected<Nvrtc> load_nvrtc() {
   Nvrtc d;
   FERRITE_ASSIGN_OR_RETURN(
-      void* h, open_first("NVRTC", {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}, &d.library));
+      void* h,
+      open_first("NVRTC", {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}, &d.library));
   FERRITE_NVRTC_FNS(FERRITE_RESOLVE)
   d.nvrtcVersion(&d.major, &d.minor);
   return d;
@@ -64,9 +66,8 @@ Expected<Nvrtc> load_nvrtc() {
 Expected<CublasLt> load_cublaslt() {
   CublasLt d;
   FERRITE_ASSIGN_OR_RETURN(
-      void* h,
-      open_first("cuBLASLt", {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"},
-                 &d.library));
+      void* h, open_first("cuBLASLt", {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"},
+                          &d.library));
   FERRITE_CUBLASLT_FNS(FERRITE_RESOLVE)
   d.version = d.cublasLtGetVersion();
   return d;
@@ -85,15 +86,22 @@ Expected<const T*> once(Expected<T> (*load)()) {
 
 }  // namespace
 
-Expected<const Driver*> driver() { return once<Driver>(load_driver); }
-Expected<const Nvrtc*> nvrtc() { return once<Nvrtc>(load_nvrtc); }
-Expected<const CublasLt*> cublaslt() { return once<CublasLt>(load_cublaslt); }
+Expected<const Driver*> driver() {
+  return once<Driver>(load_driver);
+}
+Expected<const Nvrtc*> nvrtc() {
+  return once<Nvrtc>(load_nvrtc);
+}
+Expected<const CublasLt*> cublaslt() {
+  return once<CublasLt>(load_cublaslt);
+}
 
 std::string driver_error(CUresult r) {
   auto d = driver();
   const char* s = nullptr;
   if (d) (*d)->cuGetErrorString(r, &s);
-  return std::string("CUDA error ") + std::to_string(static_cast<int>(r)) + (s ? std::string(": ") + s : "");
+  return std::string("CUDA error ") + std::to_string(static_cast<int>(r)) +
+         (s ? std::string(": ") + s : "");
 }
 
 Status check(CUresult r, const char* what) {

@@ -14,73 +14,73 @@
 namespace ferrite::cuda {
 
 // X(member, "exported symbol"): the exported names are the versioned ones cuda.h maps to.
-#define FERRITE_CUDA_DRIVER_FNS(X)                          \
-  X(cuInit, "cuInit")                                       \
-  X(cuDriverGetVersion, "cuDriverGetVersion")               \
-  X(cuGetErrorString, "cuGetErrorString")                   \
-  X(cuDeviceGetCount, "cuDeviceGetCount")                   \
-  X(cuDeviceGet, "cuDeviceGet")                             \
-  X(cuDeviceGetName, "cuDeviceGetName")                     \
-  X(cuDeviceGetAttribute, "cuDeviceGetAttribute")           \
-  X(cuDeviceTotalMem, "cuDeviceTotalMem_v2")                \
-  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")   \
+#define FERRITE_CUDA_DRIVER_FNS(X)                             \
+  X(cuInit, "cuInit")                                          \
+  X(cuDriverGetVersion, "cuDriverGetVersion")                  \
+  X(cuGetErrorString, "cuGetErrorString")                      \
+  X(cuDeviceGetCount, "cuDeviceGetCount")                      \
+  X(cuDeviceGet, "cuDeviceGet")                                \
+  X(cuDeviceGetName, "cuDeviceGetName")                        \
+  X(cuDeviceGetAttribute, "cuDeviceGetAttribute")              \
+  X(cuDeviceTotalMem, "cuDeviceTotalMem_v2")                   \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")      \
   X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2") \
-  X(cuCtxSetCurrent, "cuCtxSetCurrent")                     \
-  X(cuMemAlloc, "cuMemAlloc_v2")                            \
-  X(cuMemFree, "cuMemFree_v2")                              \
-  X(cuMemAllocHost, "cuMemAllocHost_v2")                    \
-  X(cuMemFreeHost, "cuMemFreeHost")                         \
-  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")              \
-  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")              \
-  X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")              \
-  X(cuMemcpy2DAsync, "cuMemcpy2DAsync_v2")                  \
-  X(cuMemsetD8Async, "cuMemsetD8Async")                     \
-  X(cuStreamCreate, "cuStreamCreate")                       \
-  X(cuStreamDestroy, "cuStreamDestroy_v2")                  \
-  X(cuStreamSynchronize, "cuStreamSynchronize")             \
-  X(cuCtxSynchronize, "cuCtxSynchronize")                   \
-  X(cuModuleLoadData, "cuModuleLoadData")                   \
-  X(cuModuleUnload, "cuModuleUnload")                       \
-  X(cuModuleGetFunction, "cuModuleGetFunction")             \
-  X(cuFuncSetAttribute, "cuFuncSetAttribute")               \
-  X(cuLaunchKernel, "cuLaunchKernel")                       \
-  X(cuStreamBeginCapture, "cuStreamBeginCapture_v2")        \
-  X(cuStreamEndCapture, "cuStreamEndCapture")               \
-  X(cuGraphInstantiate, "cuGraphInstantiateWithFlags")      \
-  X(cuGraphLaunch, "cuGraphLaunch")                         \
-  X(cuGraphExecDestroy, "cuGraphExecDestroy")               \
-  X(cuGraphDestroy, "cuGraphDestroy")                       \
-  X(cuStreamIsCapturing, "cuStreamIsCapturing")             \
-  X(cuEventCreate, "cuEventCreate")                         \
-  X(cuEventDestroy, "cuEventDestroy_v2")                    \
-  X(cuEventRecord, "cuEventRecord")                         \
-  X(cuEventSynchronize, "cuEventSynchronize")               \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent")                        \
+  X(cuMemAlloc, "cuMemAlloc_v2")                               \
+  X(cuMemFree, "cuMemFree_v2")                                 \
+  X(cuMemAllocHost, "cuMemAllocHost_v2")                       \
+  X(cuMemFreeHost, "cuMemFreeHost")                            \
+  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")                 \
+  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")                 \
+  X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")                 \
+  X(cuMemcpy2DAsync, "cuMemcpy2DAsync_v2")                     \
+  X(cuMemsetD8Async, "cuMemsetD8Async")                        \
+  X(cuStreamCreate, "cuStreamCreate")                          \
+  X(cuStreamDestroy, "cuStreamDestroy_v2")                     \
+  X(cuStreamSynchronize, "cuStreamSynchronize")                \
+  X(cuCtxSynchronize, "cuCtxSynchronize")                      \
+  X(cuModuleLoadData, "cuModuleLoadData")                      \
+  X(cuModuleUnload, "cuModuleUnload")                          \
+  X(cuModuleGetFunction, "cuModuleGetFunction")                \
+  X(cuFuncSetAttribute, "cuFuncSetAttribute")                  \
+  X(cuLaunchKernel, "cuLaunchKernel")                          \
+  X(cuStreamBeginCapture, "cuStreamBeginCapture_v2")           \
+  X(cuStreamEndCapture, "cuStreamEndCapture")                  \
+  X(cuGraphInstantiate, "cuGraphInstantiateWithFlags")         \
+  X(cuGraphLaunch, "cuGraphLaunch")                            \
+  X(cuGraphExecDestroy, "cuGraphExecDestroy")                  \
+  X(cuGraphDestroy, "cuGraphDestroy")                          \
+  X(cuStreamIsCapturing, "cuStreamIsCapturing")                \
+  X(cuEventCreate, "cuEventCreate")                            \
+  X(cuEventDestroy, "cuEventDestroy_v2")                       \
+  X(cuEventRecord, "cuEventRecord")                            \
+  X(cuEventSynchronize, "cuEventSynchronize")                  \
   X(cuEventElapsedTime, "cuEventElapsedTime")
 
-#define FERRITE_NVRTC_FNS(X)                                \
-  X(nvrtcVersion, "nvrtcVersion")                           \
-  X(nvrtcGetErrorString, "nvrtcGetErrorString")             \
-  X(nvrtcCreateProgram, "nvrtcCreateProgram")               \
-  X(nvrtcDestroyProgram, "nvrtcDestroyProgram")             \
-  X(nvrtcCompileProgram, "nvrtcCompileProgram")             \
-  X(nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize")       \
-  X(nvrtcGetProgramLog, "nvrtcGetProgramLog")               \
-  X(nvrtcGetCUBINSize, "nvrtcGetCUBINSize")                 \
+#define FERRITE_NVRTC_FNS(X)                          \
+  X(nvrtcVersion, "nvrtcVersion")                     \
+  X(nvrtcGetErrorString, "nvrtcGetErrorString")       \
+  X(nvrtcCreateProgram, "nvrtcCreateProgram")         \
+  X(nvrtcDestroyProgram, "nvrtcDestroyProgram")       \
+  X(nvrtcCompileProgram, "nvrtcCompileProgram")       \
+  X(nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize") \
+  X(nvrtcGetProgramLog, "nvrtcGetProgramLog")         \
+  X(nvrtcGetCUBINSize, "nvrtcGetCUBINSize")           \
   X(nvrtcGetCUBIN, "nvrtcGetCUBIN")
 
-#define FERRITE_CUBLASLT_FNS(X)                                           \
-  X(cublasLtCreate, "cublasLtCreate")                                     \
-  X(cublasLtDestroy, "cublasLtDestroy")                                   \
-  X(cublasLtGetVersion, "cublasLtGetVersion")                             \
-  X(cublasLtMatmul, "cublasLtMatmul")                                     \
-  X(cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate")                 \
-  X(cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy")               \
-  X(cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute")     \
-  X(cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate")             \
-  X(cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy")           \
-  X(cublasLtMatrixLayoutSetAttribute, "cublasLtMatrixLayoutSetAttribute") \
-  X(cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate")     \
-  X(cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy")   \
+#define FERRITE_CUBLASLT_FNS(X)                                                   \
+  X(cublasLtCreate, "cublasLtCreate")                                             \
+  X(cublasLtDestroy, "cublasLtDestroy")                                           \
+  X(cublasLtGetVersion, "cublasLtGetVersion")                                     \
+  X(cublasLtMatmul, "cublasLtMatmul")                                             \
+  X(cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate")                         \
+  X(cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy")                       \
+  X(cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute")             \
+  X(cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate")                     \
+  X(cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy")                   \
+  X(cublasLtMatrixLayoutSetAttribute, "cublasLtMatrixLayoutSetAttribute")         \
+  X(cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate")             \
+  X(cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy")           \
   X(cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute") \
   X(cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic")
 

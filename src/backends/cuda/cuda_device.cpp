@@ -52,7 +52,8 @@ class CudaDevice : public Device {
     FERRITE_ASSIGN_OR_RETURN(std::shared_ptr<cuda::CudaBackend> be, backend());
     FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph));
     mark_in_place_candidates(lg);
-    FERRITE_ASSIGN_OR_RETURN(std::string source, be->parts.dialect->generate(lg, be->parts.properties));
+    FERRITE_ASSIGN_OR_RETURN(std::string source,
+                             be->parts.dialect->generate(lg, be->parts.properties));
     if (const char* dump = std::getenv("FERRITE_DUMP_LOWERED")) {
       if (std::FILE* f = std::fopen(dump, "w")) {
         std::fputs(print_lowered(lg).c_str(), f);
@@ -61,14 +62,14 @@ class CudaDevice : public Device {
         std::fclose(f);
       }
     }
-    FERRITE_ASSIGN_OR_RETURN(CompiledModule compiled, be->parts.compiler->compile(source, "kernels"));
+    FERRITE_ASSIGN_OR_RETURN(CompiledModule compiled,
+                             be->parts.compiler->compile(source, "kernels"));
     if (log_enabled("compile"))
-      std::fprintf(stderr, "[compile] cuda %s: %.3f s (%s %.3f s)%s%s\n",
-                   be->parts.properties.arch.c_str(),
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                   compiled.cache_hit ? "compile cache hit, load" : "NVRTC compile",
-                   compiled.seconds, compiled.cache_note.empty() ? "" : "; cache: ",
-                   compiled.cache_note.c_str());
+      std::fprintf(
+          stderr, "[compile] cuda %s: %.3f s (%s %.3f s)%s%s\n", be->parts.properties.arch.c_str(),
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+          compiled.cache_hit ? "compile cache hit, load" : "NVRTC compile", compiled.seconds,
+          compiled.cache_note.empty() ? "" : "; cache: ", compiled.cache_note.c_str());
     if (log_enabled("fusion"))
       std::fprintf(stderr,
                    "[fusion] %zu nodes -> %d generated kernels (%d with reductions; %d nodes "
@@ -83,8 +84,10 @@ class CudaDevice : public Device {
   Expected<std::shared_ptr<cuda::CudaBackend>> backend() const {
     std::call_once(once_, [&] {
       auto b = cuda::open_cuda_backend(gpu_ordinal());
-      if (b) backend_ = *b;
-      else error_ = b.status();
+      if (b)
+        backend_ = *b;
+      else
+        error_ = b.status();
     });
     if (backend_) return backend_;
     return error_;
@@ -96,6 +99,8 @@ class CudaDevice : public Device {
 
 }  // namespace
 
-std::unique_ptr<Device> make_cuda_device() { return std::make_unique<CudaDevice>(); }
+std::unique_ptr<Device> make_cuda_device() {
+  return std::make_unique<CudaDevice>();
+}
 
 }  // namespace ferrite

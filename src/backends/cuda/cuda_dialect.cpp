@@ -94,12 +94,18 @@ template <class T> __device__ T fe_block_min(T v) {
 
 std::optional<std::string> cuda_type(DType t) {
   switch (t) {
-    case DType::kF32: return "float";
-    case DType::kF64: return "double";
-    case DType::kI32: return "int32_t";
-    case DType::kI64: return "int64_t";
-    case DType::kBool: return "bool";
-    default: return std::nullopt;
+    case DType::kF32:
+      return "float";
+    case DType::kF64:
+      return "double";
+    case DType::kI32:
+      return "int32_t";
+    case DType::kI64:
+      return "int64_t";
+    case DType::kBool:
+      return "bool";
+    default:
+      return std::nullopt;
   }
 }
 
@@ -269,7 +275,8 @@ void emit_row(std::ostringstream& os, const Kernel& k, const Gen& g) {
                acc + "_nan |= " + v + " != " + v + ";\n");
       os << "    " << ty << " " << acc << " = fe_block_" << (mx ? "max" : "min") << "<" << ty
          << ">(" << acc << "_p);\n"
-         << "    if (__syncthreads_or(" << acc << "_nan)) " << acc << " = fe_nan<" << ty << ">();\n";
+         << "    if (__syncthreads_or(" << acc << "_nan)) " << acc << " = fe_nan<" << ty
+         << ">();\n";
     }
   }
   std::vector<bool> store = needed(k.root, false);
@@ -318,6 +325,8 @@ Expected<std::string> CudaDialect::generate(const LoweredGraph& lg,
   return os.str();
 }
 
-const char* cuda_prelude_source() { return kPrelude; }
+const char* cuda_prelude_source() {
+  return kPrelude;
+}
 
 }  // namespace ferrite::cuda

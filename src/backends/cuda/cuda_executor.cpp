@@ -47,8 +47,12 @@ class CudaModel : public PreparedModel {
  public:
   CudaModel(const Graph& g, LoweredGraph lg, std::unique_ptr<LoadedModule> module,
             std::shared_ptr<CudaBackend> be)
-      : graph_(g), lg_(std::move(lg)), be_(std::move(be)), module_(std::move(module)),
-        rt_(*be_->rt), pool_(rt_) {}
+      : graph_(g),
+        lg_(std::move(lg)),
+        be_(std::move(be)),
+        module_(std::move(module)),
+        rt_(*be_->rt),
+        pool_(rt_) {}
 
   ~CudaModel() override {
     if (profile_ && profiled_runs_ > 0) print_profile();
@@ -172,8 +176,8 @@ class CudaModel : public PreparedModel {
   struct BindingState {
     CudaRuntime* rt = nullptr;
     std::vector<std::optional<KernelLaunch>> launches;  // per kernel step
-    std::map<size_t, std::vector<Tensor>> det_outputs;   // per deterministic host step
-    std::map<int, void*> det_dev;                        // device copies of those values
+    std::map<size_t, std::vector<Tensor>> det_outputs;  // per deterministic host step
+    std::map<int, void*> det_dev;                       // device copies of those values
     bool graphable = true;  // no step needs the host for input-dependent data
     int clean_runs = 0;
     // The captured run: stable input buffers, outputs, and the blocks its addresses point to.
@@ -211,10 +215,12 @@ class CudaModel : public PreparedModel {
   }
   void profile_stop(const Step& s, std::chrono::steady_clock::time_point t0) {
     rt_.synchronize();
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::string label = s.kind == Step::Kind::kKernel
-                            ? (s.kernel.is_row() ? "generated row kernel" : "generated pointwise kernel")
-                            : s.node->op_type + " (" + path_ + ")";
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::string label =
+        s.kind == Step::Kind::kKernel
+            ? (s.kernel.is_row() ? "generated row kernel" : "generated pointwise kernel")
+            : s.node->op_type + " (" + path_ + ")";
     auto& e = profile_table_[label];
     e.first += 1;
     e.second += ms;
@@ -250,7 +256,8 @@ class CudaModel : public PreparedModel {
     syms_.clear();
     for (const auto& name : lg_.symbols) {
       auto it = bind_.find(name);
-      if (it == bind_.end()) return err("cuda: shape symbol '", name, "' is not bound by any input");
+      if (it == bind_.end())
+        return err("cuda: shape symbol '", name, "' is not bound by any input");
       syms_.push_back(it->second);
     }
     auto& slot = states_[syms_];
@@ -431,8 +438,10 @@ class CudaModel : public PreparedModel {
       GraphOutput g;
       g.dtype = o.dtype;
       g.dims = o.dims;
-      if (o.dev_valid) g.dev = o.dev;
-      else g.host = o.host;
+      if (o.dev_valid)
+        g.dev = o.dev;
+      else
+        g.host = o.host;
       st.outputs.push_back(std::move(g));
     }
     if (log_enabled("graph"))
@@ -444,7 +453,8 @@ class CudaModel : public PreparedModel {
   Expected<std::vector<Tensor>> replay(const std::vector<Tensor>& inputs) {
     BindingState& st = *state_;
     for (size_t i = 0; i < inputs.size(); ++i)
-      FERRITE_RETURN_IF_ERROR(rt_.copy_to_device(st.input_dev[i], inputs[i].raw(), inputs[i].nbytes()));
+      FERRITE_RETURN_IF_ERROR(
+          rt_.copy_to_device(st.input_dev[i], inputs[i].raw(), inputs[i].nbytes()));
     if (st.checks_flag) FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
     FERRITE_RETURN_IF_ERROR(check(rt_.api().cuGraphLaunch(st.exec, rt_.stream()), "cuGraphLaunch"));
     std::vector<Tensor> out;
@@ -502,7 +512,8 @@ class CudaModel : public PreparedModel {
   Expected<void*> device_ptr(int b) {
     Slot& s = slots_[b];
     if (s.dev_valid) return s.dev;
-    if (!s.host_valid) return err("cuda: buffer ", lg_.buffers[b].name, " is read before it is written");
+    if (!s.host_valid)
+      return err("cuda: buffer ", lg_.buffers[b].name, " is read before it is written");
     if (capturing_) return err("cuda: a host value would be uploaded during graph capture");
     size_t bytes = s.host.nbytes();
     if (lg_.buffers[b].kind == Buffer::Kind::kConstant) {
@@ -524,7 +535,8 @@ class CudaModel : public PreparedModel {
   Expected<Tensor> host_tensor(int b) {
     Slot& s = slots_[b];
     if (s.host_valid) return s.host;
-    if (!s.dev_valid) return err("cuda: buffer ", lg_.buffers[b].name, " is read before it is written");
+    if (!s.dev_valid)
+      return err("cuda: buffer ", lg_.buffers[b].name, " is read before it is written");
     if (capturing_) return err("cuda: a device value would be read back during graph capture");
     FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(s.dtype, s.dims));
     FERRITE_RETURN_IF_ERROR(rt_.copy_to_host(t.raw(), s.dev, t.nbytes()));
@@ -610,8 +622,9 @@ class CudaModel : public PreparedModel {
       FERRITE_ASSIGN_OR_RETURN(auto dims, input_dims(s, 0));
       // A stand-in with the right dims over a dummy byte: these kernels never read the data.
       Tensor stand_in;
-      FERRITE_ASSIGN_OR_RETURN(stand_in, Tensor::over_storage(slots_[s.inputs[0]].dtype, dims,
-                                                              std::shared_ptr<uint8_t[]>(new uint8_t[1])));
+      FERRITE_ASSIGN_OR_RETURN(stand_in,
+                               Tensor::over_storage(slots_[s.inputs[0]].dtype, dims,
+                                                    std::shared_ptr<uint8_t[]>(new uint8_t[1])));
       return run_on_host(si, {stand_in}, true);
     }
     bool all_host = true;
@@ -662,7 +675,8 @@ class CudaModel : public PreparedModel {
         return Status::ok();
       }
     }
-    if (capturing_ && !det_step_[si]) return err("cuda: a host step would run during graph capture");
+    if (capturing_ && !det_step_[si])
+      return err("cuda: a host step would run during graph capture");
     std::vector<Tensor> ins;
     for (size_t i = 0; i < s.inputs.size(); ++i) {
       if (s.inputs[i] < 0) {
@@ -690,8 +704,10 @@ class CudaModel : public PreparedModel {
         o = Slot{};
         set_host(s.outputs[i], outs[i]);
       }
-    if (det_step_[si]) state_->det_outputs[si] = outs;
-    else ++run_stats_.nondet_host;
+    if (det_step_[si])
+      state_->det_outputs[si] = outs;
+    else
+      ++run_stats_.nondet_host;
     path_ = resident ? "host" : "host fallback";
     if (resident) {
       ++run_stats_.host_resident;
@@ -713,7 +729,7 @@ class CudaModel : public PreparedModel {
 
   const Graph& graph_;
   LoweredGraph lg_;
-  std::shared_ptr<CudaBackend> be_;      // outlives the module (its context)
+  std::shared_ptr<CudaBackend> be_;  // outlives the module (its context)
   std::unique_ptr<LoadedModule> module_;
   CudaRuntime& rt_;
   DevicePool pool_;

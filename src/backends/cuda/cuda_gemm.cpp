@@ -41,7 +41,8 @@ Expected<std::unique_ptr<CublasGemm>> CublasGemm::create(const CudaRuntime& rt) 
   FERRITE_RETURN_IF_ERROR(lt_check(lt->cublasLtCreate(&g->handle_), "cublasLtCreate"));
   g->workspace_bytes_ = size_t{32} << 20;
   CUdeviceptr p = 0;
-  FERRITE_RETURN_IF_ERROR(check(rt.api().cuMemAlloc(&p, g->workspace_bytes_), "cuBLASLt workspace"));
+  FERRITE_RETURN_IF_ERROR(
+      check(rt.api().cuMemAlloc(&p, g->workspace_bytes_), "cuBLASLt workspace"));
   g->workspace_ = reinterpret_cast<void*>(p);
   return g;
 }
@@ -70,7 +71,8 @@ Status CublasGemm::tune(const GemmCall& g, Plan& p, const cublasLtMatmulHeuristi
   const bool has_c = g.beta != 0 && g.c_in;
   if (cs != CU_STREAM_CAPTURE_STATUS_NONE || (has_c && g.c_in == g.c)) return Status::ok();
   if (g.bias)
-    lt_->cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias);
+    lt_->cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
+                                        sizeof g.bias);
   float beta = has_c ? g.beta : 0.f;
   const void* cin = has_c ? g.c_in : g.c;
   CUevent e0 = nullptr, e1 = nullptr;
@@ -118,13 +120,15 @@ Status CublasGemm::run(const GemmCall& g) {
     auto p = std::make_shared<Plan>();
     p->lt = lt_;
     cublasComputeType_t ct = tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    FERRITE_RETURN_IF_ERROR(lt_check(lt_->cublasLtMatmulDescCreate(&p->desc, ct, CUDA_R_32F), "desc"));
+    FERRITE_RETURN_IF_ERROR(
+        lt_check(lt_->cublasLtMatmulDescCreate(&p->desc, ct, CUDA_R_32F), "desc"));
     cublasOperation_t opa = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS A = our B
     cublasOperation_t opb = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     lt_->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa);
     lt_->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
-    cublasLtEpilogue_t epi = g.bias ? (g.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
-                                    : (g.relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+    cublasLtEpilogue_t epi = g.bias
+                                 ? (g.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                                 : (g.relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
     lt_->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
     // Stored (pre-op) shapes in column-major terms.
     uint64_t a_rows = g.trans_b ? g.k : g.n, a_cols = g.trans_b ? g.n : g.k;
@@ -139,18 +143,21 @@ Status CublasGemm::run(const GemmCall& g) {
       int32_t count = static_cast<int32_t>(g.batch);
       int64_t sa = g.stride_b, sb = g.stride_a, sc = g.stride_c;
       for (auto [l, s] : {std::pair{p->la, sa}, std::pair{p->lb, sb}, std::pair{p->lc, sc}}) {
-        lt_->cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
-        lt_->cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s, sizeof s);
+        lt_->cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                              sizeof count);
+        lt_->cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s,
+                                              sizeof s);
       }
     }
     cublasLtMatmulPreference_t pref = nullptr;
     FERRITE_RETURN_IF_ERROR(lt_check(lt_->cublasLtMatmulPreferenceCreate(&pref), "preference"));
     uint64_t ws = workspace_bytes_;
-    lt_->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    lt_->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                              sizeof ws);
     cublasLtMatmulHeuristicResult_t results[8] = {};
     int found = 0;
-    cublasStatus_t hs = lt_->cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->la, p->lb, p->lc,
-                                                           p->lc, pref, tune_ ? 8 : 1, results, &found);
+    cublasStatus_t hs = lt_->cublasLtMatmulAlgoGetHeuristic(
+        handle_, p->desc, p->la, p->lb, p->lc, p->lc, pref, tune_ ? 8 : 1, results, &found);
     lt_->cublasLtMatmulPreferenceDestroy(pref);
     if ((hs != CUBLAS_STATUS_SUCCESS || found == 0) && g.batch > 1) {
       // Some batched layouts (a broadcast operand with stride 0) may have no algorithm: one
@@ -176,14 +183,15 @@ Status CublasGemm::run(const GemmCall& g) {
   }
   Plan& p = *slot;
   if (g.bias)
-    lt_->cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias);
+    lt_->cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
+                                        sizeof g.bias);
   float beta = has_c ? g.beta : 0.f;
   const void* cin = has_c ? g.c_in : g.c;
   FERRITE_RETURN_IF_ERROR(rt_->make_current());
-  return lt_check(lt_->cublasLtMatmul(handle_, p.desc, &g.alpha, g.b, p.la, g.a, p.lb, &beta, cin,
-                                      p.lc, g.c, p.lc, &p.algo, workspace_, workspace_bytes_,
-                                      rt_->stream()),
-                  "cublasLtMatmul");
+  return lt_check(
+      lt_->cublasLtMatmul(handle_, p.desc, &g.alpha, g.b, p.la, g.a, p.lb, &beta, cin, p.lc, g.c,
+                          p.lc, &p.algo, workspace_, workspace_bytes_, rt_->stream()),
+      "cublasLtMatmul");
 }
 
 }  // namespace ferrite::cuda

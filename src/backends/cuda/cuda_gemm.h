@@ -44,7 +44,8 @@ class CublasGemm {
  private:
   CublasGemm() = default;
   struct Plan;
-  Status tune(const GemmCall& g, Plan& p, const cublasLtMatmulHeuristicResult_t* results, int found);
+  Status tune(const GemmCall& g, Plan& p, const cublasLtMatmulHeuristicResult_t* results,
+              int found);
   const CudaRuntime* rt_ = nullptr;
   const CublasLt* lt_ = nullptr;
   cublasLtHandle_t handle_ = nullptr;

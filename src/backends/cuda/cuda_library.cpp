@@ -321,37 +321,51 @@ bool broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t
     bd->dims[off + d] = out[d];
     if (d < ioff) continue;
     int64_t n = in[d - ioff];
-    if (n == out[d]) bd->strides[off + d] = in_strides[d - ioff];
-    else if (n != 1) return false;
+    if (n == out[d])
+      bd->strides[off + d] = in_strides[d - ioff];
+    else if (n != 1)
+      return false;
   }
   return true;
 }
 
 bool parse_act(const std::string& s, Act* a) {
-  if (s.empty() || s == "none") *a = Act::kNone;
-  else if (s == "relu") *a = Act::kRelu;
-  else if (s == "tanh") *a = Act::kTanh;
-  else if (s == "sigmoid") *a = Act::kSigmoid;
-  else if (s == "gelu") *a = Act::kGelu;
-  else if (s == "gelu_tanh") *a = Act::kGeluTanh;
-  else return false;
+  if (s.empty() || s == "none")
+    *a = Act::kNone;
+  else if (s == "relu")
+    *a = Act::kRelu;
+  else if (s == "tanh")
+    *a = Act::kTanh;
+  else if (s == "sigmoid")
+    *a = Act::kSigmoid;
+  else if (s == "gelu")
+    *a = Act::kGelu;
+  else if (s == "gelu_tanh")
+    *a = Act::kGeluTanh;
+  else
+    return false;
   return true;
 }
 
 Expected<std::unique_ptr<LibraryKernels>> LibraryKernels::load(const CudaRuntime& rt,
                                                                const std::string& arch,
                                                                const std::string& device_key) {
-  FERRITE_ASSIGN_OR_RETURN(CubinResult c, compile_to_cubin(kLibrarySource, arch, "ferrite_library", device_key));
+  FERRITE_ASSIGN_OR_RETURN(CubinResult c,
+                           compile_to_cubin(kLibrarySource, arch, "ferrite_library", device_key));
   auto lib = std::unique_ptr<LibraryKernels>(new LibraryKernels());
   lib->rt_ = &rt;
   FERRITE_ASSIGN_OR_RETURN(lib->module_, CubinModule::load(rt, c.cubin));
   struct {
     const char* name;
     CUfunction* fn;
-  } fns[] = {{"fe_conv2d", &lib->conv_},          {"fe_im2col", &lib->im2col_},
-             {"fe_bias_act_nchw", &lib->bias_act_}, {"fe_maxpool2d", &lib->maxpool_},
-             {"fe_epilogue", &lib->epilogue_},    {"fe_broadcast_fill", &lib->fill_},
-             {"fe_bias_act_unfold", &lib->unfold_}, {"fe_gather", &lib->gather_},
+  } fns[] = {{"fe_conv2d", &lib->conv_},
+             {"fe_im2col", &lib->im2col_},
+             {"fe_bias_act_nchw", &lib->bias_act_},
+             {"fe_maxpool2d", &lib->maxpool_},
+             {"fe_epilogue", &lib->epilogue_},
+             {"fe_broadcast_fill", &lib->fill_},
+             {"fe_bias_act_unfold", &lib->unfold_},
+             {"fe_gather", &lib->gather_},
              {"fe_binary_f32", &lib->binary_},
              {"fe_attention_softmax", &lib->softmax_}};
   for (auto& f : fns) {
@@ -364,10 +378,10 @@ Expected<std::unique_ptr<LibraryKernels>> LibraryKernels::load(const CudaRuntime
 
 Status LibraryKernels::launch(CUfunction f, int64_t grid, int64_t block, void** args) {
   ++launches_;
-  return check(rt_->api().cuLaunchKernel(f, static_cast<unsigned>(grid), 1, 1,
-                                         static_cast<unsigned>(block), 1, 1, 0, rt_->stream(), args,
-                                         nullptr),
-               "library kernel launch");
+  return check(
+      rt_->api().cuLaunchKernel(f, static_cast<unsigned>(grid), 1, 1, static_cast<unsigned>(block),
+                                1, 1, 0, rt_->stream(), args, nullptr),
+      "library kernel launch");
 }
 
 Status LibraryKernels::conv2d_direct(const float* x, const float* w, const float* bias, float* y,
@@ -436,7 +450,8 @@ Status LibraryKernels::attention_softmax(float* scores, const float* mask, const
   int64_t rows = p.rows_per_batch * p.S;
   int64_t block = std::min<int64_t>(256, std::max<int64_t>(32, (p.T + 31) / 32 * 32));
   void* args[] = {&scores, &mask, &q};
-  return launch(softmax_, std::max<int64_t>(1, std::min<int64_t>(rows, int64_t{sms_} * 32)), block, args);
+  return launch(softmax_, std::max<int64_t>(1, std::min<int64_t>(rows, int64_t{sms_} * 32)), block,
+                args);
 }
 
 }  // namespace ferrite::cuda

@@ -23,7 +23,15 @@ bool broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t
                        BroadcastDims* bd);
 
 // Activation codes shared with the kernels.
-enum class Act : int { kNone = 0, kRelu = 1, kTanh = 2, kSigmoid = 3, kGelu = 4, kGeluTanh = 5, kClip = 6 };
+enum class Act : int {
+  kNone = 0,
+  kRelu = 1,
+  kTanh = 2,
+  kSigmoid = 3,
+  kGelu = 4,
+  kGeluTanh = 5,
+  kClip = 6
+};
 bool parse_act(const std::string& s, Act* a);
 
 struct ConvParams {
@@ -47,10 +55,12 @@ struct SoftmaxParams {
 
 class LibraryKernels {
  public:
-  static Expected<std::unique_ptr<LibraryKernels>> load(const CudaRuntime& rt, const std::string& arch,
+  static Expected<std::unique_ptr<LibraryKernels>> load(const CudaRuntime& rt,
+                                                        const std::string& arch,
                                                         const std::string& device_key);
   // Each launches on the runtime's stream; counts are in elements.
-  Status conv2d_direct(const float* x, const float* w, const float* bias, float* y, const ConvParams& p);
+  Status conv2d_direct(const float* x, const float* w, const float* bias, float* y,
+                       const ConvParams& p);
   Status im2col(const float* x, float* col, const ConvParams& p);
   Status bias_act_nchw(float* y, const float* bias, int64_t total, int64_t channels, int64_t plane,
                        int act, float lo, float hi);
@@ -68,7 +78,8 @@ class LibraryKernels {
   Status epilogue(float* y, const float* bias, const float* residual, const BroadcastDims* res,
                   int64_t rows, int64_t cols, int act);
   // y (= [rows, cols]) = broadcast(c) * beta
-  Status broadcast_fill(float* y, const float* c, const BroadcastDims& bd, int64_t total, float beta);
+  Status broadcast_fill(float* y, const float* c, const BroadcastDims& bd, int64_t total,
+                        float beta);
   // softmax over the last dim of scores [batch, S, T], in place, with mask/causal/nan_to_zero.
   Status attention_softmax(float* scores, const float* mask, const SoftmaxParams& p);
   int64_t launches() const { return launches_; }
@@ -78,8 +89,8 @@ class LibraryKernels {
   const CudaRuntime* rt_ = nullptr;
   std::unique_ptr<CubinModule> module_;
   CUfunction conv_ = nullptr, im2col_ = nullptr, bias_act_ = nullptr, maxpool_ = nullptr,
-             epilogue_ = nullptr, fill_ = nullptr, softmax_ = nullptr,
-             unfold_ = nullptr, gather_ = nullptr, binary_ = nullptr;
+             epilogue_ = nullptr, fill_ = nullptr, softmax_ = nullptr, unfold_ = nullptr,
+             gather_ = nullptr, binary_ = nullptr;
   int sms_ = 1;
   int64_t launches_ = 0;
 };

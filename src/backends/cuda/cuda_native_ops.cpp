@@ -28,8 +28,10 @@ std::optional<std::vector<int64_t>> broadcast(std::vector<int64_t> a, std::vecto
   for (size_t i = 0; i < b.size(); ++i) {
     int64_t x = a[off + i], y = b[i];
     if (x == y || y == 1) continue;
-    if (x == 1) out[off + i] = y;
-    else return std::nullopt;
+    if (x == 1)
+      out[off + i] = y;
+    else
+      return std::nullopt;
   }
   return out;
 }
@@ -144,8 +146,8 @@ Expected<bool> run_fused_matmul(const Node& node, NativeIO& io, CudaBackend& be)
     g.beta = 1;
     res_done = true;
   }
-  FERRITE_RETURN_IF_ERROR(matmul(be, io.in[0]->f32(), ab, io.in[1]->f32(), bb, *batch, M, N, K, tb,
-                                 y, g));
+  FERRITE_RETURN_IF_ERROR(
+      matmul(be, io.in[0]->f32(), ab, io.in[1]->f32(), bb, *batch, M, N, K, tb, y, g));
   if (!simple_act || (res && !res_done))
     FERRITE_RETURN_IF_ERROR(be.lib->epilogue(y, nullptr, res && !res_done ? res->f32() : nullptr,
                                              &rb, prod(out) / N, N,
@@ -240,7 +242,8 @@ Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be) {
     g.ldc = ohw;
     g.stride_c = p.K * ohw;
     FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
-    if (bp) FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, bp, p.N * p.K * ohw, p.K, ohw, 0, 0, 0));
+    if (bp)
+      FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, bp, p.N * p.K * ohw, p.K, ohw, 0, 0, 0));
     return true;
   }
   // One GEMM for the whole batch: T (K x N*OHW) = W (K x CKK) * col (CKK x N*OHW), then T goes
@@ -281,10 +284,12 @@ Expected<bool> run_split(const Node& node, NativeIO& io, CudaBackend& be) {
   } else if (node.has_attr("split")) {
     sizes = node.attr_ints("split");
   } else {
-    int64_t n = node.has_attr("num_outputs") ? node.attr_int("num_outputs") : static_cast<int64_t>(nout);
+    int64_t n =
+        node.has_attr("num_outputs") ? node.attr_int("num_outputs") : static_cast<int64_t>(nout);
     if (n <= 0) return false;
     int64_t chunk = (len + n - 1) / n;
-    for (int64_t i = 0; i < n; ++i) sizes.push_back(std::max<int64_t>(0, std::min(chunk, len - i * chunk)));
+    for (int64_t i = 0; i < n; ++i)
+      sizes.push_back(std::max<int64_t>(0, std::min(chunk, len - i * chunk)));
   }
   if (sizes.size() != nout) return false;
   int64_t sum = 0;
@@ -315,7 +320,8 @@ Expected<bool> run_split(const Node& node, NativeIO& io, CudaBackend& be) {
       c.dstPitch = static_cast<size_t>(sizes[j] * inner);
       c.WidthInBytes = static_cast<size_t>(sizes[j] * inner);
       c.Height = static_cast<size_t>(outer);
-      FERRITE_RETURN_IF_ERROR(check(be.rt->api().cuMemcpy2DAsync(&c, be.rt->stream()), "Split copy"));
+      FERRITE_RETURN_IF_ERROR(
+          check(be.rt->api().cuMemcpy2DAsync(&c, be.rt->stream()), "Split copy"));
     }
     off += sizes[j];
   }
@@ -376,8 +382,9 @@ Expected<bool> run_attention(const Node& node, NativeIO& io, CudaBackend& be) {
   for (size_t d = 0; d < br; ++d) sp.batch_dims[d] = batch[d];
   sp.causal = node.attr_int("causal") != 0;
   sp.nan_to_zero = node.attr_int("nan_to_zero") != 0;
-  const float scale = node.has_attr("scale") ? node.attr_float("scale")
-                                             : static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  const float scale = node.has_attr("scale")
+                          ? node.attr_float("scale")
+                          : static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   std::vector<int64_t> out = batch;
   out.push_back(S);
   out.push_back(Dv);
@@ -430,7 +437,8 @@ Expected<bool> run_binary(const Node& node, NativeIO& io, CudaBackend& be) {
   auto out = broadcast(io.in[0]->dims, io.in[1]->dims);
   if (!out) return false;
   BroadcastDims ab{}, bb{};
-  if (!broadcast_strides(io.in[0]->dims, *out, &ab) || !broadcast_strides(io.in[1]->dims, *out, &bb))
+  if (!broadcast_strides(io.in[0]->dims, *out, &ab) ||
+      !broadcast_strides(io.in[1]->dims, *out, &bb))
     return false;
   const std::string& op = node.op_type;
   int code = op == "Add" ? 0 : op == "Sub" ? 1 : op == "Mul" ? 2 : 3;

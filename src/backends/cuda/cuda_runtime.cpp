@@ -26,7 +26,9 @@ CudaRuntime::~CudaRuntime() {
   if (ctx_) d_->cuDevicePrimaryCtxRelease(dev_);
 }
 
-Status CudaRuntime::make_current() const { return check(d_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"); }
+Status CudaRuntime::make_current() const {
+  return check(d_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
+}
 
 Expected<void*> CudaRuntime::allocate(size_t bytes, size_t alignment) {
   // cuMemAlloc aligns to at least 256 bytes.

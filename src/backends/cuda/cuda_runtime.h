@@ -43,6 +43,8 @@ class CudaRuntime : public DeviceRuntime {
   CUstream stream_ = nullptr;
 };
 
-inline CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+inline CUdeviceptr dptr(const void* p) {
+  return reinterpret_cast<CUdeviceptr>(p);
+}
 
 }  // namespace ferrite::cuda

@@ -40,7 +40,8 @@ Expected<std::unique_ptr<CubinModule>> CubinModule::load(const CudaRuntime& rt,
   FERRITE_RETURN_IF_ERROR(rt.make_current());
   auto m = std::unique_ptr<CubinModule>(new CubinModule());
   m->rt_ = &rt;
-  FERRITE_RETURN_IF_ERROR(check(rt.api().cuModuleLoadData(&m->module_, cubin.data()), "cuModuleLoadData"));
+  FERRITE_RETURN_IF_ERROR(
+      check(rt.api().cuModuleLoadData(&m->module_, cubin.data()), "cuModuleLoadData"));
   return m;
 }
 
@@ -48,9 +49,11 @@ Expected<CubinResult> compile_to_cubin(const std::string& source, const std::str
                                        const std::string& tag, const std::string& device_key) {
   auto t0 = std::chrono::steady_clock::now();
   FERRITE_ASSIGN_OR_RETURN(const Nvrtc* nv, nvrtc());
-  const std::string version = "nvrtc " + std::to_string(nv->major) + "." + std::to_string(nv->minor);
+  const std::string version =
+      "nvrtc " + std::to_string(nv->major) + "." + std::to_string(nv->minor);
   CompileCache& cache = CompileCache::global();
-  CacheKey key = make_compile_key({source, options_text(arch), arch + ";" + device_key, version, "cubin"});
+  CacheKey key =
+      make_compile_key({source, options_text(arch), arch + ";" + device_key, version, "cubin"});
   CubinResult r;
   if (cache.enabled()) {
     auto hit = cache.get(key);
@@ -65,7 +68,8 @@ Expected<CubinResult> compile_to_cubin(const std::string& source, const std::str
   nvrtcProgram prog = nullptr;
   std::string name = tag + ".cu";
   nvrtcResult rc = nv->nvrtcCreateProgram(&prog, source.c_str(), name.c_str(), 0, nullptr, nullptr);
-  if (rc != NVRTC_SUCCESS) return err("nvrtc: cannot create a program: ", nv->nvrtcGetErrorString(rc));
+  if (rc != NVRTC_SUCCESS)
+    return err("nvrtc: cannot create a program: ", nv->nvrtcGetErrorString(rc));
   std::vector<std::string> opts = nvrtc_options(arch);
   std::vector<const char*> copts;
   for (const auto& o : opts) copts.push_back(o.c_str());
@@ -79,8 +83,8 @@ Expected<CubinResult> compile_to_cubin(const std::string& source, const std::str
     if (log.size() > 4000) log = log.substr(0, 4000) + "...";
     if (const char* keep = std::getenv("FERRITE_KEEP_SOURCE"); keep && *keep)
       log += "\n--- source ---\n" + source;
-    return err("generated CUDA code failed to compile (", tag, ", ", arch, "): ",
-               nv->nvrtcGetErrorString(rc), ": ", log);
+    return err("generated CUDA code failed to compile (", tag, ", ", arch,
+               "): ", nv->nvrtcGetErrorString(rc), ": ", log);
   }
   size_t size = 0;
   nv->nvrtcGetCUBINSize(prog, &size);
@@ -113,7 +117,8 @@ Expected<CompiledModule> NvrtcCompiler::compile(const std::string& source, const
   r.module = std::move(module);
   r.cache_hit = c.cache_hit;
   r.cache_note = c.cache_note;
-  r.seconds = c.seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.seconds =
+      c.seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.artifact = "cubin " + arch_ + " (" + std::to_string(c.cubin.size()) + " bytes)";
   return r;
 }

@@ -18,7 +18,8 @@ class CubinModule : public LoadedModule {
  public:
   ~CubinModule() override;
   void* symbol(const std::string& name) const override;
-  static Expected<std::unique_ptr<CubinModule>> load(const CudaRuntime& rt, const std::string& cubin);
+  static Expected<std::unique_ptr<CubinModule>> load(const CudaRuntime& rt,
+                                                     const std::string& cubin);
 
  private:
   const CudaRuntime* rt_ = nullptr;
