@@ -32,6 +32,16 @@ log=$out/log.txt
 } >> "$log" 2>&1
 summary="$out/summary.txt"
 : > "$summary"
+# ONNX's backend node tests on the GPU (CARRY/node.tar.xz, packed from onnx's
+# backend/test/data/node): every case through the cuda device, one process.
+if [ -f "$carry/node.tar.xz" ] && [ -n "${CONFORMANCE:-}" ]; then
+  mkdir -p /tmp/onnx-node && tar -C /tmp/onnx-node -xJf "$carry/node.tar.xz"
+  timeout 500 "$bin/ferrite" test-onnx --device cuda --json "$out/conformance-cuda.json" \
+    /tmp/onnx-node/node/* > /tmp/conformance.txt 2>&1
+  echo "conformance rc=$? $(tail -3 /tmp/conformance.txt | tr '\n' ' ')" >> "$summary"
+  grep -E "^(FAIL|fail)" /tmp/conformance.txt | head -200 >> "$log"
+  [ -n "${ONLY_CONFORMANCE:-}" ] && { cat "$summary"; exit 0; }
+fi
 echo "== unit tests" >> "$log"
 # Some unit tests list golden folders of the build machine's checkout (compiled-in paths) when
 # they start; make those paths exist (empty) so that the binary starts here.
