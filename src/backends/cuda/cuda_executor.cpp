@@ -4,12 +4,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
 
 #include "backends/cuda/cuda_native_ops.h"
 #include "backends/cuda/cuda_pool.h"
+#include "backends/cuda/cuda_profile.h"
 #include "memory/lowered_memory.h"
 #include "memory/planner.h"
 #include "ops/context.h"
@@ -55,7 +57,7 @@ class CudaModel : public PreparedModel {
         pool_(rt_) {}
 
   ~CudaModel() override {
-    if (profile_ && profiled_runs_ > 0) print_profile();
+    if (profile_) profile_table_.print();
     if (!rt_.make_current()) return;
     rt_.synchronize();
     states_.clear();
@@ -186,10 +188,13 @@ class CudaModel : public PreparedModel {
     std::vector<void*> input_dev;
     std::vector<GraphOutput> outputs;
     std::vector<void*> owned;
+    void* pinned = nullptr;  // staging for the replay's copies
     bool checks_flag = false;
     void drop_graph() {
       if (exec) rt->api().cuGraphExecDestroy(exec);
       exec = nullptr;
+      if (pinned) rt->api().cuMemFreeHost(pinned);
+      pinned = nullptr;
       for (void* p : owned) rt->free(p);
       owned.clear();
       input_dev.clear();
@@ -206,40 +211,6 @@ class CudaModel : public PreparedModel {
     std::string fallback_ops;
     bool gathers = false;
   };
-
-  // FERRITE_LOG=profile: every step is timed to completion (the stream is synchronised around
-  // it, so the total exceeds an unprofiled run) and summed per kind of step over all runs.
-  std::chrono::steady_clock::time_point profile_start() {
-    rt_.synchronize();
-    return std::chrono::steady_clock::now();
-  }
-  void profile_stop(const Step& s, std::chrono::steady_clock::time_point t0) {
-    rt_.synchronize();
-    double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::string label =
-        s.kind == Step::Kind::kKernel
-            ? (s.kernel.is_row() ? "generated row kernel" : "generated pointwise kernel")
-            : s.node->op_type + " (" + path_ + ")";
-    auto& e = profile_table_[label];
-    e.first += 1;
-    e.second += ms;
-  }
-  void print_profile() const {
-    std::vector<std::pair<double, std::string>> rows;
-    double total = 0;
-    for (const auto& [label, e] : profile_table_) {
-      rows.push_back({e.second, label});
-      total += e.second;
-    }
-    std::sort(rows.rbegin(), rows.rend());
-    double n = static_cast<double>(profiled_runs_);
-    std::fprintf(stderr, "[profile] cuda: %lld runs, %.3f ms of steps per run (synchronised):\n",
-                 static_cast<long long>(profiled_runs_), total / n);
-    for (const auto& [ms, label] : rows)
-      std::fprintf(stderr, "[profile]   %8.3f ms  %5.0f steps  %s\n", ms / n,
-                   profile_table_.at(label).first / n, label.c_str());
-  }
 
   Status bind(const std::vector<Tensor>& inputs) {
     bind_.clear();
@@ -325,13 +296,19 @@ class CudaModel : public PreparedModel {
       const Step& s = lg_.steps[si];
       // The first run uploads the constants: profiles start with the second.
       const bool prof = profile_ && runs_ > 0;
-      auto t0 = prof ? profile_start() : std::chrono::steady_clock::time_point{};
+      auto t0 = prof ? profile_table_.start(rt_) : StepProfile::Clock::time_point{};
       path_ = "";
       st = s.kind == Step::Kind::kKernel ? run_kernel(si) : run_library(si);
-      if (prof && st) profile_stop(s, t0);
+      if (prof && st)
+        profile_table_.stop(
+            rt_,
+            s.kind == Step::Kind::kKernel
+                ? (s.kernel.is_row() ? "generated row kernel" : "generated pointwise kernel")
+                : s.node->op_type + " (" + path_ + ")",
+            t0);
       if (st) release(si);
     }
-    if (profile_ && runs_ > 0) ++profiled_runs_;
+    if (profile_ && runs_ > 0) profile_table_.end_run();
     ++runs_;
     return st;
   }
@@ -354,6 +331,7 @@ class CudaModel : public PreparedModel {
     for (void* p : scratch_) pool_.put(p);
     scratch_.clear();
     slots_.clear();
+    pool_.trim(size_t{1} << 30);
     if (!st) {
       rt_.synchronize();
       return st;
@@ -450,21 +428,52 @@ class CudaModel : public PreparedModel {
     return finish(Status::ok());
   }
 
+  // Inputs and outputs go through one pinned host block per binding, so the copies are truly
+  // asynchronous and the replay waits for the stream once (not once per output: gpt2 has 25).
   Expected<std::vector<Tensor>> replay(const std::vector<Tensor>& inputs) {
     BindingState& st = *state_;
-    for (size_t i = 0; i < inputs.size(); ++i)
+    const Driver& d = rt_.api();
+    if (!st.pinned) {
+      size_t bytes = 0;
+      for (const Tensor& t : inputs) bytes += (t.nbytes() + 255) / 256 * 256;
+      for (const GraphOutput& g : st.outputs)
+        if (g.dev) bytes += (nbytes(g.dtype, g.dims) + 255) / 256 * 256;
       FERRITE_RETURN_IF_ERROR(
-          rt_.copy_to_device(st.input_dev[i], inputs[i].raw(), inputs[i].nbytes()));
+          check(d.cuMemAllocHost(&st.pinned, std::max<size_t>(bytes, 256)), "cuMemAllocHost"));
+    }
+    uint8_t* stage = static_cast<uint8_t*>(st.pinned);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const size_t n = inputs[i].nbytes();
+      if (n) {
+        std::memcpy(stage, inputs[i].raw(), n);
+        FERRITE_RETURN_IF_ERROR(
+            check(d.cuMemcpyHtoDAsync(dptr(st.input_dev[i]), stage, n, rt_.stream()),
+                  "host-to-device copy"));
+      }
+      stage += (n + 255) / 256 * 256;
+    }
     if (st.checks_flag) FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
-    FERRITE_RETURN_IF_ERROR(check(rt_.api().cuGraphLaunch(st.exec, rt_.stream()), "cuGraphLaunch"));
-    std::vector<Tensor> out;
+    FERRITE_RETURN_IF_ERROR(check(d.cuGraphLaunch(st.exec, rt_.stream()), "cuGraphLaunch"));
+    std::vector<uint8_t*> where;
     for (const GraphOutput& g : st.outputs) {
+      where.push_back(stage);
+      if (!g.dev) continue;
+      const size_t n = nbytes(g.dtype, g.dims);
+      if (n)
+        FERRITE_RETURN_IF_ERROR(
+            check(d.cuMemcpyDtoHAsync(stage, dptr(g.dev), n, rt_.stream()), "device-to-host copy"));
+      stage += (n + 255) / 256 * 256;
+    }
+    FERRITE_RETURN_IF_ERROR(rt_.synchronize());
+    std::vector<Tensor> out;
+    for (size_t j = 0; j < st.outputs.size(); ++j) {
+      const GraphOutput& g = st.outputs[j];
       if (!g.dev) {
         out.push_back(g.host);
         continue;
       }
       FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(g.dtype, g.dims));
-      FERRITE_RETURN_IF_ERROR(rt_.copy_to_host(t.raw(), g.dev, t.nbytes()));
+      if (t.nbytes()) std::memcpy(t.raw(), where[j], t.nbytes());
       out.push_back(std::move(t));
     }
     if (st.checks_flag) FERRITE_RETURN_IF_ERROR(check_flag());
@@ -757,8 +766,8 @@ class CudaModel : public PreparedModel {
   bool capturing_ = false, capture_failed_ = false;
   const bool profile_ = log_enabled("profile");
   std::string path_;  // how the current library step ran (native / host / fallback)
-  std::map<std::string, std::pair<double, double>> profile_table_;  // label -> (steps, ms)
-  int64_t profiled_runs_ = 0, runs_ = 0;
+  StepProfile profile_table_;
+  int64_t runs_ = 0;
   mutable std::mutex mutex_;
 };
 

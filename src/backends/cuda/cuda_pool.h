@@ -44,6 +44,15 @@ class DevicePool {
     free_.emplace(it->second, p);
     used_.erase(it);
   }
+  // Frees the idle blocks when they exceed `keep` bytes, so that a model served with many
+  // different shapes does not hold the memory of all of them (cuMemFree waits for the GPU).
+  void trim(size_t keep) {
+    size_t idle = 0;
+    for (auto& [size, p] : free_) idle += size;
+    if (idle <= keep) return;
+    for (auto& [size, p] : free_) rt_.free(p);
+    free_.clear();
+  }
   void begin_owned() { owning_ = true; }
   // The blocks allocated since begin_owned(); the caller frees them (rt.free) when done.
   std::vector<void*> end_owned() {
