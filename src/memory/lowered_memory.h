@@ -46,8 +46,10 @@ class Arena {
 // The planner's requests for a lowered graph: one per intermediate buffer that exactly one step
 // writes and whose size is known (symbolically at least), with lifetimes and in-place hints.
 // request_of_buffer[b] is b's request or -1; buffer_of_request is the inverse; `unplanned`
-// counts the intermediates left out. Devices with their own memory plan their arenas with it.
-std::vector<SymbolicRequest> arena_requests(const LoweredGraph& lg, const std::vector<int>& last_use,
+// counts the intermediates left out. Devices with memory of their own (cuda, plugins) plan their
+// device arenas from the same requests.
+std::vector<SymbolicRequest> arena_requests(const LoweredGraph& lg,
+                                            const std::vector<int>& last_use,
                                             std::vector<int>& request_of_buffer,
                                             std::vector<int>& buffer_of_request, int& unplanned);
 

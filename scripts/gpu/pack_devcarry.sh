@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Packs what scripts/gpu/run_cuda_tests.sh needs on a GPU machine into DEST (default
+# .devcarry): stripped binaries of BUILD, the shared libraries GPU machines lack, and the shared
+# model zoo's recipes (weights are regenerated there by ferrite-materialize). Stays under 64 MiB.
+#   scripts/gpu/pack_devcarry.sh BUILD_DIR DEST [SHARED_MODELS]
+set -euo pipefail
+build=$1 dest=$2 shared=${3:-/work/shared/models}
+rm -rf "$dest"
+mkdir -p "$dest/bin" "$dest/lib" "$dest/models"
+for b in ferrite ferrite_unit_tests ferrite-materialize; do strip -o "$dest/bin/$b" "$build/bin/$b"; done
+libdir=/usr/lib/x86_64-linux-gnu
+for l in libprotobuf.so.32 libonnx.so.1 libonnx_proto.so.1 libgomp.so.1 libgtest.so.1.12.1 libgtest_main.so.1.12.1; do
+  for f in $libdir/$l*; do [ -e "$f" ] && cp -L "$f" "$dest/lib/"; done
+done
+xz -T2 -6 -c "$libdir/libdnnl.so.2" > "$dest/lib/libdnnl.so.2.xz"
+for m in "$shared"/*/; do cp -r "$m" "$dest/models/"; done
+git -C "$(dirname "$0")" log -1 --format='%h %cd' --date=iso > "$dest/COMMIT" 2>/dev/null || true
+chmod -R u+w "$dest"
+du -sh "$dest"

@@ -1,0 +1,117 @@
+// The CUDA libraries, opened at run time: the driver (libcuda.so.1), NVRTC and cuBLASLt. Nothing
+// links against them, so a binary built with the CUDA headers starts on machines without a
+// driver or a GPU; each loader returns an error naming the library (or symbol) it could not find.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda.h>
+#include <nvrtc.h>
+
+#include <string>
+
+#include "support/status.h"
+
+namespace ferrite::cuda {
+
+// X(member, "exported symbol"): the exported names are the versioned ones cuda.h maps to.
+#define FERRITE_CUDA_DRIVER_FNS(X)                             \
+  X(cuInit, "cuInit")                                          \
+  X(cuDriverGetVersion, "cuDriverGetVersion")                  \
+  X(cuGetErrorString, "cuGetErrorString")                      \
+  X(cuDeviceGetCount, "cuDeviceGetCount")                      \
+  X(cuDeviceGet, "cuDeviceGet")                                \
+  X(cuDeviceGetName, "cuDeviceGetName")                        \
+  X(cuDeviceGetAttribute, "cuDeviceGetAttribute")              \
+  X(cuDeviceTotalMem, "cuDeviceTotalMem_v2")                   \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")      \
+  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2") \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent")                        \
+  X(cuMemAlloc, "cuMemAlloc_v2")                               \
+  X(cuMemFree, "cuMemFree_v2")                                 \
+  X(cuMemAllocHost, "cuMemAllocHost_v2")                       \
+  X(cuMemFreeHost, "cuMemFreeHost")                            \
+  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")                 \
+  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")                 \
+  X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")                 \
+  X(cuMemcpy2DAsync, "cuMemcpy2DAsync_v2")                     \
+  X(cuMemsetD8Async, "cuMemsetD8Async")                        \
+  X(cuStreamCreate, "cuStreamCreate")                          \
+  X(cuStreamDestroy, "cuStreamDestroy_v2")                     \
+  X(cuStreamSynchronize, "cuStreamSynchronize")                \
+  X(cuCtxSynchronize, "cuCtxSynchronize")                      \
+  X(cuModuleLoadData, "cuModuleLoadData")                      \
+  X(cuModuleUnload, "cuModuleUnload")                          \
+  X(cuModuleGetFunction, "cuModuleGetFunction")                \
+  X(cuFuncSetAttribute, "cuFuncSetAttribute")                  \
+  X(cuLaunchKernel, "cuLaunchKernel")                          \
+  X(cuStreamBeginCapture, "cuStreamBeginCapture_v2")           \
+  X(cuStreamEndCapture, "cuStreamEndCapture")                  \
+  X(cuGraphInstantiate, "cuGraphInstantiateWithFlags")         \
+  X(cuGraphLaunch, "cuGraphLaunch")                            \
+  X(cuGraphExecDestroy, "cuGraphExecDestroy")                  \
+  X(cuGraphDestroy, "cuGraphDestroy")                          \
+  X(cuStreamIsCapturing, "cuStreamIsCapturing")                \
+  X(cuEventCreate, "cuEventCreate")                            \
+  X(cuEventDestroy, "cuEventDestroy_v2")                       \
+  X(cuEventRecord, "cuEventRecord")                            \
+  X(cuEventSynchronize, "cuEventSynchronize")                  \
+  X(cuEventElapsedTime, "cuEventElapsedTime")
+
+#define FERRITE_NVRTC_FNS(X)                          \
+  X(nvrtcVersion, "nvrtcVersion")                     \
+  X(nvrtcGetErrorString, "nvrtcGetErrorString")       \
+  X(nvrtcCreateProgram, "nvrtcCreateProgram")         \
+  X(nvrtcDestroyProgram, "nvrtcDestroyProgram")       \
+  X(nvrtcCompileProgram, "nvrtcCompileProgram")       \
+  X(nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize") \
+  X(nvrtcGetProgramLog, "nvrtcGetProgramLog")         \
+  X(nvrtcGetCUBINSize, "nvrtcGetCUBINSize")           \
+  X(nvrtcGetCUBIN, "nvrtcGetCUBIN")
+
+#define FERRITE_CUBLASLT_FNS(X)                                                   \
+  X(cublasLtCreate, "cublasLtCreate")                                             \
+  X(cublasLtDestroy, "cublasLtDestroy")                                           \
+  X(cublasLtGetVersion, "cublasLtGetVersion")                                     \
+  X(cublasLtMatmul, "cublasLtMatmul")                                             \
+  X(cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate")                         \
+  X(cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy")                       \
+  X(cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute")             \
+  X(cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate")                     \
+  X(cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy")                   \
+  X(cublasLtMatrixLayoutSetAttribute, "cublasLtMatrixLayoutSetAttribute")         \
+  X(cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate")             \
+  X(cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy")           \
+  X(cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute") \
+  X(cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic")
+
+#define FERRITE_DECLARE_FN(name, sym) decltype(&::name) name = nullptr;
+
+struct Driver {
+  FERRITE_CUDA_DRIVER_FNS(FERRITE_DECLARE_FN)
+  int version = 0;
+  std::string library;
+};
+struct Nvrtc {
+  FERRITE_NVRTC_FNS(FERRITE_DECLARE_FN)
+  int major = 0, minor = 0;
+  std::string library;
+};
+struct CublasLt {
+  FERRITE_CUBLASLT_FNS(FERRITE_DECLARE_FN)
+  size_t version = 0;
+  std::string library;
+};
+#undef FERRITE_DECLARE_FN
+
+// Each loads once per process (thread-safe) and returns the same result afterwards. The driver
+// loader also calls cuInit(0).
+Expected<const Driver*> driver();
+Expected<const Nvrtc*> nvrtc();
+Expected<const CublasLt*> cublaslt();
+
+// "CUDA_ERROR_OUT_OF_MEMORY: out of memory" etc.
+std::string driver_error(CUresult r);
+// err("<what>: <driver error>") when r != CUDA_SUCCESS.
+Status check(CUresult r, const char* what);
+
+}  // namespace ferrite::cuda

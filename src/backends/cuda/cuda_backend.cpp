@@ -1,0 +1,105 @@
+#include "backends/cuda/cuda_backend.h"
+
+#include <algorithm>
+
+#include "backends/cuda/cuda_dialect.h"
+#include "lower/kernel_ir.h"
+
+namespace ferrite::cuda {
+
+namespace {
+
+void set_common(DeviceProperties& p) {
+  p.name = "cuda";
+  p.kind = "gpu";
+  p.vector_bytes = 16;
+  p.dtypes = {DType::kF32, DType::kF64, DType::kI32, DType::kI64, DType::kBool};
+  p.host_addressable = false;
+  p.launch.warp_size = 32;
+}
+
+}  // namespace
+
+DeviceProperties offline_properties(int major, int minor) {
+  DeviceProperties p;
+  set_common(p);
+  p.model = "offline sm_" + std::to_string(major) + std::to_string(minor);
+  p.arch = "sm_" + std::to_string(major) + std::to_string(minor);
+  p.compute_units = 132;
+  p.shared_memory_per_block = 48 << 10;
+  p.launch.max_block = 1024;
+  p.launch.max_warps_per_block = 32;
+  p.launch.max_grid = 2147483647;
+  return p;
+}
+
+Expected<DeviceProperties> read_properties(const Driver& d, CUdevice dev) {
+  DeviceProperties p;
+  set_common(p);
+  auto attr = [&](CUdevice_attribute a) {
+    int v = 0;
+    d.cuDeviceGetAttribute(&v, a, dev);
+    return v;
+  };
+  char name[256] = {0};
+  FERRITE_RETURN_IF_ERROR(check(d.cuDeviceGetName(name, sizeof name, dev), "cuDeviceGetName"));
+  p.model = name;
+  int major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  int minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  p.arch = "sm_" + std::to_string(major) + std::to_string(minor);
+  p.compute_units = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  size_t mem = 0;
+  d.cuDeviceTotalMem(&mem, dev);
+  p.memory_bytes = static_cast<int64_t>(mem);
+  p.shared_memory_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+  p.launch.max_block = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  p.launch.warp_size = attr(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+  p.launch.max_warps_per_block = p.launch.max_block / std::max<int64_t>(1, p.launch.warp_size);
+  p.launch.max_grid = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
+  if (major >= 8) p.features.push_back("bf16");
+  if (major >= 7) p.features.push_back("tensor_cores");
+  p.features.push_back("driver " + std::to_string(d.version));
+  return p;
+}
+
+LaunchConfig CudaHeuristics::choose(const Kernel& kernel, int64_t rows, int64_t row_len,
+                                    const DeviceProperties& props) const {
+  const LaunchLimits& lim = props.launch;
+  const int64_t warp = std::max<int64_t>(lim.warp_size, 1);
+  const int64_t sms = std::max(1, props.compute_units);
+  LaunchConfig c;
+  if (kernel.is_row()) {
+    // About four elements per thread, whole warps, at most the device's block.
+    int64_t want = (row_len + 3) / 4;
+    int64_t block = std::min<int64_t>(std::min<int64_t>(lim.max_block, 1024),
+                                      std::max(warp, (want + warp - 1) / warp * warp));
+    c.block = std::max(warp, block / warp * warp);
+    c.grid = lim.clamp_grid(std::max<int64_t>(1, std::min<int64_t>(rows, sms * 32)));
+  } else {
+    c.block = std::min<int64_t>(256, lim.max_block) / warp * warp;
+    int64_t total = rows * row_len;
+    int64_t want = (total + c.block - 1) / c.block;
+    c.grid = lim.clamp_grid(std::max<int64_t>(1, std::min<int64_t>(want, sms * 16)));
+  }
+  c.rows_per_block = std::max<int64_t>(1, (rows + c.grid - 1) / c.grid);
+  return c;
+}
+
+Expected<std::shared_ptr<CudaBackend>> open_cuda_backend(int ordinal) {
+  auto b = std::make_shared<CudaBackend>();
+  FERRITE_ASSIGN_OR_RETURN(auto rt, CudaRuntime::open(ordinal));
+  FERRITE_ASSIGN_OR_RETURN(b->parts.properties, read_properties(rt->api(), rt->device()));
+  b->rt = rt.get();
+  b->parts.runtime = std::move(rt);
+  std::string key = b->parts.properties.cache_key();
+  FERRITE_RETURN_IF_ERROR(nvrtc().status());
+  b->parts.compiler = std::make_unique<NvrtcCompiler>(b->rt, b->parts.properties.arch, key);
+  b->parts.dialect = std::make_unique<CudaDialect>();
+  b->parts.heuristics = std::make_unique<CudaHeuristics>();
+  FERRITE_RETURN_IF_ERROR(b->parts.finalize());
+  FERRITE_ASSIGN_OR_RETURN(b->lib, LibraryKernels::load(*b->rt, b->parts.properties.arch, key));
+  FERRITE_ASSIGN_OR_RETURN(b->gemm, CublasGemm::create(*b->rt));
+  return b;
+}
+
+}  // namespace ferrite::cuda

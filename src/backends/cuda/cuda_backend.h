@@ -1,0 +1,45 @@
+// The cuda device's backend parts (backend_api/backend.h) and what prepared models share: the
+// runtime on one GPU, NVRTC, the CUDA dialect, launch heuristics, the library kernels and cuBLASLt.
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include "backend_api/backend.h"
+#include "backends/cuda/cuda_gemm.h"
+#include "backends/cuda/cuda_library.h"
+#include "backends/cuda/cuda_runtime.h"
+#include "backends/cuda/nvrtc_compiler.h"
+
+namespace ferrite::cuda {
+
+// Properties of a GPU of compute capability `major.minor` with typical Hopper-class limits, for
+// code generation without a GPU (tests compile for sm_90 with NVRTC alone).
+DeviceProperties offline_properties(int major, int minor);
+// Properties read off GPU `dev` through the driver.
+Expected<DeviceProperties> read_properties(const Driver& d, CUdevice dev);
+
+// Pointwise kernels: 256 threads, enough blocks to fill every SM several times (grid-stride
+// loops take the rest). Row kernels: one block per row, sized so that each thread handles a few
+// elements of the row, grid-stride over rows beyond 32 blocks per SM.
+class CudaHeuristics : public LaunchHeuristics {
+ public:
+  LaunchConfig choose(const Kernel& kernel, int64_t rows, int64_t row_len,
+                      const DeviceProperties& props) const override;
+};
+
+struct CudaBackend {
+  BackendParts parts;
+  CudaRuntime* rt = nullptr;  // parts.runtime
+  std::unique_ptr<LibraryKernels> lib;
+  std::unique_ptr<CublasGemm> gemm;
+  // Models of one device share its stream, cuBLASLt plans and library kernels; their runs take
+  // turns (a graph capture on the shared stream must not record another model's work).
+  std::mutex run_mutex;
+};
+
+// Opens GPU `ordinal`: the driver, its properties, a stream, NVRTC, the library kernels and
+// cuBLASLt. Errors name what is missing (driver, GPU, NVRTC, cuBLASLt).
+Expected<std::shared_ptr<CudaBackend>> open_cuda_backend(int ordinal);
+
+}  // namespace ferrite::cuda

@@ -1,0 +1,30 @@
+// CUDA C++ for the kernels of a lowered graph (backend_api/dialect.h), from the same Kernel IR as
+// the host dialects, with the shared scalar emitter spelling the expressions.
+//
+// Calling convention (kernel_abi()): every kernel is
+//   extern "C" __global__ void <name>(const T0* in0, ..., Tout* out, int64_t s0, int64_t s1, ...)
+// with one int64 per LoweredGraph::symbols entry, so one compile serves every batch and sequence
+// size. Pointwise kernels walk the flat output with a grid-stride loop (32-bit index arithmetic
+// when the iteration space fits, 64-bit otherwise); row kernels give each block one row at a time
+// (grid-stride over rows): every phase is a block-strided pass over the row whose per-thread
+// partials are combined with warp shuffles and shared memory, and the store is a block-strided
+// pass too (or thread 0 for one value per row).
+#pragma once
+
+#include "backend_api/dialect.h"
+
+namespace ferrite::cuda {
+
+class CudaDialect : public CodegenDialect {
+ public:
+  std::string name() const override { return "cuda"; }
+  Expected<std::string> generate(const LoweredGraph& lg,
+                                 const DeviceProperties& props) const override;
+  std::string kernel_abi() const override { return "cuda:v1:inputs,out,int64 syms by value"; }
+  ScalarSpelling spelling() const override;
+};
+
+// The prelude every generated CUDA module starts with (types, fe_* helpers, block reductions).
+const char* cuda_prelude_source();
+
+}  // namespace ferrite::cuda

@@ -1,0 +1,197 @@
+#include "backends/cuda/cuda_gemm.h"
+
+#include <cstdlib>
+#include <sstream>
+
+namespace ferrite::cuda {
+
+namespace {
+
+Status lt_check(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return Status::ok();
+  return err("cuBLASLt: ", what, " failed (status ", static_cast<int>(s), ")");
+}
+
+}  // namespace
+
+// Descriptors and the chosen algorithm for one problem; reused by every call of that shape.
+struct CublasGemm::Plan {
+  const CublasLt* lt = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
+    if (la) lt->cublasLtMatrixLayoutDestroy(la);
+    if (lb) lt->cublasLtMatrixLayoutDestroy(lb);
+    if (lc) lt->cublasLtMatrixLayoutDestroy(lc);
+    if (desc) lt->cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+Expected<std::unique_ptr<CublasGemm>> CublasGemm::create(const CudaRuntime& rt) {
+  FERRITE_ASSIGN_OR_RETURN(const CublasLt* lt, cublaslt());
+  auto g = std::unique_ptr<CublasGemm>(new CublasGemm());
+  g->rt_ = &rt;
+  g->lt_ = lt;
+  const char* tf = std::getenv("FERRITE_CUDA_TF32");
+  g->tf32_ = tf && std::string(tf) == "1";
+  const char* tune = std::getenv("FERRITE_CUDA_GEMM_TUNE");
+  g->tune_ = tune && std::string(tune) == "1";
+  FERRITE_RETURN_IF_ERROR(rt.make_current());
+  FERRITE_RETURN_IF_ERROR(lt_check(lt->cublasLtCreate(&g->handle_), "cublasLtCreate"));
+  g->workspace_bytes_ = size_t{32} << 20;
+  CUdeviceptr p = 0;
+  FERRITE_RETURN_IF_ERROR(
+      check(rt.api().cuMemAlloc(&p, g->workspace_bytes_), "cuBLASLt workspace"));
+  g->workspace_ = reinterpret_cast<void*>(p);
+  return g;
+}
+
+CublasGemm::~CublasGemm() {
+  plans_.clear();
+  if (rt_ && rt_->make_current().is_ok()) {
+    if (workspace_) rt_->api().cuMemFree(dptr(workspace_));
+    if (handle_) lt_->cublasLtDestroy(handle_);
+  }
+}
+
+std::string CublasGemm::describe() const {
+  return "cuBLASLt " + std::to_string(lt_->version) + (tf32_ ? " (TF32)" : " (f32, TF32 off)");
+}
+
+// Times the heuristic's candidates on the call's own operands (a few runs each, CUDA events) and
+// keeps the fastest: the first candidate is often not the best for the small-M f32 GEMMs of
+// transformer inference. Skipped while a graph is captured and when C is updated in place (the
+// trial runs would accumulate into it).
+Status CublasGemm::tune(const GemmCall& g, Plan& p, const cublasLtMatmulHeuristicResult_t* results,
+                        int found) {
+  const Driver& d = rt_->api();
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  d.cuStreamIsCapturing(rt_->stream(), &cs);
+  const bool has_c = g.beta != 0 && g.c_in;
+  if (cs != CU_STREAM_CAPTURE_STATUS_NONE || (has_c && g.c_in == g.c)) return Status::ok();
+  if (g.bias)
+    lt_->cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
+                                        sizeof g.bias);
+  float beta = has_c ? g.beta : 0.f;
+  const void* cin = has_c ? g.c_in : g.c;
+  CUevent e0 = nullptr, e1 = nullptr;
+  FERRITE_RETURN_IF_ERROR(check(d.cuEventCreate(&e0, CU_EVENT_DEFAULT), "cuEventCreate"));
+  FERRITE_RETURN_IF_ERROR(check(d.cuEventCreate(&e1, CU_EVENT_DEFAULT), "cuEventCreate"));
+  float best = 0;
+  int best_i = -1;
+  for (int i = 0; i < found; ++i) {
+    auto once = [&] {
+      return lt_->cublasLtMatmul(handle_, p.desc, &g.alpha, g.b, p.la, g.a, p.lb, &beta, cin, p.lc,
+                                 g.c, p.lc, &results[i].algo, workspace_, workspace_bytes_,
+                                 rt_->stream());
+    };
+    if (once() != CUBLAS_STATUS_SUCCESS) continue;
+    d.cuEventRecord(e0, rt_->stream());
+    bool ok = true;
+    for (int r = 0; r < 5 && ok; ++r) ok = once() == CUBLAS_STATUS_SUCCESS;
+    d.cuEventRecord(e1, rt_->stream());
+    d.cuEventSynchronize(e1);
+    float ms = 0;
+    d.cuEventElapsedTime(&ms, e0, e1);
+    if (ok && (best_i < 0 || ms < best)) {
+      best = ms;
+      best_i = i;
+    }
+  }
+  d.cuEventDestroy(e0);
+  d.cuEventDestroy(e1);
+  if (best_i >= 0) p.algo = results[best_i].algo;
+  ++tuned_;
+  return Status::ok();
+}
+
+// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS's "A" is our B.
+Status CublasGemm::run(const GemmCall& g) {
+  if (g.m == 0 || g.n == 0) return Status::ok();
+  ++calls_;
+  const bool has_c = g.beta != 0 && g.c_in;
+  std::ostringstream key;
+  key << g.m << "," << g.n << "," << g.k << "," << g.batch << "," << g.lda << "," << g.ldb << ","
+      << g.ldc << "," << g.stride_a << "," << g.stride_b << "," << g.stride_c << "," << g.trans_a
+      << g.trans_b << (g.bias != nullptr) << g.relu << has_c;
+  std::shared_ptr<Plan>& slot = plans_[key.str()];
+  if (!slot) {
+    auto p = std::make_shared<Plan>();
+    p->lt = lt_;
+    cublasComputeType_t ct = tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    FERRITE_RETURN_IF_ERROR(
+        lt_check(lt_->cublasLtMatmulDescCreate(&p->desc, ct, CUDA_R_32F), "desc"));
+    cublasOperation_t opa = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS A = our B
+    cublasOperation_t opb = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    lt_->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa);
+    lt_->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
+    cublasLtEpilogue_t epi = g.bias
+                                 ? (g.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                                 : (g.relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+    lt_->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    // Stored (pre-op) shapes in column-major terms.
+    uint64_t a_rows = g.trans_b ? g.k : g.n, a_cols = g.trans_b ? g.n : g.k;
+    uint64_t b_rows = g.trans_a ? g.m : g.k, b_cols = g.trans_a ? g.k : g.m;
+    FERRITE_RETURN_IF_ERROR(lt_check(
+        lt_->cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, a_rows, a_cols, g.ldb), "layout B"));
+    FERRITE_RETURN_IF_ERROR(lt_check(
+        lt_->cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_32F, b_rows, b_cols, g.lda), "layout A"));
+    FERRITE_RETURN_IF_ERROR(
+        lt_check(lt_->cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, g.n, g.m, g.ldc), "layout C"));
+    if (g.batch > 1) {
+      int32_t count = static_cast<int32_t>(g.batch);
+      int64_t sa = g.stride_b, sb = g.stride_a, sc = g.stride_c;
+      for (auto [l, s] : {std::pair{p->la, sa}, std::pair{p->lb, sb}, std::pair{p->lc, sc}}) {
+        lt_->cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                              sizeof count);
+        lt_->cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s,
+                                              sizeof s);
+      }
+    }
+    cublasLtMatmulPreference_t pref = nullptr;
+    FERRITE_RETURN_IF_ERROR(lt_check(lt_->cublasLtMatmulPreferenceCreate(&pref), "preference"));
+    uint64_t ws = workspace_bytes_;
+    lt_->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                              sizeof ws);
+    cublasLtMatmulHeuristicResult_t results[8] = {};
+    int found = 0;
+    cublasStatus_t hs = lt_->cublasLtMatmulAlgoGetHeuristic(
+        handle_, p->desc, p->la, p->lb, p->lc, p->lc, pref, tune_ ? 8 : 1, results, &found);
+    lt_->cublasLtMatmulPreferenceDestroy(pref);
+    if ((hs != CUBLAS_STATUS_SUCCESS || found == 0) && g.batch > 1) {
+      // Some batched layouts (a broadcast operand with stride 0) may have no algorithm: one
+      // call per matrix then.
+      plans_.erase(key.str());
+      for (int64_t i = 0; i < g.batch; ++i) {
+        GemmCall one = g;
+        one.batch = 1;
+        one.a = g.a + i * g.stride_a;
+        one.b = g.b + i * g.stride_b;
+        one.c = g.c + i * g.stride_c;
+        if (g.c_in) one.c_in = g.c_in + i * g.stride_c;
+        FERRITE_RETURN_IF_ERROR(run(one));
+      }
+      return Status::ok();
+    }
+    if (hs != CUBLAS_STATUS_SUCCESS || found == 0)
+      return err("cuBLASLt: no algorithm for a ", g.m, "x", g.n, "x", g.k, " GEMM (batch ", g.batch,
+                 ", status ", static_cast<int>(hs), ")");
+    p->algo = results[0].algo;
+    if (found > 1) FERRITE_RETURN_IF_ERROR(tune(g, *p, results, found));
+    slot = p;
+  }
+  Plan& p = *slot;
+  if (g.bias)
+    lt_->cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
+                                        sizeof g.bias);
+  float beta = has_c ? g.beta : 0.f;
+  const void* cin = has_c ? g.c_in : g.c;
+  FERRITE_RETURN_IF_ERROR(rt_->make_current());
+  return lt_check(
+      lt_->cublasLtMatmul(handle_, p.desc, &g.alpha, g.b, p.la, g.a, p.lb, &beta, cin, p.lc, g.c,
+                          p.lc, &p.algo, workspace_, workspace_bytes_, rt_->stream()),
+      "cublasLtMatmul");
+}
+
+}  // namespace ferrite::cuda

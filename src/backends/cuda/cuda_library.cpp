@@ -1,0 +1,457 @@
+#include "backends/cuda/cuda_library.h"
+
+#include <algorithm>
+
+namespace ferrite::cuda {
+
+namespace {
+
+const char* kLibrarySource = R"(// ferrite cuda library kernels.
+typedef long long int64_t;
+#define KMAXR 6
+struct BroadcastDims { int64_t dims[KMAXR]; int64_t strides[KMAXR]; };
+struct ConvParams {
+  int64_t N, C, H, W, K, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, groups;
+  int act;
+  float lo, hi;
+};
+struct PoolParams { int64_t planes, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw; };
+struct SoftmaxParams {
+  int64_t rows_per_batch, S, T, batch_rank;
+  int64_t batch_dims[4];
+  int64_t mask_batch_strides[4];
+  int64_t mask_s_stride, mask_t_stride;
+  int causal, nan_to_zero, has_mask;
+};
+
+__device__ __forceinline__ float fe_act(float v, int act, float lo, float hi) {
+  switch (act) {
+    case 1: return v > 0.f ? v : 0.f;
+    case 2: return tanhf(v);
+    case 3: return v >= 0.f ? 1.f / (1.f + expf(-v)) : expf(v) / (1.f + expf(v));
+    case 4: return 0.5f * v * (1.f + erff(v * 0.70710678118654752440f));
+    case 5: return 0.5f * v * (1.f + tanhf(0.79788456080286535588f * (v + 0.044715f * v * v * v)));
+    case 6: return v < lo ? lo : (v > hi ? hi : v);
+    default: return v;
+  }
+}
+
+#define GRID_STRIDE(i, n) \
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+// Index arithmetic in I: 32-bit when every tensor of the call has fewer than 2^31 elements
+// (64-bit division costs several times more), 64-bit otherwise.
+template <class I>
+__device__ __forceinline__ void conv2d_impl(const float* __restrict__ x, const float* __restrict__ w,
+                                            const float* __restrict__ bias, float* __restrict__ y,
+                                            const ConvParams& p) {
+  const I OW = (I)p.OW, OH = (I)p.OH, K = (I)p.K, H = (I)p.H, W = (I)p.W, KH = (I)p.KH, KW = (I)p.KW;
+  const I total = (I)p.N * K * OH * OW;
+  const I cg = (I)(p.C / p.groups), kg = (I)(p.K / p.groups);
+  for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
+    I r = i;
+    const I ow = r % OW; r /= OW;
+    const I oh = r % OH; r /= OH;
+    const I k = r % K;
+    const I n = r / K;
+    const I g = k / kg;
+    float acc = bias ? bias[k] : 0.f;
+    const float* xb = x + (n * (I)p.C + g * cg) * H * W;
+    const float* wb = w + k * cg * KH * KW;
+    const I ih0 = oh * (I)p.sh - (I)p.ph, iw0 = ow * (I)p.sw - (I)p.pw;
+    for (I c = 0; c < cg; ++c) {
+      for (I kh = 0; kh < KH; ++kh) {
+        const I ih = ih0 + kh * (I)p.dh;
+        if (ih < 0 || ih >= H) continue;
+        for (I kw = 0; kw < KW; ++kw) {
+          const I iw = iw0 + kw * (I)p.dw;
+          if (iw < 0 || iw >= W) continue;
+          acc += xb[(c * H + ih) * W + iw] * wb[(c * KH + kh) * KW + kw];
+        }
+      }
+    }
+    y[i] = fe_act(acc, p.act, p.lo, p.hi);
+  }
+}
+
+__device__ __forceinline__ bool fe_fits32(const ConvParams& p) {
+  const int64_t lim = 0x7fffffffLL - (int64_t)gridDim.x * blockDim.x;
+  return p.N * p.C * p.H * p.W < lim && p.N * p.K * p.OH * p.OW < lim &&
+         p.C * p.KH * p.KW * p.N * p.OH * p.OW < lim && p.K * p.C * p.KH * p.KW < lim;
+}
+
+// One thread per output element; grouped and depthwise convolutions (and any other shape).
+extern "C" __global__ void fe_conv2d(const float* __restrict__ x, const float* __restrict__ w,
+                                     const float* __restrict__ bias, float* __restrict__ y,
+                                     ConvParams p) {
+  if (fe_fits32(p)) conv2d_impl<int>(x, w, bias, y, p);
+  else conv2d_impl<int64_t>(x, w, bias, y, p);
+}
+
+// col[c*KH*KW + kh*KW + kw][n*OH*OW + oh*OW + ow] (groups == 1): the images side by side, so
+// one GEMM covers the batch.
+template <class I>
+__device__ __forceinline__ void im2col_impl(const float* __restrict__ x, float* __restrict__ col,
+                                            const ConvParams& p) {
+  const I OW = (I)p.OW, OH = (I)p.OH, KW = (I)p.KW, KH = (I)p.KH, H = (I)p.H, W = (I)p.W, C = (I)p.C;
+  const I ohw = OH * OW, cols = (I)p.N * ohw;
+  const I total = C * KH * KW * cols;
+  for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
+    const I row = i / cols, q = i - row * cols;
+    const I n = q / ohw, pix = q - n * ohw;
+    const I oh = pix / OW, ow = pix - oh * OW;
+    const I kw = row % KW, t = row / KW;
+    const I kh = t % KH, c = t / KH;
+    const I ih = oh * (I)p.sh - (I)p.ph + kh * (I)p.dh, iw = ow * (I)p.sw - (I)p.pw + kw * (I)p.dw;
+    col[i] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? x[((n * C + c) * H + ih) * W + iw] : 0.f;
+  }
+}
+
+extern "C" __global__ void fe_im2col(const float* __restrict__ x, float* __restrict__ col,
+                                     ConvParams p) {
+  if (fe_fits32(p)) im2col_impl<int>(x, col, p);
+  else im2col_impl<int64_t>(x, col, p);
+}
+
+// y[n][k][pix] = act(t[k][n*plane + pix] + bias[k]): the batched GEMM's [K, N*plane] result
+// back to NCHW, with the bias and activation.
+extern "C" __global__ void fe_bias_act_unfold(const float* __restrict__ t, float* __restrict__ y,
+                                              const float* __restrict__ bias, int64_t n_img,
+                                              int64_t channels, int64_t plane, int act) {
+  const int64_t total = n_img * channels * plane;
+  const bool small = total + (int64_t)gridDim.x * blockDim.x < 0x7fffffffLL;
+  GRID_STRIDE(i, total) {
+    int64_t n, k, pix;
+    if (small) {
+      const int ii = (int)i, pl = (int)plane, ch = (int)channels;
+      pix = ii % pl;
+      const int r = ii / pl;
+      k = r % ch;
+      n = r / ch;
+    } else {
+      pix = i % plane;
+      k = (i / plane) % channels;
+      n = i / (plane * channels);
+    }
+    float v = t[k * n_img * plane + n * plane + pix];
+    if (bias) v += bias[k];
+    y[i] = fe_act(v, act, 0.f, 0.f);
+  }
+}
+
+extern "C" __global__ void fe_bias_act_nchw(float* __restrict__ y, const float* __restrict__ bias,
+                                            int64_t total, int64_t channels, int64_t plane, int act,
+                                            float lo, float hi) {
+  const bool small = total + (int64_t)gridDim.x * blockDim.x < 0x7fffffffLL;
+  GRID_STRIDE(i, total) {
+    float v = y[i];
+    if (bias) v += bias[small ? ((int)i / (int)plane) % (int)channels : (i / plane) % channels];
+    y[i] = fe_act(v, act, lo, hi);
+  }
+}
+
+// As the reference: the first tap inside the input, then any larger one (NaN first stays).
+extern "C" __global__ void fe_maxpool2d(const float* __restrict__ x, float* __restrict__ y, PoolParams p) {
+  const int64_t total = p.planes * p.OH * p.OW;
+  GRID_STRIDE(i, total) {
+    int64_t r = i;
+    const int64_t ow = r % p.OW; r /= p.OW;
+    const int64_t oh = r % p.OH;
+    const int64_t pl = r / p.OH;
+    const float* xp = x + pl * p.H * p.W;
+    float best = -3.402823466e+38f;
+    bool any = false;
+    for (int64_t kh = 0; kh < p.KH; ++kh) {
+      const int64_t ih = oh * p.sh - p.ph + kh * p.dh;
+      if (ih < 0 || ih >= p.H) continue;
+      for (int64_t kw = 0; kw < p.KW; ++kw) {
+        const int64_t iw = ow * p.sw - p.pw + kw * p.dw;
+        if (iw < 0 || iw >= p.W) continue;
+        const float v = xp[ih * p.W + iw];
+        if (!any || v > best) { best = v; any = true; }
+      }
+    }
+    y[i] = best;
+  }
+}
+
+__device__ __forceinline__ int64_t fe_bcast_offset(int64_t i, const BroadcastDims& b) {
+  int64_t off = 0;
+  for (int d = KMAXR - 1; d >= 0; --d) {
+    const int64_t n = b.dims[d];
+    off += (i % n) * b.strides[d];
+    i /= n;
+  }
+  return off;
+}
+
+extern "C" __global__ void fe_epilogue(float* __restrict__ y, const float* __restrict__ bias,
+                                       const float* __restrict__ res, BroadcastDims rb,
+                                       int64_t rows, int64_t cols, int act) {
+  GRID_STRIDE(i, rows * cols) {
+    float v = y[i];
+    if (bias) v += bias[i % cols];
+    v = fe_act(v, act, 0.f, 0.f);
+    if (res) v += res[fe_bcast_offset(i, rb)];
+    y[i] = v;
+  }
+}
+
+extern "C" __global__ void fe_broadcast_fill(float* __restrict__ y, const float* __restrict__ c,
+                                             BroadcastDims b, int64_t total, float beta) {
+  GRID_STRIDE(i, total) y[i] = beta * c[fe_bcast_offset(i, b)];
+}
+
+// out[o][j][i] = data[o][idx[j]][i]; a negative index counts from the end; an index out of range
+// writes 0 and reports `tag` through *err (the executor turns it into an error naming the node).
+template <class T>
+__device__ __forceinline__ void gather_impl(const T* __restrict__ data, const void* idx, int idx64,
+                                            T* __restrict__ out, int64_t outer, int64_t axis_len,
+                                            int64_t n_idx, int64_t inner, int* err, int tag) {
+  const int64_t total = outer * n_idx * inner;
+  GRID_STRIDE(i, total) {
+    const int64_t in_i = i % inner, r = i / inner;
+    const int64_t j = r % n_idx, o = r / n_idx;
+    int64_t k = idx64 ? ((const int64_t*)idx)[j] : (int64_t)((const int*)idx)[j];
+    if (k < 0) k += axis_len;
+    if (k < 0 || k >= axis_len) {
+      *err = tag;
+      out[i] = T(0);
+      continue;
+    }
+    out[i] = data[(o * axis_len + k) * inner + in_i];
+  }
+}
+
+extern "C" __global__ void fe_gather(const void* data, const void* idx, int idx64, void* out,
+                                     int64_t outer, int64_t axis_len, int64_t n_idx, int64_t inner,
+                                     int esize, int* err, int tag) {
+  switch (esize) {
+    case 1: gather_impl((const unsigned char*)data, idx, idx64, (unsigned char*)out, outer, axis_len, n_idx, inner, err, tag); break;
+    case 2: gather_impl((const unsigned short*)data, idx, idx64, (unsigned short*)out, outer, axis_len, n_idx, inner, err, tag); break;
+    case 4: gather_impl((const unsigned int*)data, idx, idx64, (unsigned int*)out, outer, axis_len, n_idx, inner, err, tag); break;
+    default: gather_impl((const unsigned long long*)data, idx, idx64, (unsigned long long*)out, outer, axis_len, n_idx, inner, err, tag); break;
+  }
+}
+
+// y = a (op) b with NumPy broadcasting (f32): 0 add, 1 sub, 2 mul, 3 div.
+extern "C" __global__ void fe_binary_f32(const float* __restrict__ a, BroadcastDims ab,
+                                         const float* __restrict__ b, BroadcastDims bb,
+                                         float* __restrict__ y, int64_t total, int op) {
+  GRID_STRIDE(i, total) {
+    const float x = a[fe_bcast_offset(i, ab)], z = b[fe_bcast_offset(i, bb)];
+    y[i] = op == 0 ? x + z : op == 1 ? x - z : op == 2 ? x * z : x / z;
+  }
+}
+
+template <class T> __device__ T fe_bsum(T v, T* sh) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+  __syncthreads();
+  v = (threadIdx.x & 31) < (blockDim.x >> 5) ? sh[threadIdx.x & 31] : T(0);
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ float fe_bmax(float v, float* sh) {
+  for (int o = 16; o > 0; o >>= 1) { float u = __shfl_xor_sync(0xffffffffu, v, o); v = u > v ? u : v; }
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+  __syncthreads();
+  v = (threadIdx.x & 31) < (blockDim.x >> 5) ? sh[threadIdx.x & 31] : sh[0];
+  for (int o = 16; o > 0; o >>= 1) { float u = __shfl_xor_sync(0xffffffffu, v, o); v = u > v ? u : v; }
+  return v;
+}
+
+// One block per score row: x = s + mask (+ causal -inf); softmax as the reference's Attention
+// (max ignoring NaN, exp and sum in double); NaN probabilities become 0 under nan_to_zero.
+extern "C" __global__ void fe_attention_softmax(float* __restrict__ s, const float* __restrict__ mask,
+                                                SoftmaxParams p) {
+  __shared__ float shf[32];
+  __shared__ double shd[32];
+  const int64_t rows = p.rows_per_batch * p.S;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t b = row / p.S, q = row % p.S;
+    int64_t moff = q * p.mask_s_stride;
+    int64_t rem = b;
+    for (int64_t d = p.batch_rank - 1; d >= 0; --d) {
+      moff += (rem % p.batch_dims[d]) * p.mask_batch_strides[d];
+      rem /= p.batch_dims[d];
+    }
+    float* sr = s + row * p.T;
+    float mx = -__int_as_float(0x7f800000);
+    for (int64_t t = threadIdx.x; t < p.T; t += blockDim.x) {
+      float x = sr[t];
+      if (p.has_mask) x += mask[moff + t * p.mask_t_stride];
+      if (p.causal && t > q) x = -__int_as_float(0x7f800000);
+      sr[t] = x;
+      mx = x > mx ? x : mx;
+    }
+    mx = fe_bmax(mx, shf);
+    double sum = 0;
+    for (int64_t t = threadIdx.x; t < p.T; t += blockDim.x) sum += exp((double)sr[t] - (double)mx);
+    sum = fe_bsum(sum, shd);
+    for (int64_t t = threadIdx.x; t < p.T; t += blockDim.x) {
+      double w = exp((double)sr[t] - (double)mx) / sum;
+      if (p.nan_to_zero && isnan(w)) w = 0;
+      sr[t] = (float)w;
+    }
+  }
+}
+)";
+
+int64_t grid_for(int64_t total, int64_t block, int sms) {
+  int64_t g = (total + block - 1) / block;
+  return std::max<int64_t>(1, std::min<int64_t>(g, int64_t{sms} * 32));
+}
+
+}  // namespace
+
+bool broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+                       BroadcastDims* bd) {
+  if (out.size() > kMaxRank || in.size() > out.size()) return false;
+  std::vector<int64_t> in_strides(in.size(), 1);
+  for (size_t i = in.size(); i-- > 1;) in_strides[i - 1] = in_strides[i] * in[i];
+  for (int d = 0; d < kMaxRank; ++d) {
+    bd->dims[d] = 1;
+    bd->strides[d] = 0;
+  }
+  size_t off = kMaxRank - out.size(), ioff = out.size() - in.size();
+  for (size_t d = 0; d < out.size(); ++d) {
+    bd->dims[off + d] = out[d];
+    if (d < ioff) continue;
+    int64_t n = in[d - ioff];
+    if (n == out[d])
+      bd->strides[off + d] = in_strides[d - ioff];
+    else if (n != 1)
+      return false;
+  }
+  return true;
+}
+
+bool parse_act(const std::string& s, Act* a) {
+  if (s.empty() || s == "none")
+    *a = Act::kNone;
+  else if (s == "relu")
+    *a = Act::kRelu;
+  else if (s == "tanh")
+    *a = Act::kTanh;
+  else if (s == "sigmoid")
+    *a = Act::kSigmoid;
+  else if (s == "gelu")
+    *a = Act::kGelu;
+  else if (s == "gelu_tanh")
+    *a = Act::kGeluTanh;
+  else
+    return false;
+  return true;
+}
+
+Expected<std::unique_ptr<LibraryKernels>> LibraryKernels::load(const CudaRuntime& rt,
+                                                               const std::string& arch,
+                                                               const std::string& device_key) {
+  FERRITE_ASSIGN_OR_RETURN(CubinResult c,
+                           compile_to_cubin(kLibrarySource, arch, "ferrite_library", device_key));
+  auto lib = std::unique_ptr<LibraryKernels>(new LibraryKernels());
+  lib->rt_ = &rt;
+  FERRITE_ASSIGN_OR_RETURN(lib->module_, CubinModule::load(rt, c.cubin));
+  struct {
+    const char* name;
+    CUfunction* fn;
+  } fns[] = {{"fe_conv2d", &lib->conv_},
+             {"fe_im2col", &lib->im2col_},
+             {"fe_bias_act_nchw", &lib->bias_act_},
+             {"fe_maxpool2d", &lib->maxpool_},
+             {"fe_epilogue", &lib->epilogue_},
+             {"fe_broadcast_fill", &lib->fill_},
+             {"fe_bias_act_unfold", &lib->unfold_},
+             {"fe_gather", &lib->gather_},
+             {"fe_binary_f32", &lib->binary_},
+             {"fe_attention_softmax", &lib->softmax_}};
+  for (auto& f : fns) {
+    *f.fn = reinterpret_cast<CUfunction>(lib->module_->symbol(f.name));
+    if (!*f.fn) return err("cuda: library kernel ", f.name, " missing from its module");
+  }
+  rt.api().cuDeviceGetAttribute(&lib->sms_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, rt.device());
+  return lib;
+}
+
+Status LibraryKernels::launch(CUfunction f, int64_t grid, int64_t block, void** args) {
+  ++launches_;
+  return check(
+      rt_->api().cuLaunchKernel(f, static_cast<unsigned>(grid), 1, 1, static_cast<unsigned>(block),
+                                1, 1, 0, rt_->stream(), args, nullptr),
+      "library kernel launch");
+}
+
+Status LibraryKernels::conv2d_direct(const float* x, const float* w, const float* bias, float* y,
+                                     const ConvParams& p) {
+  ConvParams q = p;
+  void* args[] = {&x, &w, &bias, &y, &q};
+  return launch(conv_, grid_for(p.N * p.K * p.OH * p.OW, 256, sms_), 256, args);
+}
+
+Status LibraryKernels::im2col(const float* x, float* col, const ConvParams& p) {
+  ConvParams q = p;
+  void* args[] = {&x, &col, &q};
+  return launch(im2col_, grid_for(p.N * p.C * p.KH * p.KW * p.OH * p.OW, 256, sms_), 256, args);
+}
+
+Status LibraryKernels::bias_act_nchw(float* y, const float* bias, int64_t total, int64_t channels,
+                                     int64_t plane, int act, float lo, float hi) {
+  void* args[] = {&y, &bias, &total, &channels, &plane, &act, &lo, &hi};
+  return launch(bias_act_, grid_for(total, 256, sms_), 256, args);
+}
+
+Status LibraryKernels::bias_act_unfold(const float* t, float* y, const float* bias, int64_t n_img,
+                                       int64_t channels, int64_t plane, int act) {
+  void* args[] = {&t, &y, &bias, &n_img, &channels, &plane, &act};
+  return launch(unfold_, grid_for(n_img * channels * plane, 256, sms_), 256, args);
+}
+
+Status LibraryKernels::gather(const void* data, const void* idx, bool idx64, void* out,
+                              int64_t outer, int64_t axis_len, int64_t n_idx, int64_t inner,
+                              int esize, int* err, int tag) {
+  int i64 = idx64 ? 1 : 0;
+  void* args[] = {&data, &idx, &i64, &out, &outer, &axis_len, &n_idx, &inner, &esize, &err, &tag};
+  return launch(gather_, grid_for(outer * n_idx * inner, 256, sms_), 256, args);
+}
+
+Status LibraryKernels::binary_f32(const float* a, const BroadcastDims& ab, const float* b,
+                                  const BroadcastDims& bb, float* y, int64_t total, int op) {
+  BroadcastDims x = ab, z = bb;
+  void* args[] = {&a, &x, &b, &z, &y, &total, &op};
+  return launch(binary_, grid_for(total, 256, sms_), 256, args);
+}
+
+Status LibraryKernels::maxpool2d(const float* x, float* y, const PoolParams& p) {
+  PoolParams q = p;
+  void* args[] = {&x, &y, &q};
+  return launch(maxpool_, grid_for(p.planes * p.OH * p.OW, 256, sms_), 256, args);
+}
+
+Status LibraryKernels::epilogue(float* y, const float* bias, const float* residual,
+                                const BroadcastDims* res, int64_t rows, int64_t cols, int act) {
+  BroadcastDims rb{};
+  if (res) rb = *res;
+  void* args[] = {&y, &bias, &residual, &rb, &rows, &cols, &act};
+  return launch(epilogue_, grid_for(rows * cols, 256, sms_), 256, args);
+}
+
+Status LibraryKernels::broadcast_fill(float* y, const float* c, const BroadcastDims& bd,
+                                      int64_t total, float beta) {
+  BroadcastDims b = bd;
+  void* args[] = {&y, &c, &b, &total, &beta};
+  return launch(fill_, grid_for(total, 256, sms_), 256, args);
+}
+
+Status LibraryKernels::attention_softmax(float* scores, const float* mask, const SoftmaxParams& p) {
+  SoftmaxParams q = p;
+  int64_t rows = p.rows_per_batch * p.S;
+  int64_t block = std::min<int64_t>(256, std::max<int64_t>(32, (p.T + 31) / 32 * 32));
+  void* args[] = {&scores, &mask, &q};
+  return launch(softmax_, std::max<int64_t>(1, std::min<int64_t>(rows, int64_t{sms_} * 32)), block,
+                args);
+}
+
+}  // namespace ferrite::cuda

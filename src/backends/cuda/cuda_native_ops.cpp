@@ -1,0 +1,480 @@
+#include "backends/cuda/cuda_native_ops.h"
+
+#include <cmath>
+
+#include "ops/conv_util.h"
+
+namespace ferrite::cuda {
+
+namespace {
+
+int64_t prod(const std::vector<int64_t>& v, size_t b = 0, size_t e = SIZE_MAX) {
+  int64_t p = 1;
+  for (size_t i = b; i < std::min(e, v.size()); ++i) p *= v[i];
+  return p;
+}
+
+bool all_f32(const NativeIO& io) {
+  for (const auto& v : io.in)
+    if (v && v->dtype != DType::kF32) return false;
+  return true;
+}
+
+// Right-aligned broadcast of two batch shapes; nullopt when they do not broadcast.
+std::optional<std::vector<int64_t>> broadcast(std::vector<int64_t> a, std::vector<int64_t> b) {
+  if (a.size() < b.size()) std::swap(a, b);
+  std::vector<int64_t> out = a;
+  size_t off = a.size() - b.size();
+  for (size_t i = 0; i < b.size(); ++i) {
+    int64_t x = a[off + i], y = b[i];
+    if (x == y || y == 1) continue;
+    if (x == 1)
+      out[off + i] = y;
+    else
+      return std::nullopt;
+  }
+  return out;
+}
+
+// Same batch layout once leading 1s are ignored.
+bool same_batch(const std::vector<int64_t>& a, const std::vector<int64_t>& out) {
+  return prod(a) == prod(out) && broadcast(a, out) == out;
+}
+
+// Batched row-major matmul C[batch, M, N] = A[batchA, M, K] * op(B)[batchB, K, N] with NumPy
+// batch broadcasting; picks one (batched) cuBLASLt call where the layouts allow it.
+Status matmul(CudaBackend& be, const float* a, const std::vector<int64_t>& ab, const float* b,
+              const std::vector<int64_t>& bb, const std::vector<int64_t>& batch, int64_t M,
+              int64_t N, int64_t K, bool trans_b, float* c, GemmCall base) {
+  base.k = K;
+  base.n = N;
+  base.a = a;
+  base.lda = K;
+  base.b = b;
+  base.trans_b = trans_b;
+  base.ldb = trans_b ? K : N;
+  base.c = c;
+  base.ldc = N;
+  const int64_t nb = prod(batch);
+  if (prod(bb) == 1) {
+    base.m = nb * M;  // B shared: fold A's batch into M
+    return be.gemm->run(base);
+  }
+  if (same_batch(bb, batch) && (prod(ab) == 1 || same_batch(ab, batch))) {
+    base.m = M;
+    base.batch = nb;
+    base.stride_a = prod(ab) == 1 ? 0 : M * K;
+    base.stride_b = K * N;
+    base.stride_c = M * N;
+    if (base.c_in) base.c_in = base.c_in;  // same layout as c
+    return be.gemm->run(base);
+  }
+  // General broadcast: one call per output matrix.
+  BroadcastDims da{}, db{};
+  if (!broadcast_strides(ab, batch, &da) || !broadcast_strides(bb, batch, &db))
+    return err("cuda: matmul batch dims do not broadcast");
+  base.m = M;
+  for (int64_t i = 0; i < nb; ++i) {
+    int64_t r = i, oa = 0, ob = 0;
+    for (int d = kMaxRank - 1; d >= 0; --d) {
+      oa += (r % da.dims[d]) * da.strides[d];
+      ob += (r % db.dims[d]) * db.strides[d];
+      r /= da.dims[d];
+    }
+    GemmCall g = base;
+    g.a = a + oa * M * K;
+    g.b = b + ob * K * N;
+    g.c = c + i * M * N;
+    if (base.c_in) g.c_in = base.c_in + i * M * N;
+    FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
+  }
+  return Status::ok();
+}
+
+Expected<bool> run_matmul(const Node& node, NativeIO& io, CudaBackend& be) {
+  if (!all_f32(io) || !io.in[0] || !io.in[1]) return false;
+  std::vector<int64_t> ad = io.in[0]->dims, bd = io.in[1]->dims;
+  if (ad.empty() || bd.empty()) return false;
+  const bool a1 = ad.size() == 1, b1 = bd.size() == 1;
+  if (a1) ad.insert(ad.begin(), 1);
+  if (b1) bd.push_back(1);
+  int64_t M = ad[ad.size() - 2], K = ad.back(), N = bd.back();
+  if (bd[bd.size() - 2] != K) return false;
+  std::vector<int64_t> ab(ad.begin(), ad.end() - 2), bb(bd.begin(), bd.end() - 2);
+  auto batch = broadcast(ab, bb);
+  if (!batch || batch->size() + 2 > kMaxRank) return false;
+  std::vector<int64_t> out = *batch;
+  if (!a1) out.push_back(M);
+  if (!b1) out.push_back(N);
+  FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, DType::kF32, out));
+  FERRITE_RETURN_IF_ERROR(matmul(be, io.in[0]->f32(), ab, io.in[1]->f32(), bb, *batch, M, N, K,
+                                 false, static_cast<float*>(y), GemmCall{}));
+  return true;
+}
+
+Expected<bool> run_fused_matmul(const Node& node, NativeIO& io, CudaBackend& be) {
+  if (!all_f32(io) || !io.in[0] || !io.in[1]) return false;
+  Act act;
+  if (!parse_act(node.attr_string("activation", "none"), &act)) return false;
+  const bool tb = node.attr_int("transB") != 0;
+  const std::vector<int64_t>& ad = io.in[0]->dims;
+  const std::vector<int64_t>& bd = io.in[1]->dims;
+  if (ad.size() < 2 || bd.size() < 2) return false;
+  int64_t M = ad[ad.size() - 2], K = ad.back();
+  int64_t N = tb ? bd[bd.size() - 2] : bd.back();
+  if ((tb ? bd.back() : bd[bd.size() - 2]) != K) return false;
+  std::vector<int64_t> ab(ad.begin(), ad.end() - 2), bb(bd.begin(), bd.end() - 2);
+  auto batch = broadcast(ab, bb);
+  if (!batch || batch->size() + 2 > kMaxRank) return false;
+  std::vector<int64_t> out = *batch;
+  out.push_back(M);
+  out.push_back(N);
+  const DevView* bias = io.in.size() > 2 && io.in[2] ? &*io.in[2] : nullptr;
+  const DevView* res = io.in.size() > 3 && io.in[3] ? &*io.in[3] : nullptr;
+  if (bias && prod(bias->dims) != N) return false;
+  BroadcastDims rb{};
+  if (res && !broadcast_strides(res->dims, out, &rb)) return false;
+  FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, DType::kF32, out));
+  float* y = static_cast<float*>(yv);
+  GemmCall g;
+  g.bias = bias ? bias->f32() : nullptr;
+  g.relu = act == Act::kRelu;
+  const bool simple_act = act == Act::kNone || act == Act::kRelu;
+  bool res_done = false;
+  if (res && act == Act::kNone && res->dims == out) {
+    g.c_in = res->f32();  // y = A B + residual + bias in the GEMM itself
+    g.beta = 1;
+    res_done = true;
+  }
+  FERRITE_RETURN_IF_ERROR(
+      matmul(be, io.in[0]->f32(), ab, io.in[1]->f32(), bb, *batch, M, N, K, tb, y, g));
+  if (!simple_act || (res && !res_done))
+    FERRITE_RETURN_IF_ERROR(be.lib->epilogue(y, nullptr, res && !res_done ? res->f32() : nullptr,
+                                             &rb, prod(out) / N, N,
+                                             simple_act ? 0 : static_cast<int>(act)));
+  return true;
+}
+
+Expected<bool> run_gemm(const Node& node, NativeIO& io, CudaBackend& be) {
+  if (!all_f32(io) || !io.in[0] || !io.in[1]) return false;
+  const auto& ad = io.in[0]->dims;
+  const auto& bd = io.in[1]->dims;
+  if (ad.size() != 2 || bd.size() != 2) return false;
+  const bool ta = node.attr_int("transA") != 0, tb = node.attr_int("transB") != 0;
+  const float alpha = node.attr_float("alpha", 1.0f), beta = node.attr_float("beta", 1.0f);
+  int64_t M = ta ? ad[1] : ad[0], K = ta ? ad[0] : ad[1];
+  int64_t N = tb ? bd[0] : bd[1];
+  if ((tb ? bd[1] : bd[0]) != K) return false;
+  const DevView* c = io.in.size() > 2 && io.in[2] ? &*io.in[2] : nullptr;
+  BroadcastDims cb{};
+  if (c && !broadcast_strides(c->dims, {M, N}, &cb)) return false;
+  FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, DType::kF32, {M, N}));
+  float* y = static_cast<float*>(yv);
+  GemmCall g;
+  g.m = M;
+  g.n = N;
+  g.k = K;
+  g.a = io.in[0]->f32();
+  g.lda = ad[1];
+  g.trans_a = ta;
+  g.b = io.in[1]->f32();
+  g.ldb = bd[1];
+  g.trans_b = tb;
+  g.c = y;
+  g.ldc = N;
+  g.alpha = alpha;
+  if (c && beta != 0) {
+    if (beta == 1 && prod(c->dims) == N && c->dims.back() == N) {
+      g.bias = c->f32();
+    } else {
+      FERRITE_RETURN_IF_ERROR(be.lib->broadcast_fill(y, c->f32(), cb, M * N, beta));
+      g.c_in = y;
+      g.beta = 1;
+    }
+  }
+  FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
+  return true;
+}
+
+Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be) {
+  if (!all_f32(io) || !io.in[0] || !io.in[1]) return false;
+  const auto& xd = io.in[0]->dims;
+  const auto& wd = io.in[1]->dims;
+  if (xd.size() != 4 || wd.size() != 4) return false;
+  const int64_t groups = node.attr_int("group", 1);
+  if (groups < 1 || xd[1] % groups || wd[0] % groups || wd[1] * groups != xd[1]) return false;
+  auto win = read_window(node, {wd[2], wd[3]});
+  if (!win) return false;
+  auto outsp = resolve_window(node, *win, {xd[2], xd[3]});
+  if (!outsp) return false;
+  const DevView* bias = io.in.size() > 2 && io.in[2] ? &*io.in[2] : nullptr;
+  if (bias && prod(bias->dims) != wd[0]) return false;
+  ConvParams p{};
+  p.N = xd[0], p.C = xd[1], p.H = xd[2], p.W = xd[3], p.K = wd[0];
+  p.OH = (*outsp)[0], p.OW = (*outsp)[1], p.KH = wd[2], p.KW = wd[3];
+  p.sh = win->strides[0], p.sw = win->strides[1], p.ph = win->pads[0], p.pw = win->pads[1];
+  p.dh = win->dilations[0], p.dw = win->dilations[1], p.groups = groups;
+  p.act = 0;
+  FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, DType::kF32, {p.N, p.K, p.OH, p.OW}));
+  float* y = static_cast<float*>(yv);
+  const float* bp = bias ? bias->f32() : nullptr;
+  if (groups != 1) {
+    FERRITE_RETURN_IF_ERROR(be.lib->conv2d_direct(io.in[0]->f32(), io.in[1]->f32(), bp, y, p));
+    return true;
+  }
+  const int64_t ohw = p.OH * p.OW, ckk = p.C * p.KH * p.KW;
+  const bool pointwise = p.KH == 1 && p.KW == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 &&
+                         p.pw == 0 && win->pads[2] == 0 && win->pads[3] == 0;
+  GemmCall g;
+  g.m = p.K;
+  g.k = ckk;
+  g.a = io.in[1]->f32();
+  g.lda = ckk;
+  if (pointwise) {
+    // y[n] (K x HW) = W (K x C) * x[n] (C x HW): the input is its own column matrix.
+    g.n = ohw;
+    g.batch = p.N;
+    g.stride_a = 0;
+    g.b = io.in[0]->f32();
+    g.ldb = ohw;
+    g.stride_b = ckk * ohw;
+    g.c = y;
+    g.ldc = ohw;
+    g.stride_c = p.K * ohw;
+    FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
+    if (bp)
+      FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, bp, p.N * p.K * ohw, p.K, ohw, 0, 0, 0));
+    return true;
+  }
+  // One GEMM for the whole batch: T (K x N*OHW) = W (K x CKK) * col (CKK x N*OHW), then T goes
+  // back to NCHW with the bias (directly into y when there is one image).
+  FERRITE_ASSIGN_OR_RETURN(void* cv, io.scratch(static_cast<size_t>(p.N * ckk * ohw) * 4));
+  FERRITE_RETURN_IF_ERROR(be.lib->im2col(io.in[0]->f32(), static_cast<float*>(cv), p));
+  float* t = y;
+  if (p.N > 1) {
+    FERRITE_ASSIGN_OR_RETURN(void* tv, io.scratch(static_cast<size_t>(p.N * p.K * ohw) * 4));
+    t = static_cast<float*>(tv);
+  }
+  g.n = p.N * ohw;
+  g.b = static_cast<const float*>(cv);
+  g.ldb = p.N * ohw;
+  g.c = t;
+  g.ldc = p.N * ohw;
+  FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
+  if (p.N > 1)
+    FERRITE_RETURN_IF_ERROR(be.lib->bias_act_unfold(t, y, bp, p.N, p.K, ohw, 0));
+  else if (bp)
+    FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, bp, p.K * ohw, p.K, ohw, 0, 0, 0));
+  return true;
+}
+
+// Split along an axis: one strided device-to-device copy per output.
+Expected<bool> run_split(const Node& node, NativeIO& io, CudaBackend& be) {
+  if (!io.in[0]) return false;
+  const auto& xd = io.in[0]->dims;
+  int64_t axis = node.attr_int("axis", 0);
+  if (axis < 0) axis += static_cast<int64_t>(xd.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(xd.size())) return false;
+  const int64_t len = xd[axis];
+  const size_t nout = node.outputs.size();
+  std::vector<int64_t> sizes;
+  if (io.in.size() > 1 && io.in[1]) {
+    if (!io.in[1]->host || io.in[1]->host->dtype() != DType::kI64) return false;
+    sizes = io.in[1]->host->to_int_vector();
+  } else if (node.has_attr("split")) {
+    sizes = node.attr_ints("split");
+  } else {
+    int64_t n =
+        node.has_attr("num_outputs") ? node.attr_int("num_outputs") : static_cast<int64_t>(nout);
+    if (n <= 0) return false;
+    int64_t chunk = (len + n - 1) / n;
+    for (int64_t i = 0; i < n; ++i)
+      sizes.push_back(std::max<int64_t>(0, std::min(chunk, len - i * chunk)));
+  }
+  if (sizes.size() != nout) return false;
+  int64_t sum = 0;
+  for (int64_t v : sizes) {
+    if (v < 0) return false;
+    sum += v;
+  }
+  if (sum != len) return false;
+  const size_t esize = dtype_size(io.in[0]->dtype);
+  const int64_t outer = prod(xd, 0, axis), inner = prod(xd, axis + 1) * static_cast<int64_t>(esize);
+  int64_t off = 0;
+  for (size_t j = 0; j < nout; ++j) {
+    std::vector<int64_t> od = xd;
+    od[axis] = sizes[j];
+    if (!node.output(j)) {
+      off += sizes[j];
+      continue;
+    }
+    FERRITE_ASSIGN_OR_RETURN(void* y, io.output(j, io.in[0]->dtype, od));
+    if (sizes[j] > 0 && outer > 0 && inner > 0) {
+      CUDA_MEMCPY2D c{};
+      c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+      c.srcDevice = dptr(io.in[0]->ptr);
+      c.srcXInBytes = static_cast<size_t>(off * inner);
+      c.srcPitch = static_cast<size_t>(len * inner);
+      c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+      c.dstDevice = dptr(y);
+      c.dstPitch = static_cast<size_t>(sizes[j] * inner);
+      c.WidthInBytes = static_cast<size_t>(sizes[j] * inner);
+      c.Height = static_cast<size_t>(outer);
+      FERRITE_RETURN_IF_ERROR(
+          check(be.rt->api().cuMemcpy2DAsync(&c, be.rt->stream()), "Split copy"));
+    }
+    off += sizes[j];
+  }
+  return true;
+}
+
+Expected<bool> run_maxpool(const Node& node, NativeIO& io, CudaBackend& be) {
+  if (!all_f32(io) || !io.in[0] || node.output(1) != nullptr) return false;
+  const auto& xd = io.in[0]->dims;
+  if (xd.size() != 4) return false;
+  auto ks = node.attr_ints("kernel_shape");
+  if (ks.size() != 2) return false;
+  auto win = read_window(node, ks);
+  if (!win) return false;
+  auto outsp = resolve_window(node, *win, {xd[2], xd[3]});
+  if (!outsp) return false;
+  PoolParams p{};
+  p.planes = xd[0] * xd[1], p.H = xd[2], p.W = xd[3], p.OH = (*outsp)[0], p.OW = (*outsp)[1];
+  p.KH = ks[0], p.KW = ks[1], p.sh = win->strides[0], p.sw = win->strides[1];
+  p.ph = win->pads[0], p.pw = win->pads[1], p.dh = win->dilations[0], p.dw = win->dilations[1];
+  FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, DType::kF32, {xd[0], xd[1], p.OH, p.OW}));
+  FERRITE_RETURN_IF_ERROR(be.lib->maxpool2d(io.in[0]->f32(), static_cast<float*>(yv), p));
+  return true;
+}
+
+Expected<bool> run_attention(const Node& node, NativeIO& io, CudaBackend& be) {
+  if (!all_f32(io) || !io.in[0] || !io.in[1] || !io.in[2]) return false;
+  const auto& qd = io.in[0]->dims;
+  const auto& kd = io.in[1]->dims;
+  const auto& vd = io.in[2]->dims;
+  if (qd.size() < 2 || kd.size() != qd.size() || vd.size() != qd.size()) return false;
+  const size_t br = qd.size() - 2;
+  if (br > 4) return false;
+  std::vector<int64_t> batch(qd.begin(), qd.end() - 2);
+  if (!std::equal(batch.begin(), batch.end(), kd.begin()) ||
+      !std::equal(batch.begin(), batch.end(), vd.begin()))
+    return false;  // broadcast batches: the host handles them
+  const int64_t S = qd[br], D = qd[br + 1], T = kd[br], Dv = vd[br + 1];
+  if (kd[br + 1] != D || vd[br] != T) return false;
+  std::vector<int64_t> scores_dims = batch;
+  scores_dims.push_back(S);
+  scores_dims.push_back(T);
+  const DevView* mask = io.in.size() > 3 && io.in[3] ? &*io.in[3] : nullptr;
+  SoftmaxParams sp{};
+  if (mask) {
+    BroadcastDims md{};
+    if (!broadcast_strides(mask->dims, scores_dims, &md)) return false;
+    for (size_t d = 0; d < br; ++d) sp.mask_batch_strides[d] = md.strides[kMaxRank - 2 - br + d];
+    sp.mask_s_stride = md.strides[kMaxRank - 2];
+    sp.mask_t_stride = md.strides[kMaxRank - 1];
+    sp.has_mask = 1;
+  }
+  const int64_t nb = prod(batch);
+  sp.rows_per_batch = nb;
+  sp.S = S;
+  sp.T = T;
+  sp.batch_rank = static_cast<int64_t>(br);
+  for (size_t d = 0; d < br; ++d) sp.batch_dims[d] = batch[d];
+  sp.causal = node.attr_int("causal") != 0;
+  sp.nan_to_zero = node.attr_int("nan_to_zero") != 0;
+  const float scale = node.has_attr("scale")
+                          ? node.attr_float("scale")
+                          : static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  std::vector<int64_t> out = batch;
+  out.push_back(S);
+  out.push_back(Dv);
+  FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, DType::kF32, out));
+  FERRITE_ASSIGN_OR_RETURN(void* sv, io.scratch(static_cast<size_t>(nb * S * T) * 4));
+  float* scores = static_cast<float*>(sv);
+  GemmCall g;
+  g.m = S, g.n = T, g.k = D, g.batch = nb;
+  g.a = io.in[0]->f32(), g.lda = D, g.stride_a = S * D;
+  g.b = io.in[1]->f32(), g.ldb = D, g.stride_b = T * D, g.trans_b = true;
+  g.c = scores, g.ldc = T, g.stride_c = S * T;
+  g.alpha = scale;
+  FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
+  FERRITE_RETURN_IF_ERROR(be.lib->attention_softmax(scores, mask ? mask->f32() : nullptr, sp));
+  GemmCall h;
+  h.m = S, h.n = Dv, h.k = T, h.batch = nb;
+  h.a = scores, h.lda = T, h.stride_a = S * T;
+  h.b = io.in[2]->f32(), h.ldb = Dv, h.stride_b = T * Dv;
+  h.c = static_cast<float*>(yv), h.ldc = Dv, h.stride_c = S * Dv;
+  FERRITE_RETURN_IF_ERROR(be.gemm->run(h));
+  return true;
+}
+
+Expected<bool> run_gather(const Node& node, NativeIO& io, CudaBackend& be) {
+  if (!io.in[0] || !io.in[1] || !io.error_flag) return false;
+  const DevView& data = *io.in[0];
+  const DevView& idx = *io.in[1];
+  if (idx.dtype != DType::kI64 && idx.dtype != DType::kI32) return false;
+  const size_t esize = dtype_size(data.dtype);
+  if (esize != 1 && esize != 2 && esize != 4 && esize != 8) return false;
+  int64_t axis = node.attr_int("axis", 0);
+  const int64_t r = static_cast<int64_t>(data.dims.size());
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r) return false;
+  std::vector<int64_t> out(data.dims.begin(), data.dims.begin() + axis);
+  out.insert(out.end(), idx.dims.begin(), idx.dims.end());
+  out.insert(out.end(), data.dims.begin() + axis + 1, data.dims.end());
+  FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, data.dtype, out));
+  const int64_t outer = prod(data.dims, 0, axis), inner = prod(data.dims, axis + 1);
+  const int64_t n_idx = prod(idx.dims);
+  if (outer * n_idx * inner == 0) return true;
+  FERRITE_RETURN_IF_ERROR(be.lib->gather(data.ptr, idx.ptr, idx.dtype == DType::kI64, y, outer,
+                                         data.dims[axis], n_idx, inner, static_cast<int>(esize),
+                                         io.error_flag, io.error_tag));
+  return true;
+}
+
+Expected<bool> run_binary(const Node& node, NativeIO& io, CudaBackend& be) {
+  if (!all_f32(io) || io.in.size() != 2 || !io.in[0] || !io.in[1]) return false;
+  auto out = broadcast(io.in[0]->dims, io.in[1]->dims);
+  if (!out) return false;
+  BroadcastDims ab{}, bb{};
+  if (!broadcast_strides(io.in[0]->dims, *out, &ab) ||
+      !broadcast_strides(io.in[1]->dims, *out, &bb))
+    return false;
+  const std::string& op = node.op_type;
+  int code = op == "Add" ? 0 : op == "Sub" ? 1 : op == "Mul" ? 2 : 3;
+  FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, DType::kF32, *out));
+  if (prod(*out) == 0) return true;
+  FERRITE_RETURN_IF_ERROR(be.lib->binary_f32(io.in[0]->f32(), ab, io.in[1]->f32(), bb,
+                                             static_cast<float*>(y), prod(*out), code));
+  return true;
+}
+
+}  // namespace
+
+NativeOp find_native_op(const Node& node) {
+  const std::string& op = node.op_type;
+  if (node.domain == "ferrite") {
+    if (op == "FusedMatMul") return run_fused_matmul;
+    if (op == "Attention") return run_attention;
+    return nullptr;
+  }
+  if (!node.domain.empty() && node.domain != "ai.onnx") return nullptr;
+  if (op == "MatMul") return run_matmul;
+  if (op == "Gemm") return run_gemm;
+  if (op == "Conv") return run_conv;
+  if (op == "MaxPool") return run_maxpool;
+  if (op == "Split") return run_split;
+  if (op == "Gather") return run_gather;
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") return run_binary;
+  return nullptr;
+}
+
+bool is_compute_heavy(const Node& node) {
+  static const char* const kLight[] = {"Split", "Gather", "Add", "Sub", "Mul", "Div"};
+  if (!find_native_op(node)) return false;
+  for (const char* l : kLight)
+    if (node.op_type == l) return false;
+  return true;
+}
+
+}  // namespace ferrite::cuda

@@ -1,0 +1,356 @@
+// The `cuda` device against the reference device. Two kinds of tests:
+//  - CudaCodegen: generate CUDA C++ for lowered graphs and compile it for sm_90 with NVRTC. Needs
+//    the CUDA toolkit's NVRTC library only (no driver, no GPU); skipped when NVRTC is absent.
+//  - CudaDevice: run models on a GPU and compare every output with the reference device on
+//    random inputs, several sizes per compile. Skipped cleanly when no GPU or driver is present.
+#include <gtest/gtest.h>
+#include <onnx/defs/parser.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "lower/lowering.h"
+#include "memory/in_place.h"
+#include "passes/pass.h"
+#include "test_util.h"
+
+#if FERRITE_HAVE_CUDA
+#include "backends/cuda/cuda_dialect.h"
+#include "backends/cuda/nvrtc_compiler.h"
+#endif
+
+namespace ferrite {
+namespace {
+
+#if FERRITE_HAVE_CUDA
+
+std::unique_ptr<Graph> parse(const std::string& text) {
+  onnx::ModelProto model;
+  auto status = onnx::OnnxParser::Parse(model, text.c_str());
+  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
+  std::string bytes;
+  model.SerializeToString(&bytes);
+  auto g = import_onnx_bytes(bytes, "");
+  EXPECT_TRUE(g) << g.status().message();
+  return g ? std::move(*g) : nullptr;
+}
+
+const char* kRowModel = R"(<ir_version: 8, opset_import: ["" : 18]>
+g (float[b,s,n] x, float[b,1,n] m, float[n] gamma, float[n] beta, double[b,c] d)
+    => (float[b,s,n] y, float[b,s,n] z, float[b,s,n] ln, float[b,s] r, float[b,1,1] mx,
+        double[b,c] dd, float[b,s,n] e) {
+  a = Add(x, m)
+  y = Softmax<axis = -1>(a)
+  z = LogSoftmax<axis = 2>(x)
+  ln = LayerNormalization<epsilon = 1e-5>(a, gamma, beta)
+  last = Constant<value = int64[1] {-1}>()
+  two = Constant<value = int64[2] {-2, -1}>()
+  r = ReduceSum<keepdims = 0>(x, last)
+  mx = ReduceMax(x, two)
+  dd = Softmax(d)
+  t = Tanh(x)
+  three = Constant<value = float {3.0}>()
+  u = Mul(t, three)
+  e = Sub(u, m)
+}
+)";
+
+TEST(CudaCodegen, NvrtcCompilesGeneratedKernelsForSm90) {
+  auto nv = cuda::nvrtc();
+  if (!nv) GTEST_SKIP() << nv.status().message();
+  auto g = parse(kRowModel);
+  ASSERT_TRUE(g);
+  auto lg = lower_graph(*g);
+  ASSERT_TRUE(lg) << lg.status().message();
+  EXPECT_GE(lg->row_kernels, 5);
+  mark_in_place_candidates(*lg);
+  cuda::CudaDialect dialect;
+  auto src = dialect.generate(*lg, DeviceProperties{});
+  ASSERT_TRUE(src) << src.status().message();
+  EXPECT_NE(src->find("fe_block_sum"), std::string::npos);
+  EXPECT_NE(src->find("__global__"), std::string::npos);
+  auto cubin = cuda::compile_to_cubin(*src, "sm_90", "test");
+  ASSERT_TRUE(cubin) << cubin.status().message();
+  EXPECT_GT(cubin->cubin.size(), 1000u);
+  // The second compile of the same source is a compile-cache hit.
+  auto again = cuda::compile_to_cubin(*src, "sm_90", "test");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->cubin, cubin->cubin);
+}
+
+// Every generated kernel of the shared zoo's models (after the default passes) compiles for
+// sm_90. Uses materialized models ($FERRITE_MODELS_DIR, default build/models of this checkout).
+TEST(CudaCodegen, ZooModelsCompileForSm90) {
+  auto nv = cuda::nvrtc();
+  if (!nv) GTEST_SKIP() << nv.status().message();
+  const char* env = std::getenv("FERRITE_MODELS_DIR");
+  std::filesystem::path dir =
+      env && *env ? std::filesystem::path(env)
+                  : std::filesystem::path(FERRITE_TEST_DATA_DIR) / ".." / ".." / "build" / "models";
+  int compiled = 0;
+  for (const char* m : {"mlp", "convnet", "resnet18", "mobilenet_v2", "bert_base", "gpt2"}) {
+    auto path = dir / m / "model.onnx";
+    if (!std::filesystem::exists(path)) continue;
+    auto g = import_onnx_file(path);
+    ASSERT_TRUE(g) << m << ": " << g.status().message();
+    ASSERT_TRUE(run_pipeline(**g, default_pipeline()).is_ok()) << m;
+    auto lg = lower_graph(**g);
+    ASSERT_TRUE(lg) << m << ": " << lg.status().message();
+    mark_in_place_candidates(*lg);
+    auto src = cuda::CudaDialect().generate(*lg, DeviceProperties{});
+    ASSERT_TRUE(src) << m << ": " << src.status().message();
+    auto cubin = cuda::compile_to_cubin(*src, "sm_90", m);
+    ASSERT_TRUE(cubin) << m << ": " << cubin.status().message();
+    ++compiled;
+  }
+  if (compiled == 0) GTEST_SKIP() << "no materialized models under " << dir;
+}
+
+TEST(CudaCodegen, CompileErrorsAreValues) {
+  auto nv = cuda::nvrtc();
+  if (!nv) GTEST_SKIP() << nv.status().message();
+  auto r = cuda::compile_to_cubin("extern \"C\" __global__ void k() { undefined_thing(); }",
+                                  "sm_90", "broken");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("undefined_thing"), std::string::npos);
+}
+
+// A GPU session, or the reason there is none.
+Expected<std::unique_ptr<Session>> cuda_session(const std::string& text) {
+  return Session::from_graph(parse(text), "cuda");
+}
+
+Tensor random_tensor(DType dt, const std::vector<int64_t>& dims, std::mt19937& rng, double scale) {
+  Tensor t = Tensor::zeros(dt, dims);
+  std::uniform_real_distribution<double> u(-scale, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (dt == DType::kF32)
+      t.data<float>()[i] = static_cast<float>(u(rng));
+    else if (dt == DType::kF64)
+      t.data<double>()[i] = u(rng);
+    else if (dt == DType::kI64)
+      t.data<int64_t>()[i] = static_cast<int64_t>(std::floor(u(rng)));
+  }
+  return t;
+}
+
+double at(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kF32:
+      return t.data<float>()[i];
+    case DType::kF64:
+      return t.data<double>()[i];
+    case DType::kI64:
+      return static_cast<double>(t.data<int64_t>()[i]);
+    case DType::kBool:
+      return t.data<bool>()[i];
+    default:
+      return NAN;
+  }
+}
+
+struct Input {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> dims;
+  double scale = 2.0;
+};
+
+// Runs `text` on cuda and reference for each input set; the relative tolerance is for f32 GEMM
+// accumulation order (cuBLASLt vs the reference's loops).
+void check_on_gpu(const std::string& text, const std::vector<std::vector<Input>>& runs,
+                  double tol = 1e-4) {
+  auto gpu = cuda_session(text);
+  if (!gpu) GTEST_SKIP() << "no GPU: " << gpu.status().message();
+  auto ref = Session::from_graph(parse(text), "reference");
+  ASSERT_TRUE(ref) << ref.status().message();
+  std::mt19937 rng(77);
+  for (const auto& run : runs) {
+    std::vector<Session::NamedInput> inputs;
+    for (const Input& in : run)
+      inputs.push_back({in.name, random_tensor(in.dtype, in.dims, rng, in.scale)});
+    auto want = (*ref)->run(inputs);
+    ASSERT_TRUE(want) << want.status().message();
+    // Run 1 runs step by step, run 2 captures a CUDA graph where it can, run 3 replays it.
+    for (int rep = 0; rep < 3; ++rep) {
+      auto got = (*gpu)->run(inputs);
+      ASSERT_TRUE(got) << got.status().message();
+      ASSERT_EQ(got->size(), want->size());
+      for (size_t o = 0; o < got->size(); ++o) {
+        const Tensor &a = (*got)[o], &b = (*want)[o];
+        ASSERT_EQ(a.dtype(), b.dtype()) << "output " << o;
+        ASSERT_EQ(a.dims(), b.dims()) << "output " << o;
+        for (int64_t i = 0; i < a.numel(); ++i) {
+          double x = at(a, i), y = at(b, i);
+          if (std::isnan(y)) {
+            ASSERT_TRUE(std::isnan(x)) << "output " << o << " element " << i;
+            continue;
+          }
+          ASSERT_NEAR(x, y, tol * (1 + std::fabs(y))) << "output " << o << " element " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaDevice, MissingGpuIsAnErrorValue) {
+  auto s = cuda_session(kRowModel);
+  if (s) GTEST_SKIP() << "a GPU is present";
+  EXPECT_FALSE(s.status().message().empty());
+}
+
+TEST(CudaDevice, PointwiseAndRowKernels) {
+  check_on_gpu(kRowModel,
+               {{{"x", DType::kF32, {2, 3, 17}, 8.0},
+                 {"m", DType::kF32, {2, 1, 17}},
+                 {"gamma", DType::kF32, {17}},
+                 {"beta", DType::kF32, {17}},
+                 {"d", DType::kF64, {2, 5}}},
+                {{"x", DType::kF32, {3, 7, 1500}, 8.0},
+                 {"m", DType::kF32, {3, 1, 1500}},
+                 {"gamma", DType::kF32, {1500}},
+                 {"beta", DType::kF32, {1500}},
+                 {"d", DType::kF64, {3, 70}}}},
+               2e-5);
+}
+
+TEST(CudaDevice, GemmFamily) {
+  const char* text = R"(<ir_version: 8, opset_import: ["" : 17, "ferrite" : 1]>
+g (float[b,s,k] x, float[k,n] w, float[n] bias, float[b,h,s,k] q, float[b,h,k,s] kt,
+   float[2,1,s,k] p, float[3,k,n] r, float[m,k] ga, float[n,k] gb, float[m,n] gc, float[b,s,n] res)
+    => (float[b,s,n] y0, float[b,h,s,s] y1, float[2,3,s,n] y2, float[m,n] y3, float[m,n] y4,
+        float[b,s,n] y5, float[b,s,n] y6, float[b,s,n] y7) {
+  y0 = MatMul(x, w)
+  y1 = MatMul(q, kt)
+  y2 = MatMul(p, r)
+  y3 = Gemm<transB = 1, alpha = 0.5>(ga, gb, bias)
+  y4 = Gemm<transB = 1, beta = 0.25>(ga, gb, gc)
+  y5 = ferrite.FusedMatMul<activation = "relu">(x, w, bias)
+  y6 = ferrite.FusedMatMul<activation = "gelu">(x, w, bias, res)
+  y7 = ferrite.FusedMatMul(x, w, bias, res)
+}
+)";
+  auto set = [](int64_t b, int64_t s, int64_t m) {
+    const int64_t k = 48, n = 40, h = 3;
+    return std::vector<Input>{{"x", DType::kF32, {b, s, k}},     {"w", DType::kF32, {k, n}},
+                              {"bias", DType::kF32, {n}},        {"q", DType::kF32, {b, h, s, k}},
+                              {"kt", DType::kF32, {b, h, k, s}}, {"p", DType::kF32, {2, 1, s, k}},
+                              {"r", DType::kF32, {3, k, n}},     {"ga", DType::kF32, {m, k}},
+                              {"gb", DType::kF32, {n, k}},       {"gc", DType::kF32, {m, n}},
+                              {"res", DType::kF32, {b, s, n}}};
+  };
+  check_on_gpu(text, {set(2, 5, 7), set(1, 33, 64)});
+}
+
+TEST(CudaDevice, ConvolutionAndPooling) {
+  const char* text = R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[b,4,h,w] x, float[6,4,3,3] w1, float[6] b1, float[4,2,3,3] w2, float[4,1,3,3] w3,
+   float[5,4,1,1] w4)
+    => (float[b,6,?,?] y1, float[b,4,?,?] y2, float[b,4,?,?] y3, float[b,5,h,w] y4,
+        float[b,4,?,?] y5) {
+  y1 = Conv<strides = [2, 2], pads = [1, 1, 1, 1]>(x, w1, b1)
+  y2 = Conv<group = 2, pads = [0, 1, 2, 1], dilations = [2, 1]>(x, w2)
+  y3 = Conv<group = 4, auto_pad = "SAME_UPPER">(x, w3)
+  y4 = Conv(x, w4)
+  y5 = MaxPool<kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]>(x)
+}
+)";
+  check_on_gpu(text, {{{"x", DType::kF32, {2, 4, 9, 11}},
+                       {"w1", DType::kF32, {6, 4, 3, 3}},
+                       {"b1", DType::kF32, {6}},
+                       {"w2", DType::kF32, {4, 2, 3, 3}},
+                       {"w3", DType::kF32, {4, 1, 3, 3}},
+                       {"w4", DType::kF32, {5, 4, 1, 1}}},
+                      {{"x", DType::kF32, {1, 4, 16, 16}},
+                       {"w1", DType::kF32, {6, 4, 3, 3}},
+                       {"b1", DType::kF32, {6}},
+                       {"w2", DType::kF32, {4, 2, 3, 3}},
+                       {"w3", DType::kF32, {4, 1, 3, 3}},
+                       {"w4", DType::kF32, {5, 4, 1, 1}}}});
+}
+
+TEST(CudaDevice, AttentionWithMaskAndCausal) {
+  const char* text = R"(<ir_version: 8, opset_import: ["" : 17, "ferrite" : 1]>
+g (float[b,h,s,d] q, float[b,h,t,d] k, float[b,h,t,e] v, float[b,1,1,t] m)
+    => (float[b,h,s,e] y1, float[b,h,s,e] y2) {
+  y1 = ferrite.Attention<nan_to_zero = 1>(q, k, v, m)
+  y2 = ferrite.Attention<causal = 1, scale = 0.3>(q, k, v)
+}
+)";
+  check_on_gpu(text, {{{"q", DType::kF32, {2, 3, 5, 8}},
+                       {"k", DType::kF32, {2, 3, 5, 8}},
+                       {"v", DType::kF32, {2, 3, 5, 6}},
+                       {"m", DType::kF32, {2, 1, 1, 5}}},
+                      {{"q", DType::kF32, {1, 2, 70, 16}},
+                       {"k", DType::kF32, {1, 2, 70, 16}},
+                       {"v", DType::kF32, {1, 2, 70, 4}},
+                       {"m", DType::kF32, {1, 1, 1, 70}}}});
+}
+
+// Ops without a GPU implementation run on the host, between device steps, with correct results.
+TEST(CudaDevice, SplitShapeAndHostFallback) {
+  const char* text = R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[b,n] x, float[c,3,12] z) => (float[b,n] y, int64[2] shp, float[c,3,2] s0, float[c,3,4] s1,
+                                      float[c,3,6] s2, float[c,3,6] t0, float[c,3,6] t1) {
+  r = Relu(x)
+  ax = Constant<value = int64 {1}>()
+  c = CumSum(r, ax)
+  y = Sigmoid(c)
+  shp = Shape(y)
+  e = Exp(z)
+  sizes = Constant<value = int64[3] {2, 4, 6}>()
+  s0, s1, s2 = Split<axis = 2>(e, sizes)
+  t0, t1 = Split<axis = -1, num_outputs = 2>(e)
+}
+)";
+  check_on_gpu(text, {{{"x", DType::kF32, {3, 10}}, {"z", DType::kF32, {2, 3, 12}}},
+                      {{"x", DType::kF32, {5, 100}}, {"z", DType::kF32, {1, 3, 12}}}});
+}
+
+// Gather on the GPU (device data, host or device indices, negative indices, any element size),
+// and an out-of-range index is an error value naming the node, in graph replays too.
+TEST(CudaDevice, GatherOnGpu) {
+  const char* text = R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[v,e] table, int64[b,s] ids, int64[b,s] ids2) => (float[b,s,e] y, float[v,b,s] z, int64[b,s,s] w) {
+  t = Relu(table)
+  y = Gather(t, ids)
+  z = Gather<axis = 1>(t, ids2)
+  one = Constant<value = int64 {1}>()
+  d = Add(ids2, one)
+  w = Gather(d, ids2)
+}
+)";
+  auto gpu = cuda_session(text);
+  if (!gpu) GTEST_SKIP() << "no GPU: " << gpu.status().message();
+  auto ref = Session::from_graph(parse(text), "reference");
+  ASSERT_TRUE(ref);
+  std::mt19937 rng(5);
+  Tensor table = random_tensor(DType::kF32, {40, 6}, rng, 1.0);
+  auto ids = [](std::vector<int64_t> v) { return Tensor::from_vector<int64_t>(v, {2, 3}); };
+  std::vector<Session::NamedInput> good = {
+      {"table", table}, {"ids", ids({0, 5, -1, 39, 2, -40})}, {"ids2", ids({0, 1, -2, 1, 0, -1})}};
+  auto want = (*ref)->run(good);
+  ASSERT_TRUE(want) << want.status().message();
+  for (int rep = 0; rep < 4; ++rep) {
+    auto got = (*gpu)->run(good);
+    ASSERT_TRUE(got) << got.status().message();
+    for (size_t o = 0; o < got->size(); ++o)
+      for (int64_t i = 0; i < (*got)[o].numel(); ++i)
+        ASSERT_EQ(at((*got)[o], i), at((*want)[o], i)) << "output " << o << " element " << i;
+    if (rep == 2) {
+      std::vector<Session::NamedInput> bad = good;
+      bad[1].tensor = ids({0, 1, 40, 0, 0, 0});
+      auto r = (*gpu)->run(bad);
+      ASSERT_FALSE(r);
+      EXPECT_NE(r.status().message().find("out of range"), std::string::npos)
+          << r.status().message();
+    }
+  }
+}
+
+#endif  // FERRITE_HAVE_CUDA
+
+}  // namespace
+}  // namespace ferrite
