@@ -115,9 +115,7 @@ std::string ScalarEmitter::expr(const ScalarExpr& e, const std::vector<std::stri
   if (f == "elu")
     return a(0) + " >= " + zero + " ? " + a(0) + " : " + p0 + " * (" + math("exp") + "(" + a(0) +
            ") - " + one + ")";
-  if (f == "hardsigmoid")
-    return math("fmax") + "(" + zero + ", " + math("fmin") + "(" + one + ", " + p0 + " * " + a(0) +
-           " + " + p1 + "))";
+  if (f == "hardsigmoid") return "fe_hardsigmoid<" + T + ">(" + a(0) + ", " + p0 + ", " + p1 + ")";
   if (f == "hardswish")
     return a(0) + " * " + math("fmax") + "(" + zero + ", " + math("fmin") + "(" + one + ", " +
            a(0) + " / (" + T + ")6 + (" + T + ")0.5))";
@@ -158,6 +156,11 @@ template <class T> FE_FN T fe_sigmoid(T x) {
 }
 template <class T> FE_FN T fe_softplus(T x) {
   return x > T(0) ? x + FE_MATH(log1p)(FE_MATH(exp)(-x)) : FE_MATH(log1p)(FE_MATH(exp)(x));
+}
+// clip(alpha * x + beta, 0, 1) with NaN kept (fmin/fmax would drop it).
+template <class T> FE_FN T fe_hardsigmoid(T x, T alpha, T beta) {
+  T v = alpha * x + beta;
+  return v != v ? v : (v < T(0) ? T(0) : (v > T(1) ? T(1) : v));
 }
 template <class T> FE_FN T fe_max_nan(T a, T b) {
   return fe_isnan(a) || fe_isnan(b) ? fe_nan<T>() : (a > b ? a : b);

@@ -328,7 +328,8 @@ void register_activation_ops(OpRegistry& r) {
                 float a = n.attr_float("alpha"), b = n.attr_float("beta");
                 return [a, b](auto x) {
                   using C = decltype(x);
-                  return std::max(C(0), std::min(C(1), C(a) * x + C(b)));
+                  C v = C(a) * x + C(b);  // NaN stays NaN (ONNX: clip(alpha*x+beta, 0, 1))
+                  return v != v ? v : std::max(C(0), std::min(C(1), v));
                 };
               }))
             .attr("alpha", kFloatAttr, 0.2f)

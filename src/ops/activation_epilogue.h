@@ -82,8 +82,10 @@ C apply_activation(const Activation& a, C x) {
       C v = x < C(a.alpha) ? C(a.alpha) : x;
       return v > C(a.beta) ? C(a.beta) : v;
     }
-    case ActKind::kHardSigmoid:
-      return std::max(C(0), std::min(C(1), C(a.alpha) * x + C(a.beta)));
+    case ActKind::kHardSigmoid: {
+      C v = C(a.alpha) * x + C(a.beta);  // NaN stays NaN, as HardSigmoid
+      return v != v ? v : std::max(C(0), std::min(C(1), v));
+    }
     case ActKind::kHardSwish:
       return x * std::max(C(0), std::min(C(1), x / C(6) + C(0.5)));
   }
