@@ -178,7 +178,7 @@ int run_command(int argc, char** argv) {
     std::printf("device %s: load %.3f s, prepare %.3f s (%zu -> %zu nodes), %zu run(s), compiles %d\n",
                 device.c_str(), load_s, prepare_s, nodes_before, (*session)->compiled_graph().nodes().size(),
                 seconds.size(), (*session)->compiles());
-  std::optional<TuningStats> tuned = tuning.empty() ? std::nullopt : tuning.back();
+  const TuningStats* tuned = !tuning.empty() && tuning.back() ? &*tuning.back() : nullptr;
   if (tuned)
     std::printf("autotune: %d kernel launches timed (%d configurations, %.3f s), %d reused from "
                 "the tuning database\n",
