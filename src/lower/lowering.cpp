@@ -248,6 +248,7 @@ class Lowerer {
     std::vector<const Lowered*> in;
     for (const Value* v : n.inputs) in.push_back(v ? &values_.at(v) : nullptr);
     auto r = lower_impl::lower_row_op(n, in, *out_dims);
+    if (!r && opts_.generate_matmul) r = lower_impl::lower_matmul(n, in, *out_dims);
     if (!r || r->dtype != out->type.dtype) return false;
     values_[out] = std::move(*r);
     if (uses_[out] > 1 && !converging_users(out))

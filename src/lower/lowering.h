@@ -59,6 +59,9 @@ struct LoweringOptions {
   // Merge independent pointwise kernels that share inputs (lower/horizontal_fusion.h); only for
   // devices whose dialect stores Kernel::extra_outputs.
   bool horizontal_fusion = false;
+  // Lower MatMul / Gemm to generated row kernels (a K-reduction per output element, epilogues
+  // fused) instead of library steps: for devices without a library GEMM (plugins).
+  bool generate_matmul = false;
 };
 
 Expected<LoweredGraph> lower_graph(const Graph& g, const LoweringOptions& opts = {});

@@ -237,6 +237,105 @@ std::optional<Lowered> reduce(const Node& n, const Lowered& x, const std::vector
 
 }  // namespace
 
+std::optional<Lowered> lower_matmul(const Node& n, const std::vector<const Lowered*>& in,
+                                    const std::vector<Dim>& out_dims) {
+  const std::string& op = n.op_type;
+  if (!n.domain.empty() || (op != "MatMul" && op != "Gemm") || in.size() < 2 || !in[0] || !in[1])
+    return std::nullopt;
+  const Lowered& a = *in[0];
+  const Lowered& b = *in[1];
+  if (!a.dims_known || !b.dims_known || !float_dtype(a.dtype) || b.dtype != a.dtype)
+    return std::nullopt;
+  const size_t ra = a.dims.size(), rb = b.dims.size();
+  if (ra < 2 || rb < 2) return std::nullopt;  // 1-D operands: library
+  bool gemm = op == "Gemm";
+  bool ta = gemm && n.attr_int("transA", 0) != 0, tb = gemm && n.attr_int("transB", 0) != 0;
+  if (gemm && (ra != 2 || rb != 2)) return std::nullopt;
+  // Batch dims: equal in both (after right-alignment), or missing / 1 in one of them.
+  const size_t batch = std::max(ra, rb) - 2;
+  std::vector<Dim> iter;
+  for (size_t i = 0; i < batch; ++i) {
+    auto dim_of = [&](const Lowered& x) -> std::optional<Dim> {
+      size_t r = x.dims.size() - 2;
+      if (i + r < batch) return std::nullopt;  // missing: broadcast
+      return x.dims[i + r - batch];
+    };
+    auto da = dim_of(a), db = dim_of(b);
+    if (da && db && *da != *db) return std::nullopt;  // size-1 broadcasting: library
+    iter.push_back(da ? *da : *db);
+  }
+  Dim m = ta ? a.dims[ra - 1] : a.dims[ra - 2];
+  Dim k = ta ? a.dims[ra - 2] : a.dims[ra - 1];
+  Dim kb = tb ? b.dims[rb - 1] : b.dims[rb - 2];
+  Dim nn = tb ? b.dims[rb - 2] : b.dims[rb - 1];
+  if (k != kb) return std::nullopt;
+  iter.push_back(m);
+  iter.push_back(nn);
+  std::vector<Dim> out = iter;
+  iter.push_back(k);
+  if (out != out_dims) return std::nullopt;
+  const Lowered* c = gemm && in.size() > 2 ? in[2] : nullptr;
+  if (c && (!c->dims_known || c->dtype != a.dtype || c->dims.size() > 2)) return std::nullopt;
+  float alpha = gemm ? n.attr_float("alpha", 1.0f) : 1.0f;
+  float beta = gemm ? n.attr_float("beta", 1.0f) : 1.0f;
+  std::vector<SymExpr> vars = loop_vars(iter.size());
+  const SymExpr xi = vars[batch], xj = vars[batch + 1], xk = vars[batch + 2];
+  std::vector<SymExpr> ia, ib;
+  for (size_t i = batch - (ra - 2); i < batch; ++i) ia.push_back(vars[i]);
+  for (size_t i = batch - (rb - 2); i < batch; ++i) ib.push_back(vars[i]);
+  ia.push_back(ta ? xk : xi);
+  ia.push_back(ta ? xi : xk);
+  ib.push_back(tb ? xj : xk);
+  ib.push_back(tb ? xk : xj);
+  // C broadcasts onto [M, N] (right-aligned, size-1 dims fixed at 0).
+  std::vector<SymExpr> ic;
+  if (c) {
+    size_t off = 2 - c->dims.size();
+    for (size_t d = 0; d < c->dims.size(); ++d) {
+      const Dim& want = d + off == 0 ? m : nn;
+      if (c->dims[d].value() == 1 && want.value() != 1)
+        ic.push_back(SymExpr(0));
+      else if (c->dims[d] == want)
+        ic.push_back(d + off == 0 ? xi : xj);
+      else
+        return std::nullopt;
+    }
+  }
+  RowPlan plan;
+  plan.iter = iter;
+  plan.reduce_rank = 1;
+  plan.per_row = true;
+  for (size_t i = 0; i + 1 < vars.size(); ++i) plan.out_idx.push_back(vars[i]);
+  Lowered lead = a;
+  lead.cost = a.cost + b.cost + (c ? c->cost : 0);
+  lead.nodes = a.nodes;
+  for (const auto& x : b.nodes) lead.nodes.push_back(x);
+  if (c)
+    for (const auto& x : c->nodes) lead.nodes.push_back(x);
+  Lowered A = a, B = b;
+  std::optional<Lowered> C;
+  if (c) C = *c;
+  Lowered r = pending(lead, out, std::move(plan),
+                      [A, B, C, ia, ib, ic, alpha, beta](EmitContext& ctx,
+                                                         const std::vector<SymExpr>&) {
+                        KernelBody& bd = ctx.body;
+                        const DType t = A.dtype, d = DType::kF64;
+                        int prod = bd.binary("mul", bd.cast(emit_value(A, ctx, ia), d),
+                                             bd.cast(emit_value(B, ctx, ib), d), d);
+                        int acc = bd.reduce("sum", prod);
+                        if (alpha != 1.0f) acc = bd.binary("mul", acc, bd.constant(d, alpha), d);
+                        int v = bd.cast(acc, t);
+                        if (C) {
+                          int cv = emit_value(*C, ctx, ic);
+                          if (beta != 1.0f) cv = bd.binary("mul", cv, bd.constant(t, beta), t);
+                          v = bd.binary("add", v, cv, t);
+                        }
+                        return v;
+                      });
+  r.nodes.push_back(n.name);
+  return r;
+}
+
 std::optional<Lowered> lower_row_op(const Node& n, const std::vector<const Lowered*>& in,
                                     const std::vector<Dim>& out_dims) {
   static const char* kReduceOps[] = {"ReduceSum",       "ReduceMean",       "ReduceMax",

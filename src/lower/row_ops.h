@@ -17,4 +17,10 @@ namespace ferrite::lower_impl {
 std::optional<Lowered> lower_row_op(const Node& n, const std::vector<const Lowered*>& in,
                                     const std::vector<Dim>& out_dims);
 
+// MatMul / Gemm (f32, f64) as a row kernel over [batch..., M, N | K] that sums over K in double,
+// one store per row; pointwise consumers (bias, activation) fuse into the store. For devices with
+// no library GEMM (LoweringOptions::generate_matmul): correct and on the device, not fast.
+std::optional<Lowered> lower_matmul(const Node& n, const std::vector<const Lowered*>& in,
+                                    const std::vector<Dim>& out_dims);
+
 }  // namespace ferrite::lower_impl

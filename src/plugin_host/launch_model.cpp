@@ -356,6 +356,7 @@ Expected<std::unique_ptr<PreparedModel>> prepare_launch_model(
                              "module_compile), so it cannot run generated kernels");
   LoweringOptions lower_opts;
   lower_opts.horizontal_fusion = true;  // the grid dialect stores extra outputs
+  lower_opts.generate_matmul = true;     // the SDK has no library GEMM: generate it
   FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph, lower_opts));
   FERRITE_ASSIGN_OR_RETURN(std::string source, parts->dialect->generate(lg, parts->properties));
   if (log_enabled("fusion"))

@@ -5,6 +5,7 @@
 
 #include "backend_api/backend.h"
 #include "codegen/cpp_source.h"
+#include "passes/pass.h"
 #include "plugin_host/launch_model.h"
 
 namespace ferrite {
@@ -125,7 +126,16 @@ class PluginDevice : public Device {
     return parts_->properties.model + ", device SDK plugin";
   }
   DeviceProperties properties() const override { return parts_->properties; }
-  std::vector<std::string> default_passes() const override { return {"default"}; }
+  // The default pipeline without the rewrites into ferrite.* library ops (FusedMatMul,
+  // FusedConv, Attention): a plugin has no library kernels for them, while plain MatMul/Gemm
+  // lower to generated kernels with their bias and activation fused into the store.
+  std::vector<std::string> default_passes() const override {
+    std::vector<std::string> passes;
+    for (auto& p : default_pipeline())
+      if (p != "fuse-matmul-epilogue" && p != "fuse-conv-activation" && p != "fuse-attention")
+        passes.push_back(p);
+    return passes;
+  }
   Expected<std::unique_ptr<PreparedModel>> prepare(const Graph& graph,
                                                    const RunOptions& opts) override {
     auto p = p_;
