@@ -26,7 +26,7 @@ struct SoftmaxParams {
 
 __device__ __forceinline__ float fe_act(float v, int act, float lo, float hi) {
   switch (act) {
-    case 1: return v > 0.f ? v : 0.f;
+    case 1: return (v > 0.f || v != v) ? v : 0.f;  // NaN stays NaN, as the reference Relu
     case 2: return tanhf(v);
     case 3: return v >= 0.f ? 1.f / (1.f + expf(-v)) : expf(v) / (1.f + expf(v));
     case 4: return 0.5f * v * (1.f + erff(v * 0.70710678118654752440f));
