@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs what scripts/gpu/run_cuda_tests.sh needs on a GPU machine into DEST (default
 # .devcarry): stripped binaries of BUILD, the shared libraries GPU machines lack, and the shared
-# model zoo's recipes (weights are regenerated there by ferrite-materialize). Stays under 64 MiB.
+# model zoo's recipes and the microbenchmarks (weights are regenerated there by
+# ferrite-materialize). Stays under 64 MiB.
 #   scripts/gpu/pack_devcarry.sh BUILD_DIR DEST [SHARED_MODELS]
 set -euo pipefail
 build=$1 dest=$2 shared=${3:-/work/shared/models}
@@ -14,6 +15,10 @@ for l in libprotobuf.so.32 libonnx.so.1 libonnx_proto.so.1 libgomp.so.1 libgtest
 done
 xz -T2 -6 -c "$libdir/libdnnl.so.2" > "$dest/lib/libdnnl.so.2.xz"
 for m in "$shared"/*/; do cp -r "$m" "$dest/models/"; done
+# The microbenchmarks (scripts/gpu/micro_bench.sh), as recipes too.
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+py=${FERRITE_PYTHON:-$repo/.venv/bin/python}
+"$py" "$repo/scripts/gpu/make_micro_models.py" "$dest/micro"
 git -C "$(dirname "$0")" log -1 --format='%h %cd' --date=iso > "$dest/COMMIT" 2>/dev/null || true
 chmod -R u+w "$dest"
 du -sh "$dest"

@@ -49,6 +49,13 @@ struct TuningStats {
   double seconds = 0;      // spent timing
 };
 
+// Runs timed by the device itself, with the inputs resident in device memory and the outputs
+// left there (PreparedModel::time_resident): what a kernel-level benchmark measures.
+struct DeviceTiming {
+  std::vector<double> seconds;  // one sample per run
+  std::string method;           // how it was timed, for reports
+};
+
 struct ModelStats {
   std::optional<MemoryStats> memory;
   std::optional<TuningStats> tuning;
@@ -61,6 +68,14 @@ class PreparedModel {
   virtual Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) = 0;
   // Statistics about the last run, where the device keeps any.
   virtual ModelStats stats() const { return {}; }
+  // Optional: `runs` runs of `inputs` timed on the device (e.g. with CUDA events) with the
+  // inputs already resident there and no output copies. Devices without their own clock (the
+  // host devices: their Session::run time is already the compute time) answer unsupported.
+  virtual Expected<DeviceTiming> time_resident(const std::vector<Tensor>& inputs, int runs) {
+    (void)inputs;
+    (void)runs;
+    return unsupported("this device does not time runs itself");
+  }
 };
 
 class Device {

@@ -245,6 +245,18 @@ Expected<std::vector<Tensor>> Session::run(const std::vector<NamedInput>& inputs
   return v->prepared->run(bound);
 }
 
+Expected<DeviceTiming> Session::time_resident(const std::vector<NamedInput>& inputs, int runs) {
+  FERRITE_RETURN_IF_ERROR(run(inputs).status());
+  FERRITE_ASSIGN_OR_RETURN(auto bound, bind_inputs(inputs));
+  std::shared_ptr<Variant> v;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    v = last_;
+  }
+  if (!v || !v->prepared) return err("no compiled variant to time");
+  return v->prepared->time_resident(bound, runs);
+}
+
 const Graph& Session::compiled_graph() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return last_ ? *last_->graph : *graph_;

@@ -34,6 +34,10 @@ class Session {
   };
   Expected<std::vector<Tensor>> run(const std::vector<NamedInput>& inputs);
 
+  // `runs` runs timed by the device with inputs resident on it (PreparedModel::time_resident);
+  // runs `inputs` once through run() first, so that the variant exists and is warm.
+  Expected<DeviceTiming> time_resident(const std::vector<NamedInput>& inputs, int runs);
+
   // The graph as given (inputs and outputs as declared); after the passes when no dim needs
   // specialising (then it is also the compiled graph).
   const Graph& graph() const { return *graph_; }

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <utility>
@@ -48,6 +49,10 @@ What is measured
                    Session::run call: input validation, execution, output allocation. Reported:
                    median, p10, p90 (linear interpolation between order statistics), min, mean
                    and max, in milliseconds.
+  device time      devices with their own clock (cuda) also time the same number of runs with
+                   CUDA events, the inputs resident on the device and the outputs left there
+                   (one CUDA-graph launch per sample when the model is captured): the time of
+                   the kernels alone, comparable with torch's do_bench. Not for host devices.
 
 Options
   --inputs DIR        one input set: DIR/input_*.pb, matched to the model's inputs by name,
@@ -585,6 +590,19 @@ int bench_command(int argc, char** argv) {
     }
   }
   double bench_wall = since(bench_start);
+  // Devices with their own clock also time runs with the inputs resident on the device (CUDA
+  // events): the kernels' time without the host's input and output copies.
+  std::optional<DeviceTiming> dev_time;
+  {
+    double per = std::max(summarize(fer.samples).median, 1e-6);
+    int n = static_cast<int>(std::clamp(std::max(*runs, std::ceil(*min_s / per)), 1.0, 100000.0));
+    progress.line(str_cat("device-timed runs: ", n));
+    auto t = session.time_resident(inputs, n);
+    if (t)
+      dev_time = std::move(t).value();
+    else if (!t.status().is_unsupported())
+      return fail(t.status().with_context("device-timed runs"));
+  }
   progress.clear();
   ort.reset();  // quit the child before reporting
 
@@ -607,6 +625,13 @@ int bench_command(int argc, char** argv) {
     std::printf("%-12s median %s  p10 %s  p90 %s  min %s  mean %s  (%zu runs)\n", r->name.c_str(),
                 ms(st.median).c_str(), ms(st.p10).c_str(), ms(st.p90).c_str(), ms(st.min).c_str(),
                 ms(st.mean).c_str(), st.n);
+  }
+  if (dev_time) {
+    Stats st = summarize(dev_time->seconds);
+    std::printf("%-12s median %s  p10 %s  p90 %s  min %s  mean %s  (%zu runs)\n", "device time",
+                ms(st.median).c_str(), ms(st.p10).c_str(), ms(st.p90).c_str(), ms(st.min).c_str(),
+                ms(st.mean).c_str(), st.n);
+    std::printf("             %s\n", dev_time->method.c_str());
   }
   double ratio = NAN;
   if (!compare.empty()) {
@@ -645,6 +670,10 @@ int bench_command(int argc, char** argv) {
        << ", \"first_run_seconds\": " << jnum(first_run)
        << ", \"timed_wall_seconds\": " << jnum(bench_wall)
        << ", \"ferrite\": " << stats_json(fs_, fer.samples);
+    if (dev_time)
+      js << ", \"device_time\": "
+         << stats_json(summarize(dev_time->seconds), dev_time->seconds,
+                       "\"method\": \"" + json_escape(dev_time->method) + "\", ");
     if (!compare.empty()) {
       js << ", \"onnxruntime\": "
          << stats_json(os_, ortr.samples, "\"session\": " + ort_ready + ", ")

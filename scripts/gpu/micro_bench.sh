@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The issue's CUDA microbenchmarks on a lent GPU, ferrite and PyTorch in one job, one table.
+#   bash scripts/gpu/micro_bench.sh [CARRY_DIR]        (CARRY as for run_cuda_tests.sh; it needs
+#                                                       CARRY/micro/<bench>/model.onnx, made by
+#                                                       scripts/gpu/make_micro_models.py)
+# 1. scripts/gpu/anchors.py ceilings: copy bandwidth, bf16 cuBLAS GEMM, and the four benchmarks
+#    in PyTorch eager and torch.compile (triton do_bench medians).
+# 2. `ferrite bench --device cuda` on the same four: median device time (CUDA events around a
+#    CUDA-graph launch, inputs resident on the GPU; see `ferrite bench --help`).
+# 3. One table: time, GB/s or TFLOP/s, fraction of the measured ceiling, ferrite vs torch.compile.
+# Output under $OUT (default ./gpu-out): micro.txt (the table), micro-*.json, micro-log.txt.
+set -uo pipefail
+carry=$(cd "${1:-.devcarry}" && pwd)
+out=${OUT:-./gpu-out}
+mkdir -p "$out"
+extra=""
+for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; p = list(nvidia.__path__)[0]; print(" ".join(os.path.join(p, s, "lib") for s in ("cu13", "cublas", "cuda_nvrtc")))' 2>/dev/null); do
+  [ -d "$d" ] && extra="$extra:$d"
+done
+export LD_LIBRARY_PATH="$carry/lib$extra:${LD_LIBRARY_PATH:-}"
+export FERRITE_CACHE_DIR=${FERRITE_CACHE_DIR:-/tmp/ferrite-cache}
+bin=$carry/bin
+log=$out/micro-log.txt
+here=$(cd "$(dirname "$0")" && pwd)
+PYTHONUNBUFFERED=1 timeout 300 python3 "$here/anchors.py" ceilings --json "$out/micro-torch.json" >> "$log" 2>&1
+echo "anchors rc=$?" >> "$log"
+# bench name, input spec, extra ferrite options
+while read -r name spec opts; do
+  work=/tmp/micro/$name
+  mkdir -p "$work"
+  [ -f "$work/model.onnx" ] || "$bin/ferrite-materialize" "$carry/micro/$name" "$work" >> "$log" 2>&1
+  echo "== $name $opts" >> "$log"
+  # shellcheck disable=SC2086
+  timeout 200 "$bin/ferrite" bench "$work/model.onnx" --device cuda --input "$spec" $opts \
+    --warmup 3 --runs 20 --min-seconds 0 --quiet --json "$out/micro-$name.json" >> "$log" 2>&1
+  echo "$name rc=$?" >> "$log"
+done <<'LIST'
+pointwise x=random:268435456
+softmax x=random:16384x4096
+layernorm x=random:16384x4096
+gemm_gelu x=random:8192x4096 --precision bf16
+LIST
+python3 - "$out" > "$out/micro.txt" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+t = json.load(open(os.path.join(out, "micro-torch.json")))
+copy, gemm = t["copy_GBps"], t["bf16_gemm_TFLOPs"]
+print(f"{t['gpu']}, torch {t['torch']}, {t['date']}: copy {copy:.0f} GB/s (read+write), bf16 GEMM {gemm:.0f} TFLOP/s")
+benches = [("pointwise", "pointwise sin((x+1)*2) 2^28 f32", 2 * (1 << 28) * 4, None),
+           ("softmax", "softmax 16384x4096 f32", 2 * 16384 * 4096 * 4, None),
+           ("layernorm", "layernorm 16384x4096 f32", 2 * 16384 * 4096 * 4, None),
+           ("gemm_gelu", "gelu(x@W+b) bf16 8192x4096x4096", None, 2 * 8192 * 4096 * 4096)]
+print("| benchmark | runtime | ms | rate | fraction of ceiling | ferrite speedup |")
+print("|---|---|---:|---:|---:|---:|")
+for key, label, nbytes, flops in benches:
+    def rate(ms):
+        if nbytes:
+            g = nbytes / ms / 1e6
+            return f"{g:.0f} GB/s", f"{100 * g / copy:.0f}% of copy"
+        f = flops / ms / 1e9
+        return f"{f:.0f} TFLOP/s", f"{100 * f / gemm:.0f}% of GEMM"
+    rows = {r["mode"]: r["ms"] for r in t["micro"] if r["bench"] == label}
+    try:
+        f = json.load(open(os.path.join(out, f"micro-{key}.json")))
+        fms = f["device_time"]["median_ms"]
+    except Exception as e:  # a failed bench still prints its row
+        fms = None
+    for mode in ("eager", "compile"):
+        if mode in rows:
+            r, frac = rate(rows[mode])
+            sp = f"{rows[mode] / fms:.2f}x" if fms else "-"
+            print(f"| {label} | torch {mode} | {rows[mode]:.3f} | {r} | {frac} | {sp} |")
+    if fms:
+        r, frac = rate(fms)
+        print(f"| {label} | ferrite | {fms:.3f} | {r} | {frac} | |")
+    else:
+        print(f"| {label} | ferrite | failed (see micro-log.txt) | | | |")
+PY
+cat "$out/micro.txt"
