@@ -8,6 +8,7 @@
 #   CARRY/lib/*       libraries the GPU machine lacks (protobuf, onnx, oneDNN as .xz, ...)
 #   CARRY/models/<m>  the shared zoo's recipes (weights are regenerated here)
 # Usage on the GPU machine: bash scripts/gpu/run_cuda_tests.sh [CARRY_DIR] [MODELS]
+# (QUICK=1: unit tests and --check only; PRECISION=bf16|fp16 adds --precision to the model runs.)
 set -uo pipefail
 carry=${1:-.devcarry}
 models=${2:-"mlp convnet resnet18 mobilenet_v2 bert_base gpt2"}
@@ -67,6 +68,7 @@ for m in $models; do
   rc=$?
   cat "/tmp/run-$m.txt" >> "$log"
   echo "$m check rc=$rc $(grep -h 'check:' "/tmp/run-$m.txt" | tr '\n' ' ')" >> "$summary"
+  [ -n "${QUICK:-}" ] && continue  # QUICK=1: correctness only
   echo "== $m" >> "$out/profile.txt"
   FERRITE_LOG=profile timeout 120 "$bin/ferrite" bench "$work/model.onnx" --inputs "$work/test_data_set_0" \
     --device cuda --warmup 2 --runs 20 --min-seconds 0 2>&1 | grep '^\[profile\]' >> "$out/profile.txt"

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "lower/lowering.h"
@@ -101,6 +102,9 @@ TEST(CudaCodegen, ZooModelsCompileForSm90) {
     mark_in_place_candidates(*lg);
     auto src = cuda::CudaDialect().generate(*lg, DeviceProperties{});
     ASSERT_TRUE(src) << m << ": " << src.status().message();
+    // For reading the generated CUDA without a GPU: FERRITE_CUDA_SOURCE_DIR=DIR writes DIR/<m>.cu.
+    if (const char* out = std::getenv("FERRITE_CUDA_SOURCE_DIR"); out && *out)
+      std::ofstream(std::filesystem::path(out) / (std::string(m) + ".cu")) << *src;
     auto cubin = cuda::compile_to_cubin(*src, "sm_90", m);
     ASSERT_TRUE(cubin) << m << ": " << cubin.status().message();
     ++compiled;

@@ -69,16 +69,19 @@ LaunchConfig CudaHeuristics::choose(const Kernel& kernel, int64_t rows, int64_t 
   const int64_t sms = std::max(1, props.compute_units);
   LaunchConfig c;
   if (kernel.is_row()) {
-    // About four elements per thread, whole warps, at most the device's block.
-    int64_t want = (row_len + 3) / 4;
+    // kRowCache elements per thread (the row stays in registers), whole warps, at most the
+    // device's block; longer rows take the largest block.
+    int64_t want = (row_len + kRowCache - 1) / kRowCache;
     int64_t block = std::min<int64_t>(std::min<int64_t>(lim.max_block, 1024),
                                       std::max(warp, (want + warp - 1) / warp * warp));
     c.block = std::max(warp, block / warp * warp);
     c.grid = lim.clamp_grid(std::max<int64_t>(1, std::min<int64_t>(rows, sms * 32)));
   } else {
     c.block = std::min<int64_t>(256, lim.max_block) / warp * warp;
+    // A thread takes 16 bytes per iteration when the kernel vectorises (cuda_dialect.h).
     int64_t total = rows * row_len;
-    int64_t want = (total + c.block - 1) / c.block;
+    int64_t per_thread = row_len % 4 == 0 ? 4 : 1;
+    int64_t want = (total / per_thread + c.block - 1) / c.block;
     c.grid = lim.clamp_grid(std::max<int64_t>(1, std::min<int64_t>(want, sms * 16)));
   }
   c.rows_per_block = std::max<int64_t>(1, (rows + c.grid - 1) / c.grid);

@@ -46,6 +46,10 @@ template <class T> FE_FN T fe_inf() { return fe_lim<T>::inf(); }
 template <class I> FE_FN I fe_int_min() { return fe_ilim<I>::lo(); }
 template <class I> FE_FN I fe_int_max() { return fe_ilim<I>::hi(); }
 
+// V elements of T moved as one 16-byte access (pointwise kernels' vector loads and stores).
+template <class T, int V> struct __align__(16) fe_vec { T v[V]; };
+FE_FN bool fe_aligned16(const void* p) { return ((unsigned long long)p & 15) == 0; }
+
 // Block reductions: every thread of the block calls them with its partial and gets the result.
 // Blocks are whole warps. The leading barrier lets consecutive reductions share the scratch.
 template <class T> FE_FN T fe_warp_sum(T v) {
@@ -175,20 +179,172 @@ void emit_split(std::ostringstream& os, const std::string& indent, const std::st
   os << indent << "}\n";
 }
 
+size_t dtype_bytes(DType t) {
+  switch (t) {
+    case DType::kF64:
+    case DType::kI64:
+      return 8;
+    case DType::kF32:
+    case DType::kI32:
+      return 4;
+    case DType::kF16:
+    case DType::kBF16:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+// The store of `value` to `target` (an element of out).
+std::string store(const std::string& target, const std::string& value) {
+  return target + " = " + value + ";";
+}
+
+// The value of an element read from a buffer of `stored` type as the expression type `value`
+// (the same today: the load spelling of the scalar emitter).
+std::string loaded(DType stored, DType value, const std::string& element) {
+  (void)stored;
+  (void)value;
+  return element;
+}
+
+// Which expressions of a kernel depend on loop variable `var` (through loads, symbols, args).
+std::vector<bool> depends_on(const Kernel& k, size_t var) {
+  std::vector<bool> dep(k.body.size(), false);
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    const ScalarExpr& e = k.body.at(static_cast<int>(i));
+    if (e.kind == ScalarKind::kLoad || e.kind == ScalarKind::kSymbol) {
+      std::vector<std::string> names;
+      e.address.collect_symbols(names);
+      for (const auto& name : names) {
+        size_t d;
+        if (is_loop_var(name, &d) && d == var) dep[i] = true;
+      }
+    } else {
+      for (int a : e.args) dep[i] = dep[i] || dep[a];
+    }
+  }
+  return dep;
+}
+
+// A load whose address is `base + x<var>` with a base free of x<var>: consecutive lanes read
+// consecutive elements, so V lanes are one vector load (when the base is aligned).
+bool unit_stride(const ScalarExpr& e, size_t var) {
+  if (e.kind != ScalarKind::kLoad) return false;
+  SymExpr base = e.address - SymExpr::symbol(loop_var(var));
+  std::vector<std::string> names;
+  base.collect_symbols(names);
+  for (const auto& name : names) {
+    size_t d;
+    if (is_loop_var(name, &d) && d == var) return false;
+  }
+  return true;
+}
+
+// Pointwise kernels. When the innermost dim is a multiple of V (16 bytes of the output type) and
+// the output is 16-byte aligned, each thread of the grid-stride loop takes V consecutive
+// elements of one row: unit-stride loads of the output's element size are one 16-byte load
+// (scalar loads where that load's base turns out unaligned), expressions that do not depend on
+// the innermost loop variable are computed once for the V lanes, and the store is one 16-byte
+// store. Otherwise (and for 1-byte outputs) one element per iteration.
 void emit_pointwise(std::ostringstream& os, const Kernel& k, const Gen& g) {
   std::vector<std::string> in_names = emit_prologue(os, k, g);
   const size_t rank = k.shape.size();
+  const size_t n = k.body.size();
+  std::vector<std::string> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = "t" + std::to_string(i);
   os << "  const int64_t fe_total = 1";
   for (size_t d = 0; d < rank; ++d) os << " * d" << d;
-  os << ";\n  const int64_t fe_stride = (int64_t)gridDim.x * blockDim.x;\n"
-     << "  const bool fe_small = fe_total + fe_stride < 0xffffffffLL;\n"
+  os << ";\n  const int64_t fe_stride = (int64_t)gridDim.x * blockDim.x;\n";
+  const size_t ob = dtype_bytes(k.out_dtype);
+  const int V = ob >= 2 && ob <= 8 && rank > 0 ? static_cast<int>(16 / ob) : 1;
+  if (V > 1) {
+    const size_t last = rank - 1;
+    const std::string oty = *g.em.type(k.out_dtype);
+    std::vector<bool> dep = depends_on(k, last);
+    std::vector<bool> vec_load(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      const ScalarExpr& e = k.body.at(static_cast<int>(i));
+      vec_load[i] = dep[i] && unit_stride(e, last) &&
+                    dtype_bytes(g.lg.buffers[k.input_buffers[e.input]].dtype) == ob;
+    }
+    os << "  if (d" << last << " % " << V << " == 0 && fe_aligned16(out)";
+    std::vector<bool> slot_checked(k.input_buffers.size(), false);
+    for (size_t i = 0; i < n; ++i)
+      if (vec_load[i] && !slot_checked[k.body.at(static_cast<int>(i)).input]) {
+        slot_checked[k.body.at(static_cast<int>(i)).input] = true;
+        os << " && fe_aligned16(" << in_names[k.body.at(static_cast<int>(i)).input] << ")";
+      }
+    os << ") {\n"
+       << "    const bool fe_small = fe_total + fe_stride * " << V << " < 0xffffffffLL;\n"
+       << "    for (int64_t fe_q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; fe_q < fe_total / "
+       << V << "; fe_q += fe_stride) {\n"
+       << "      const int64_t fe_i = fe_q * " << V << ";\n";
+    emit_split(os, "      ", "fe_i", 0, rank, "fe_small");
+    const std::string xl = "x" + std::to_string(last);
+    // Lane-invariant expressions once; lane-dependent ones per lane (t<i>_<u>).
+    for (size_t i = 0; i < n; ++i)
+      if (!dep[i]) os << "      " << g.em.def(k, i, t, in_names, g.ident);
+    for (size_t i = 0; i < n; ++i) {
+      if (!vec_load[i]) continue;
+      const ScalarExpr& e = k.body.at(static_cast<int>(i));
+      const std::string bty = *g.em.type(g.lg.buffers[k.input_buffers[e.input]].dtype);
+      const std::string& in = in_names[e.input];
+      const std::string a = "fe_a" + std::to_string(i), l = "fe_l" + std::to_string(i);
+      os << "      const int64_t " << a << " = " << e.address.to_c_code(g.ident) << ";\n"
+         << "      fe_vec<" << bty << ", " << V << "> " << l << ";\n"
+         << "      if ((" << a << " & " << V - 1 << ") == 0) " << l << " = *(const fe_vec<" << bty
+         << ", " << V << ">*)(" << in << " + " << a << ");\n"
+         << "      else for (int fe_u = 0; fe_u < " << V << "; ++fe_u) " << l << ".v[fe_u] = " << in
+         << "[" << a << " + fe_u];\n";
+    }
+    for (int u = 0; u < V; ++u) {
+      std::vector<std::string> tl = t;
+      for (size_t i = 0; i < n; ++i)
+        if (dep[i]) tl[i] = t[i] + "_" + std::to_string(u);
+      Ident lane = [&, u](const std::string& name) -> std::string {
+        size_t d;
+        if (is_loop_var(name, &d) && d == last) return "(" + xl + " + " + std::to_string(u) + ")";
+        return g.ident(name);
+      };
+      for (size_t i = 0; i < n; ++i) {
+        if (!dep[i]) continue;
+        if (vec_load[i]) {
+          const ScalarExpr& e = k.body.at(static_cast<int>(i));
+          os << "      const " << *g.em.type(e.dtype) << " " << tl[i] << " = "
+             << loaded(g.lg.buffers[k.input_buffers[e.input]].dtype, e.dtype,
+                       "fe_l" + std::to_string(i) + ".v[" + std::to_string(u) + "]")
+             << ";\n";
+        } else {
+          os << "      " << g.em.def(k, i, tl, in_names, lane);
+        }
+      }
+    }
+    os << "      fe_vec<" << oty << ", " << V << "> fe_o;\n";
+    for (int u = 0; u < V; ++u)
+      os << "      "
+         << store("fe_o.v[" + std::to_string(u) + "]",
+                  dep[k.root] ? t[k.root] + "_" + std::to_string(u) : t[k.root])
+         << "\n";
+    os << "      *(fe_vec<" << oty << ", " << V << ">*)(out + fe_i) = fe_o;\n    }\n    return;\n  }\n";
+  }
+  os << "  const bool fe_small = fe_total + fe_stride < 0xffffffffLL;\n"
      << "  for (int64_t fe_i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; fe_i < fe_total; "
         "fe_i += fe_stride) {\n";
   emit_split(os, "    ", "fe_i", 0, rank, "fe_small");
-  std::vector<std::string> t(k.body.size());
-  for (size_t i = 0; i < k.body.size(); ++i) t[i] = "t" + std::to_string(i);
-  for (size_t i = 0; i < k.body.size(); ++i) os << "    " << g.em.def(k, i, t, in_names, g.ident);
-  os << "    out[fe_i] = t" << k.root << ";\n  }\n}\n";
+  for (size_t i = 0; i < n; ++i) os << "    " << g.em.def(k, i, t, in_names, g.ident);
+  os << "    " << store("out[fe_i]", t[k.root]) << "\n  }\n}\n";
+}
+
+// Row values kept in registers between passes: loads (the point: the row is read once) and
+// transcendental results; casts and arithmetic are cheaper to redo than to hold (registers).
+bool worth_caching(const ScalarExpr& e) {
+  if (e.kind == ScalarKind::kLoad) return true;
+  static const char* kCostly[] = {"exp", "log", "tanh", "erf", "sin", "cos", "pow",
+                                  "sigmoid", "softplus", "sqrt"};
+  for (const char* f : kCostly)
+    if (e.fn == f) return true;
+  return false;
 }
 
 // A row kernel; the phase structure follows the host dialect (codegen/cpp_source.cpp): each live
@@ -241,54 +397,94 @@ void emit_row(std::ostringstream& os, const Kernel& k, const Gen& g) {
      << "  for (int64_t fe_row = blockIdx.x; fe_row < fe_rows; fe_row += gridDim.x) {\n";
   emit_split(os, "    ", "fe_row", 0, outer, "fe_small_rows");
 
-  auto pass = [&](const std::vector<bool>& need, int skip, const std::string& body) {
-    for (size_t i = 0; i < n; ++i)
-      if (need[i] && !varies[i] && !hoisted[i] && static_cast<int>(i) != skip &&
-          k.body.at(static_cast<int>(i)).kind != ScalarKind::kReduce) {
-        os << "    " << g.em.def(k, i, t, in_names, g.ident);
-        hoisted[i] = true;
-      }
-    os << "    for (int64_t fe_j = threadIdx.x; fe_j < fe_row_len; fe_j += blockDim.x) {\n";
-    emit_split(os, "      ", "fe_j", outer, rank, "fe_small_row");
-    for (size_t i = 0; i < n; ++i)
-      if (need[i] && varies[i]) os << "      " << g.em.def(k, i, t, in_names, g.ident);
-    os << "      " << body << "    }\n";
-  };
-
-  for (size_t i = 0; i < n; ++i) {
-    const ScalarExpr& e = k.body.at(static_cast<int>(i));
-    if (!live[i] || e.kind != ScalarKind::kReduce) continue;
-    const std::string ty = *g.em.type(e.dtype);
-    const std::string& acc = t[i];
-    const std::string& v = t[e.args[0]];
-    if (e.fn == "sum") {
-      os << "    " << ty << " " << acc << "_p = 0;\n";
-      pass(needed(static_cast<int>(i), true), static_cast<int>(i), acc + "_p += " + v + ";\n");
-      os << "    const " << ty << " " << acc << " = fe_block_sum<" << ty << ">(" << acc << "_p);\n";
+  // Two variants of the row: when the row fits kRowCache elements per thread, every varying value
+  // a pass computes is kept in registers (unrolled per-thread arrays), so later passes neither
+  // reload the input nor recompute; longer rows take block-strided passes that recompute.
+  for (int cached = 1; cached >= 0; --cached) {
+    std::fill(hoisted.begin(), hoisted.end(), false);
+    std::vector<bool> have(n, false);  // cached: value kept from an earlier pass
+    const std::string in = "      ";
+    if (cached) {
+      os << "    if (fe_row_len <= " << kRowCache << " * (int64_t)blockDim.x) {\n";
+      for (size_t i = 0; i < n; ++i)
+        if (live[i] && varies[i] && worth_caching(k.body.at(static_cast<int>(i))))
+          os << in << *g.em.type(k.body.at(static_cast<int>(i)).dtype) << " fe_c" << i << "["
+             << kRowCache << "];\n";
     } else {
-      // max / min ignore NaN in the comparisons and propagate it through a flag, as on the host.
-      bool mx = e.fn == "max";
-      os << "    " << ty << " " << acc << "_p = " << (mx ? "-" : "") << "fe_inf<" << ty << ">();\n"
-         << "    int " << acc << "_nan = 0;\n";
-      pass(needed(static_cast<int>(i), true), static_cast<int>(i),
-           acc + "_p = " + v + (mx ? " > " : " < ") + acc + "_p ? " + v + " : " + acc + "_p; " +
-               acc + "_nan |= " + v + " != " + v + ";\n");
-      os << "    " << ty << " " << acc << " = fe_block_" << (mx ? "max" : "min") << "<" << ty
-         << ">(" << acc << "_p);\n"
-         << "    if (__syncthreads_or(" << acc << "_nan)) " << acc << " = fe_nan<" << ty
-         << ">();\n";
+      os << "    } else {\n";
+    }
+    auto pass = [&](const std::vector<bool>& need, int skip, const std::string& body) {
+      for (size_t i = 0; i < n; ++i)
+        if (need[i] && !varies[i] && !hoisted[i] && static_cast<int>(i) != skip &&
+            k.body.at(static_cast<int>(i)).kind != ScalarKind::kReduce) {
+          os << in << g.em.def(k, i, t, in_names, g.ident);
+          hoisted[i] = true;
+        }
+      std::string lp = in + "  ";
+      if (cached)
+        os << in << "#pragma unroll\n"
+           << in << "for (int fe_r = 0; fe_r < " << kRowCache << "; ++fe_r) {\n"
+           << lp << "const int64_t fe_j = threadIdx.x + (int64_t)fe_r * blockDim.x;\n"
+           << lp << "if (fe_j < fe_row_len) {\n";
+      else
+        os << in << "for (int64_t fe_j = threadIdx.x; fe_j < fe_row_len; fe_j += blockDim.x) {\n";
+      if (cached) lp += "  ";
+      emit_split(os, lp, "fe_j", outer, rank, "fe_small_row");
+      std::vector<bool> fresh(n, false);
+      for (size_t i = 0; i < n; ++i) {
+        if (!need[i] || !varies[i]) continue;
+        if (cached && have[i] && worth_caching(k.body.at(static_cast<int>(i)))) {
+          os << lp << "const " << *g.em.type(k.body.at(static_cast<int>(i)).dtype) << " " << t[i]
+             << " = fe_c" << i << "[fe_r];\n";
+          continue;
+        }
+        os << lp << g.em.def(k, i, t, in_names, g.ident);
+        if (cached && worth_caching(k.body.at(static_cast<int>(i)))) {
+          os << lp << "fe_c" << i << "[fe_r] = " << t[i] << ";\n";
+          fresh[i] = true;
+        }
+      }
+      for (size_t i = 0; i < n; ++i) have[i] = have[i] || fresh[i];
+      os << lp << body << (cached ? in + "  }\n" : "") << in << "}\n";
+    };
+
+    for (size_t i = 0; i < n; ++i) {
+      const ScalarExpr& e = k.body.at(static_cast<int>(i));
+      if (!live[i] || e.kind != ScalarKind::kReduce) continue;
+      const std::string ty = *g.em.type(e.dtype);
+      const std::string& acc = t[i];
+      const std::string& v = t[e.args[0]];
+      if (e.fn == "sum") {
+        os << in << ty << " " << acc << "_p = 0;\n";
+        pass(needed(static_cast<int>(i), true), static_cast<int>(i), acc + "_p += " + v + ";\n");
+        os << in << "const " << ty << " " << acc << " = fe_block_sum<" << ty << ">(" << acc
+           << "_p);\n";
+      } else {
+        // max / min ignore NaN in the comparisons and propagate it through a flag, as on the host.
+        bool mx = e.fn == "max";
+        os << in << ty << " " << acc << "_p = " << (mx ? "-" : "") << "fe_inf<" << ty << ">();\n"
+           << in << "int " << acc << "_nan = 0;\n";
+        pass(needed(static_cast<int>(i), true), static_cast<int>(i),
+             acc + "_p = " + v + (mx ? " > " : " < ") + acc + "_p ? " + v + " : " + acc + "_p; " +
+                 acc + "_nan |= " + v + " != " + v + ";\n");
+        os << in << ty << " " << acc << " = fe_block_" << (mx ? "max" : "min") << "<" << ty << ">("
+           << acc << "_p);\n"
+           << in << "if (__syncthreads_or(" << acc << "_nan)) " << acc << " = fe_nan<" << ty
+           << ">();\n";
+      }
+    }
+    std::vector<bool> store_need = needed(k.root, false);
+    if (k.per_row) {
+      for (size_t i = 0; i < n; ++i)
+        if (store_need[i] && !hoisted[i] &&
+            k.body.at(static_cast<int>(i)).kind != ScalarKind::kReduce)
+          os << in << g.em.def(k, i, t, in_names, g.ident);
+      os << in << "if (threadIdx.x == 0) " << store("out[fe_row]", t[k.root]) << "\n";
+    } else {
+      pass(store_need, -1, store("out[fe_row * fe_row_len + fe_j]", t[k.root]) + "\n");
     }
   }
-  std::vector<bool> store = needed(k.root, false);
-  if (k.per_row) {
-    for (size_t i = 0; i < n; ++i)
-      if (store[i] && !hoisted[i] && k.body.at(static_cast<int>(i)).kind != ScalarKind::kReduce)
-        os << "    " << g.em.def(k, i, t, in_names, g.ident);
-    os << "    if (threadIdx.x == 0) out[fe_row] = " << t[k.root] << ";\n";
-  } else {
-    pass(store, -1, "out[fe_row * fe_row_len + fe_j] = " + t[k.root] + ";\n");
-  }
-  os << "  }\n}\n";
+  os << "    }\n  }\n}\n";
 }
 
 }  // namespace

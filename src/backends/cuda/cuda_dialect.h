@@ -5,10 +5,11 @@
 //   extern "C" __global__ void <name>(const T0* in0, ..., Tout* out, int64_t s0, int64_t s1, ...)
 // with one int64 per LoweredGraph::symbols entry, so one compile serves every batch and sequence
 // size. Pointwise kernels walk the flat output with a grid-stride loop (32-bit index arithmetic
-// when the iteration space fits, 64-bit otherwise); row kernels give each block one row at a time
-// (grid-stride over rows): every phase is a block-strided pass over the row whose per-thread
-// partials are combined with warp shuffles and shared memory, and the store is a block-strided
-// pass too (or thread 0 for one value per row).
+// when the iteration space fits, 64-bit otherwise), 16 bytes per thread and iteration with vector
+// loads and stores where the innermost dim allows; row kernels give each block one row at a time
+// (grid-stride over rows): every phase is a pass over the row whose per-thread partials are
+// combined with warp shuffles and shared memory, and the store is a pass too (or thread 0 for one
+// value per row). Rows of at most kRowCache elements per thread are read once, into registers.
 #pragma once
 
 #include "backend_api/dialect.h"
@@ -23,6 +24,10 @@ class CudaDialect : public CodegenDialect {
   std::string kernel_abi() const override { return "cuda:v1:inputs,out,int64 syms by value"; }
   ScalarSpelling spelling() const override;
 };
+
+// Row kernels keep the row in registers when it has at most this many elements per thread of the
+// block (the launch heuristics size blocks for it; longer rows take recomputing passes).
+inline constexpr int kRowCache = 8;
 
 // The prelude every generated CUDA module starts with (types, fe_* helpers, block reductions).
 const char* cuda_prelude_source();
