@@ -31,7 +31,7 @@ int64_t LaunchLimits::clamp_grid(int64_t g) const {
 std::string DeviceProperties::cache_key() const {
   std::ostringstream os;
   os << "name=" << name << ";kind=" << kind << ";model=" << model << ";arch=" << arch
-     << ";cu=" << compute_units << ";smem=" << shared_memory_per_block << ";vec=" << vector_bytes
+     << ";cu=" << compute_units << ";res=" << resident_threads_per_unit << ";smem=" << shared_memory_per_block << ";vec=" << vector_bytes
      << ";block=" << launch.max_block << ";warp=" << launch.warp_size
      << ";align=" << alignment << ";pref=" << [&] {
           std::string b;
@@ -52,6 +52,8 @@ std::string DeviceProperties::describe() const {
   if (!model.empty()) os << "  model:         " << model << "\n";
   os << "  arch:          " << arch << "\n";
   os << "  compute units: " << compute_units << "\n";
+  if (resident_threads_per_unit)
+    os << "  resident threads per unit: " << resident_threads_per_unit << "\n";
   if (memory_bytes > 0) os << "  memory:        " << (memory_bytes >> 20) << " MiB\n";
   if (launch.max_block > 1)
     os << "  block:         up to " << launch.max_block << " threads, warp " << launch.warp_size

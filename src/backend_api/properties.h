@@ -36,6 +36,9 @@ struct DeviceProperties {
   std::string model;       // "Intel Xeon ...", "NVIDIA H200"
   std::string arch;        // what code is generated for: "x86-64 native", "sm_90"
   int compute_units = 1;   // cores, SMs, tiles
+  // Threads one compute unit keeps resident at once (GPUs: max threads per SM); 0 = unknown.
+  // Heuristics size grids to fill the device in one wave.
+  int64_t resident_threads_per_unit = 0;
   int64_t memory_bytes = 0;
   int64_t shared_memory_per_block = 0;  // on-chip scratch a block may use (0: none / n.a.)
   int64_t vector_bytes = 16;            // natural vector width of one thread

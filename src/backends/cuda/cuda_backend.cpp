@@ -48,6 +48,7 @@ Expected<DeviceProperties> read_properties(const Driver& d, CUdevice dev) {
   int minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
   p.arch = "sm_" + std::to_string(major) + std::to_string(minor);
   p.compute_units = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  p.resident_threads_per_unit = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
   size_t mem = 0;
   d.cuDeviceTotalMem(&mem, dev);
   p.memory_bytes = static_cast<int64_t>(mem);
@@ -82,7 +83,11 @@ LaunchConfig CudaHeuristics::choose(const Kernel& kernel, int64_t rows, int64_t 
     int64_t total = rows * row_len;
     int64_t per_thread = row_len % 4 == 0 ? 4 : 1;
     int64_t want = (total / per_thread + c.block - 1) / c.block;
-    c.grid = lim.clamp_grid(std::max<int64_t>(1, std::min<int64_t>(want, sms * 16)));
+    // One wave of resident blocks; the grid-stride loop takes the rest (no tail wave).
+    int64_t per_unit = props.resident_threads_per_unit > 0
+                           ? std::max<int64_t>(1, props.resident_threads_per_unit / c.block)
+                           : 8;
+    c.grid = lim.clamp_grid(std::max<int64_t>(1, std::min<int64_t>(want, sms * per_unit)));
   }
   c.rows_per_block = std::max<int64_t>(1, (rows + c.grid - 1) / c.grid);
   return c;

@@ -27,7 +27,7 @@ class CudaDialect : public CodegenDialect {
 
 // Row kernels keep the row in registers when it has at most this many elements per thread of the
 // block (the launch heuristics size blocks for it; longer rows take recomputing passes).
-inline constexpr int kRowCache = 8;
+inline constexpr int kRowCache = 16;
 
 // The prelude every generated CUDA module starts with (types, fe_* helpers, block reductions).
 const char* cuda_prelude_source();
