@@ -70,10 +70,10 @@ LaunchConfig CudaHeuristics::choose(const Kernel& kernel, int64_t rows, int64_t 
   const int64_t sms = std::max(1, props.compute_units);
   LaunchConfig c;
   if (kernel.is_row()) {
-    // kRowCache elements per thread (the row stays in registers), whole warps, at most the
-    // device's block; longer rows take the largest block.
-    int64_t want = (row_len + kRowCache - 1) / kRowCache;
-    int64_t block = std::min<int64_t>(std::min<int64_t>(lim.max_block, 1024),
+    // row_cache() elements per thread (the row stays in registers), whole warps, at most the
+    // device's block and the kernels' launch bound; longer rows take the largest block.
+    int64_t want = (row_len + row_cache() - 1) / row_cache();
+    int64_t block = std::min<int64_t>(std::min<int64_t>(lim.max_block, row_block_max()),
                                       std::max(warp, (want + warp - 1) / warp * warp));
     c.block = std::max(warp, block / warp * warp);
     c.grid = lim.clamp_grid(std::max<int64_t>(1, std::min<int64_t>(rows, sms * 32)));

@@ -1,5 +1,6 @@
 #include "backends/cuda/cuda_dialect.h"
 
+#include <cstdlib>
 #include <sstream>
 
 #include "codegen/scalar_emitter.h"
@@ -134,7 +135,8 @@ std::vector<std::string> emit_prologue(std::ostringstream& os, const Kernel& k, 
   os << "\n// " << k.name << ": ";
   for (size_t i = 0; i < k.source_nodes.size(); ++i) os << (i ? ", " : "") << k.source_nodes[i];
   if (k.source_nodes.empty()) os << "(copy)";
-  os << "\nextern \"C\" __global__ void __launch_bounds__(1024) " << k.name << "(";
+  os << "\nextern \"C\" __global__ void __launch_bounds__(" << (k.is_row() ? row_block_max() : 1024)
+     << ") " << k.name << "(";
   std::vector<std::string> in_names;
   for (size_t i = 0; i < k.input_buffers.size(); ++i) {
     const Buffer& b = g.lg.buffers[k.input_buffers[i]];
@@ -397,7 +399,7 @@ void emit_row(std::ostringstream& os, const Kernel& k, const Gen& g) {
      << "  for (int64_t fe_row = blockIdx.x; fe_row < fe_rows; fe_row += gridDim.x) {\n";
   emit_split(os, "    ", "fe_row", 0, outer, "fe_small_rows");
 
-  // Two variants of the row: when the row fits kRowCache elements per thread, every varying value
+  // Two variants of the row: when the row fits row_cache() elements per thread, every varying value
   // a pass computes is kept in registers (unrolled per-thread arrays), so later passes neither
   // reload the input nor recompute; longer rows take block-strided passes that recompute.
   for (int cached = 1; cached >= 0; --cached) {
@@ -405,11 +407,11 @@ void emit_row(std::ostringstream& os, const Kernel& k, const Gen& g) {
     std::vector<bool> have(n, false);  // cached: value kept from an earlier pass
     const std::string in = "      ";
     if (cached) {
-      os << "    if (fe_row_len <= " << kRowCache << " * (int64_t)blockDim.x) {\n";
+      os << "    if (fe_row_len <= " << row_cache() << " * (int64_t)blockDim.x) {\n";
       for (size_t i = 0; i < n; ++i)
         if (live[i] && varies[i] && worth_caching(k.body.at(static_cast<int>(i))))
           os << in << *g.em.type(k.body.at(static_cast<int>(i)).dtype) << " fe_c" << i << "["
-             << kRowCache << "];\n";
+             << row_cache() << "];\n";
     } else {
       os << "    } else {\n";
     }
@@ -423,7 +425,7 @@ void emit_row(std::ostringstream& os, const Kernel& k, const Gen& g) {
       std::string lp = in + "  ";
       if (cached)
         os << in << "#pragma unroll\n"
-           << in << "for (int fe_r = 0; fe_r < " << kRowCache << "; ++fe_r) {\n"
+           << in << "for (int fe_r = 0; fe_r < " << row_cache() << "; ++fe_r) {\n"
            << lp << "const int64_t fe_j = threadIdx.x + (int64_t)fe_r * blockDim.x;\n"
            << lp << "if (fe_j < fe_row_len) {\n";
       else
@@ -487,7 +489,23 @@ void emit_row(std::ostringstream& os, const Kernel& k, const Gen& g) {
   os << "    }\n  }\n}\n";
 }
 
+int env_int(const char* name, int def, int lo, int hi) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return def;
+  int x = std::atoi(v);
+  return x < lo || x > hi ? def : x;
+}
+
 }  // namespace
+
+int row_cache() {
+  static const int v = env_int("FERRITE_CUDA_ROW_CACHE", 8, 1, 64);
+  return v;
+}
+int row_block_max() {
+  static const int v = env_int("FERRITE_CUDA_ROW_BLOCK", 1024, 32, 1024) / 32 * 32;
+  return v;
+}
 
 ScalarSpelling CudaDialect::spelling() const {
   ScalarSpelling s;

@@ -25,9 +25,12 @@ class CudaDialect : public CodegenDialect {
   ScalarSpelling spelling() const override;
 };
 
-// Row kernels keep the row in registers when it has at most this many elements per thread of the
-// block (the launch heuristics size blocks for it; longer rows take recomputing passes).
-inline constexpr int kRowCache = 16;
+// Row kernels keep the row in registers when it has at most row_cache() elements per thread of
+// the block (the launch heuristics size blocks for it; longer rows take recomputing passes), and
+// run at most row_block_max() threads per block (their __launch_bounds__: the register budget).
+// FERRITE_CUDA_ROW_CACHE / FERRITE_CUDA_ROW_BLOCK override them for experiments.
+int row_cache();
+int row_block_max();
 
 // The prelude every generated CUDA module starts with (types, fe_* helpers, block reductions).
 const char* cuda_prelude_source();
