@@ -499,7 +499,7 @@ int env_int(const char* name, int def, int lo, int hi) {
 }  // namespace
 
 int row_cache() {
-  static const int v = env_int("FERRITE_CUDA_ROW_CACHE", 8, 1, 64);
+  static const int v = env_int("FERRITE_CUDA_ROW_CACHE", 4, 1, 64);
   return v;
 }
 int row_block_max() {
