@@ -185,14 +185,11 @@ std::vector<Operand> shapes(int64_t b, int64_t h, int64_t s, int64_t t, int64_t 
 // masks with -inf entries (rows fully masked by m2 in the short ones: NaN, or 0 under
 // nan_to_zero), causal with S < T and S > T.
 TEST(CudaDevice, FusedAttentionMatchesReference) {
-  check_attention(kAttentionModel, {shapes(2, 3, 5, 7, 8, 6, 0.5),
-                                    shapes(1, 2, 70, 70, 32, 32),
-                                    shapes(2, 2, 77, 93, 64, 64),
-                                    shapes(1, 3, 130, 61, 80, 80),
-                                    shapes(3, 1, 33, 200, 128, 128),
-                                    shapes(1, 2, 300, 300, 64, 64, 0.02),
-                                    shapes(2, 1, 17, 1, 128, 100),
-                                    shapes(1, 1, 1, 129, 96, 40)});
+  check_attention(kAttentionModel,
+                  {shapes(2, 3, 5, 7, 8, 6, 0.5), shapes(1, 2, 70, 70, 32, 32),
+                   shapes(2, 2, 77, 93, 64, 64), shapes(1, 3, 130, 61, 80, 80),
+                   shapes(3, 1, 33, 200, 128, 128), shapes(1, 2, 300, 300, 64, 64, 0.02),
+                   shapes(2, 1, 17, 1, 128, 100), shapes(1, 1, 1, 129, 96, 40)});
 }
 
 // Batch dims that broadcast (K and V shared by the heads, Q shared by the batch), and a mask
@@ -206,8 +203,10 @@ g (float[b,h,s,d] q, float[b,1,t,d] k, float[1,h,t,d] v, float[1,h,t,d] q1, floa
 }
 )";
   auto set = [](int64_t b, int64_t h, int64_t s, int64_t t, int64_t d) {
-    return std::vector<Operand>{{"q", {b, h, s, d}},   {"k", {b, 1, t, d}},
-                                {"v", {1, h, t, d}},   {"q1", {1, h, t, d}},
+    return std::vector<Operand>{{"q", {b, h, s, d}},
+                                {"k", {b, 1, t, d}},
+                                {"v", {1, h, t, d}},
+                                {"q1", {1, h, t, d}},
                                 {"m", {h, 1, t}, 0.2}};
   };
   check_attention(text, {set(2, 3, 9, 11, 64), set(3, 4, 65, 40, 80)});

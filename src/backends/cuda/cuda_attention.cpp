@@ -25,8 +25,8 @@ int bn_for(int dp) {
 
 int64_t smem_bytes(int dp, int bm, int bn) {
   // Q [bm][dp], K [bn][dp + 4], V [bn][dp], P [bm][bn + 4] (floats): see the kernel source.
-  return 4 * (int64_t{bm} * dp + int64_t{bn} * (dp + 4) + int64_t{bn} * dp +
-              int64_t{bm} * (bn + 4));
+  return 4 *
+         (int64_t{bm} * dp + int64_t{bn} * (dp + 4) + int64_t{bn} * dp + int64_t{bm} * (bn + 4));
 }
 
 const char* storage_type(DType t) {
@@ -51,9 +51,8 @@ std::string flash_kernel_name(int dp, int bm) {
 std::string flash_module_source(DType dtype, int dp, int bm) {
   const char* t = storage_type(dtype);
   if (!t) return {};
-  return std::string("#define FE_T ") + t + "\n" + kFlashSource + "FE_FLASH(" +
-         std::to_string(dp) + ", " + std::to_string(bm) + ", " + std::to_string(bn_for(dp)) +
-         ")\n";
+  return std::string("#define FE_T ") + t + "\n" + kFlashSource + "FE_FLASH(" + std::to_string(dp) +
+         ", " + std::to_string(bm) + ", " + std::to_string(bn_for(dp)) + ")\n";
 }
 
 FlashConfig choose_flash_config(const FlashProblem& p, int sms, int64_t smem_limit,
@@ -160,18 +159,18 @@ Status FlashAttention::run(const FlashProblem& p, DType dtype, const void* q, co
     std::lock_guard<std::mutex> lock(mu_);
     Loaded& l = modules_[key];
     if (!l.fn) {
-      FERRITE_ASSIGN_OR_RETURN(
-          CubinResult cr, compile_to_cubin(flash_module_source(dtype, c.dp, c.bm), arch_,
-                                           "ferrite_flash_" + key, device_key_));
+      FERRITE_ASSIGN_OR_RETURN(CubinResult cr,
+                               compile_to_cubin(flash_module_source(dtype, c.dp, c.bm), arch_,
+                                                "ferrite_flash_" + key, device_key_));
       FERRITE_ASSIGN_OR_RETURN(l.module, CubinModule::load(*rt_, cr.cubin));
       l.fn = reinterpret_cast<CUfunction>(l.module->symbol(name));
       if (!l.fn) return err("cuda: kernel ", name, " missing from its module");
     }
     if (c.smem > l.smem_set && c.smem > (48 << 10)) {
-      FERRITE_RETURN_IF_ERROR(check(
-          rt_->api().cuFuncSetAttribute(l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                        static_cast<int>(c.smem)),
-          "fused attention shared memory"));
+      FERRITE_RETURN_IF_ERROR(
+          check(rt_->api().cuFuncSetAttribute(l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                              static_cast<int>(c.smem)),
+                "fused attention shared memory"));
       l.smem_set = c.smem;
     }
     fn = l.fn;
@@ -179,15 +178,15 @@ Status FlashAttention::run(const FlashProblem& p, DType dtype, const void* q, co
   }
   if (log_)
     note("fused attention " + key + " (" + std::to_string(fp.nb) + " x [" + std::to_string(p.S) +
-       " x " + std::to_string(p.T) + "], D " + std::to_string(p.D) + ", Dv " +
-       std::to_string(p.Dv) + (p.causal ? ", causal" : "") + (fp.has_mask ? ", mask" : "") +
-       "): " + std::to_string(c.grid) + " blocks, " + std::to_string(c.smem) + " B shared",
+             " x " + std::to_string(p.T) + "], D " + std::to_string(p.D) + ", Dv " +
+             std::to_string(p.Dv) + (p.causal ? ", causal" : "") + (fp.has_mask ? ", mask" : "") +
+             "): " + std::to_string(c.grid) + " blocks, " + std::to_string(c.smem) + " B shared",
          false);
   void* args[] = {&q, &k, &v, &mask, &out, &fp};
-  return check(rt_->api().cuLaunchKernel(fn, static_cast<unsigned>(c.grid), 1, 1, kFlashThreads,
-                                         1, 1, static_cast<unsigned>(c.smem), rt_->stream(), args,
-                                         nullptr),
-               "fused attention launch");
+  return check(
+      rt_->api().cuLaunchKernel(fn, static_cast<unsigned>(c.grid), 1, 1, kFlashThreads, 1, 1,
+                                static_cast<unsigned>(c.smem), rt_->stream(), args, nullptr),
+      "fused attention launch");
 }
 
 }  // namespace ferrite::cuda

@@ -46,9 +46,9 @@ struct FlashProblem {
 
 // Tile choice of one call.
 struct FlashConfig {
-  int dp = 0;   // head-dim bucket: 32, 64, 96 or 128 (>= max(D, Dv))
-  int bm = 0;   // query rows per block: 16, 32 or 64
-  int bn = 0;   // keys per K/V tile (64 up to dp 64, else 32)
+  int dp = 0;        // head-dim bucket: 32, 64, 96 or 128 (>= max(D, Dv))
+  int bm = 0;        // query rows per block: 16, 32 or 64
+  int bn = 0;        // keys per K/V tile (64 up to dp 64, else 32)
   int64_t smem = 0;  // dynamic shared memory, bytes
   int64_t grid = 0;  // blocks
 };

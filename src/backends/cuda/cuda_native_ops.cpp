@@ -415,9 +415,9 @@ Expected<bool> run_attention(const Node& node, NativeIO& io, CudaBackend& be) {
   const bool equal_batch = qb == *batch && kb == *batch && vb == *batch;
   if (be.flash)
     be.flash->note("node " + node.name + ": " +
-                   (equal_batch ? "3-step attention (GEMM, softmax, GEMM)"
-                                : "attention on the host (broadcast batch dims)") +
-                   ": the fused kernel does not take it: " + why,
+                       (equal_batch ? "3-step attention (GEMM, softmax, GEMM)"
+                                    : "attention on the host (broadcast batch dims)") +
+                       ": the fused kernel does not take it: " + why,
                    true);
   if (!equal_batch) return false;
   FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, DType::kF32, out));
@@ -471,9 +471,8 @@ Expected<bool> run_binary(const Node& node, NativeIO& io, CudaBackend& be) {
 
 }  // namespace
 
-Status attention_three_step(CudaBackend& be, const FlashProblem& p, const float* q,
-                            const float* k, const float* v, const float* mask, float* out,
-                            float* scores) {
+Status attention_three_step(CudaBackend& be, const FlashProblem& p, const float* q, const float* k,
+                            const float* v, const float* mask, float* out, float* scores) {
   const size_t br = p.batch.size();
   const int64_t nb = prod(p.batch), S = p.S, T = p.T, D = p.D, Dv = p.Dv;
   SoftmaxParams sp{};

@@ -46,8 +46,7 @@ bool is_compute_heavy(const Node& node);
 // contiguous [batch, ...] operands): QK^T GEMM into `scores` (batch x S x T floats), the softmax
 // kernel (mask, causal, nan_to_zero; exp and sum in double), P.V GEMM into `out`. The fallback
 // of the fused kernel, and its baseline in the timing test.
-Status attention_three_step(CudaBackend& be, const FlashProblem& p, const float* q,
-                            const float* k, const float* v, const float* mask, float* out,
-                            float* scores);
+Status attention_three_step(CudaBackend& be, const FlashProblem& p, const float* q, const float* k,
+                            const float* v, const float* mask, float* out, float* scores);
 
 }  // namespace ferrite::cuda
