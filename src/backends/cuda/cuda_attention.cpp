@@ -1,6 +1,7 @@
 #include "backends/cuda/cuda_attention.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -151,6 +152,10 @@ Status FlashAttention::run(const FlashProblem& p, DType dtype, const void* q, co
   fp.m_s = p.m_s, fp.m_t = p.m_t;
   fp.scale = p.scale;
   fp.causal = p.causal, fp.nan_to_zero = p.nan_to_zero, fp.has_mask = p.has_mask && mask;
+  const uintptr_t align = 4 * dtype_size(dtype);
+  fp.vec = p.D % 4 == 0 && p.Dv % 4 == 0 && reinterpret_cast<uintptr_t>(q) % align == 0 &&
+           reinterpret_cast<uintptr_t>(k) % align == 0 &&
+           reinterpret_cast<uintptr_t>(v) % align == 0;
 
   const std::string name = flash_kernel_name(c.dp, c.bm);
   const std::string key = std::string(dtype_name(dtype)) + ":" + name;

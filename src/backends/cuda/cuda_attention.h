@@ -29,6 +29,7 @@ struct FlashParams {
   int64_t m_s, m_t;
   float scale;
   int causal, nan_to_zero, has_mask;
+  int vec;  // D, Dv multiples of 4 and Q, K, V 4-element aligned: 4-element loads
 };
 
 // One attention call: Q [batch, S, D], K [batch, T, D], V [batch, T, Dv], contiguous per
