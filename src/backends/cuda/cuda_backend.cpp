@@ -107,6 +107,7 @@ Expected<std::shared_ptr<CudaBackend>> open_cuda_backend(int ordinal) {
   FERRITE_RETURN_IF_ERROR(b->parts.finalize());
   FERRITE_ASSIGN_OR_RETURN(b->lib, LibraryKernels::load(*b->rt, b->parts.properties.arch, key));
   FERRITE_ASSIGN_OR_RETURN(b->gemm, CublasGemm::create(*b->rt));
+  b->flash = FlashAttention::create(*b->rt, b->parts.properties, key);
   return b;
 }
 

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "backend_api/backend.h"
+#include "backends/cuda/cuda_attention.h"
 #include "backends/cuda/cuda_gemm.h"
 #include "backends/cuda/cuda_library.h"
 #include "backends/cuda/cuda_runtime.h"
@@ -33,6 +34,7 @@ struct CudaBackend {
   CudaRuntime* rt = nullptr;  // parts.runtime
   std::unique_ptr<LibraryKernels> lib;
   std::unique_ptr<CublasGemm> gemm;
+  std::unique_ptr<FlashAttention> flash;  // fused attention (modules compiled on first use)
   // Models of one device share its stream, cuBLASLt plans and library kernels; their runs take
   // turns (a graph capture on the shared stream must not record another model's work).
   std::mutex run_mutex;

@@ -347,64 +347,84 @@ Expected<bool> run_maxpool(const Node& node, NativeIO& io, CudaBackend& be) {
   return true;
 }
 
+// Attention through the fused kernel (cuda_attention.h) when it takes the call; otherwise, for
+// f32 with equal batch dims, QK^T GEMM + softmax kernel + P.V GEMM; otherwise the host.
 Expected<bool> run_attention(const Node& node, NativeIO& io, CudaBackend& be) {
-  if (!all_f32(io) || !io.in[0] || !io.in[1] || !io.in[2]) return false;
+  if (!io.in[0] || !io.in[1] || !io.in[2]) return false;
+  const DType dt = io.in[0]->dtype;
+  for (const auto& v : io.in)
+    if (v && v->dtype != dt) return false;
+  // Other storage types: FlashAttention::run takes bf16 / f16 once the backend feeds them.
+  if (dt != DType::kF32) return false;
   const auto& qd = io.in[0]->dims;
   const auto& kd = io.in[1]->dims;
   const auto& vd = io.in[2]->dims;
-  if (qd.size() < 2 || kd.size() != qd.size() || vd.size() != qd.size()) return false;
-  const size_t br = qd.size() - 2;
-  if (br > 4) return false;
-  std::vector<int64_t> batch(qd.begin(), qd.end() - 2);
-  if (!std::equal(batch.begin(), batch.end(), kd.begin()) ||
-      !std::equal(batch.begin(), batch.end(), vd.begin()))
-    return false;  // broadcast batches: the host handles them
-  const int64_t S = qd[br], D = qd[br + 1], T = kd[br], Dv = vd[br + 1];
-  if (kd[br + 1] != D || vd[br] != T) return false;
-  std::vector<int64_t> scores_dims = batch;
+  if (qd.size() < 2 || kd.size() < 2 || vd.size() < 2) return false;
+  const int64_t S = qd[qd.size() - 2], D = qd.back(), T = kd[kd.size() - 2], Dv = vd.back();
+  if (kd.back() != D || vd[vd.size() - 2] != T) return false;
+  std::vector<int64_t> qb(qd.begin(), qd.end() - 2), kb(kd.begin(), kd.end() - 2),
+      vb(vd.begin(), vd.end() - 2);
+  auto batch = broadcast(qb, kb);
+  if (batch) batch = broadcast(*batch, vb);
+  if (!batch || batch->size() > 4) return false;
+  const size_t br = batch->size();
+  std::vector<int64_t> scores_dims = *batch;
   scores_dims.push_back(S);
   scores_dims.push_back(T);
   const DevView* mask = io.in.size() > 3 && io.in[3] ? &*io.in[3] : nullptr;
-  SoftmaxParams sp{};
+  FlashProblem p;
+  p.batch = *batch;
+  p.S = S, p.T = T, p.D = D, p.Dv = Dv;
+  // Batch strides of a contiguous operand of batch dims `ob` and matrices of `mat` elements.
+  auto batch_strides = [&](const std::vector<int64_t>& ob, int64_t mat) {
+    std::vector<int64_t> st(br, 0);
+    int64_t run = mat;
+    for (size_t i = ob.size(); i-- > 0;) {
+      const size_t d = br - ob.size() + i;
+      if (ob[i] != 1) st[d] = run;
+      run *= ob[i];
+    }
+    return st;
+  };
+  p.q_bs = batch_strides(qb, S * D);
+  p.k_bs = batch_strides(kb, T * D);
+  p.v_bs = batch_strides(vb, T * Dv);
+  p.m_bs.assign(br, 0);
   if (mask) {
     BroadcastDims md{};
     if (!broadcast_strides(mask->dims, scores_dims, &md)) return false;
-    for (size_t d = 0; d < br; ++d) sp.mask_batch_strides[d] = md.strides[kMaxRank - 2 - br + d];
-    sp.mask_s_stride = md.strides[kMaxRank - 2];
-    sp.mask_t_stride = md.strides[kMaxRank - 1];
-    sp.has_mask = 1;
+    for (size_t d = 0; d < br; ++d) p.m_bs[d] = md.strides[kMaxRank - 2 - br + d];
+    p.m_s = md.strides[kMaxRank - 2];
+    p.m_t = md.strides[kMaxRank - 1];
+    p.has_mask = true;
   }
-  const int64_t nb = prod(batch);
-  sp.rows_per_batch = nb;
-  sp.S = S;
-  sp.T = T;
-  sp.batch_rank = static_cast<int64_t>(br);
-  for (size_t d = 0; d < br; ++d) sp.batch_dims[d] = batch[d];
-  sp.causal = node.attr_int("causal") != 0;
-  sp.nan_to_zero = node.attr_int("nan_to_zero") != 0;
-  const float scale = node.has_attr("scale")
-                          ? node.attr_float("scale")
-                          : static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  std::vector<int64_t> out = batch;
+  p.causal = node.attr_int("causal") != 0;
+  p.nan_to_zero = node.attr_int("nan_to_zero") != 0;
+  p.scale = node.has_attr("scale") ? node.attr_float("scale")
+                                   : static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  std::vector<int64_t> out = *batch;
   out.push_back(S);
   out.push_back(Dv);
+  std::string why = be.flash ? be.flash->unsupported(p, dt) : "no fused attention kernel";
+  if (why.empty()) {
+    FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, dt, out));
+    FERRITE_RETURN_IF_ERROR(be.flash->run(p, dt, io.in[0]->ptr, io.in[1]->ptr, io.in[2]->ptr,
+                                          mask ? mask->ptr : nullptr, yv));
+    return true;
+  }
+  const bool equal_batch = qb == *batch && kb == *batch && vb == *batch;
+  if (be.flash)
+    be.flash->note("node " + node.name + ": " +
+                       (equal_batch ? "3-step attention (GEMM, softmax, GEMM)"
+                                    : "attention on the host (broadcast batch dims)") +
+                       ": the fused kernel does not take it: " + why,
+                   true);
+  if (!equal_batch) return false;
   FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, DType::kF32, out));
-  FERRITE_ASSIGN_OR_RETURN(void* sv, io.scratch(static_cast<size_t>(nb * S * T) * 4));
-  float* scores = static_cast<float*>(sv);
-  GemmCall g;
-  g.m = S, g.n = T, g.k = D, g.batch = nb;
-  g.a = io.in[0]->f32(), g.lda = D, g.stride_a = S * D;
-  g.b = io.in[1]->f32(), g.ldb = D, g.stride_b = T * D, g.trans_b = true;
-  g.c = scores, g.ldc = T, g.stride_c = S * T;
-  g.alpha = scale;
-  FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
-  FERRITE_RETURN_IF_ERROR(be.lib->attention_softmax(scores, mask ? mask->f32() : nullptr, sp));
-  GemmCall h;
-  h.m = S, h.n = Dv, h.k = T, h.batch = nb;
-  h.a = scores, h.lda = T, h.stride_a = S * T;
-  h.b = io.in[2]->f32(), h.ldb = Dv, h.stride_b = T * Dv;
-  h.c = static_cast<float*>(yv), h.ldc = Dv, h.stride_c = S * Dv;
-  FERRITE_RETURN_IF_ERROR(be.gemm->run(h));
+  FERRITE_ASSIGN_OR_RETURN(void* sv, io.scratch(static_cast<size_t>(prod(*batch) * S * T) * 4));
+  FERRITE_RETURN_IF_ERROR(attention_three_step(be, p, io.in[0]->f32(), io.in[1]->f32(),
+                                               io.in[2]->f32(), mask ? mask->f32() : nullptr,
+                                               static_cast<float*>(yv), static_cast<float*>(sv)));
   return true;
 }
 
@@ -450,6 +470,40 @@ Expected<bool> run_binary(const Node& node, NativeIO& io, CudaBackend& be) {
 }
 
 }  // namespace
+
+Status attention_three_step(CudaBackend& be, const FlashProblem& p, const float* q, const float* k,
+                            const float* v, const float* mask, float* out, float* scores) {
+  const size_t br = p.batch.size();
+  const int64_t nb = prod(p.batch), S = p.S, T = p.T, D = p.D, Dv = p.Dv;
+  SoftmaxParams sp{};
+  if (mask) {
+    for (size_t d = 0; d < br; ++d) sp.mask_batch_strides[d] = p.m_bs[d];
+    sp.mask_s_stride = p.m_s;
+    sp.mask_t_stride = p.m_t;
+    sp.has_mask = 1;
+  }
+  sp.rows_per_batch = nb;
+  sp.S = S;
+  sp.T = T;
+  sp.batch_rank = static_cast<int64_t>(br);
+  for (size_t d = 0; d < br; ++d) sp.batch_dims[d] = p.batch[d];
+  sp.causal = p.causal;
+  sp.nan_to_zero = p.nan_to_zero;
+  GemmCall g;
+  g.m = S, g.n = T, g.k = D, g.batch = nb;
+  g.a = q, g.lda = D, g.stride_a = S * D;
+  g.b = k, g.ldb = D, g.stride_b = T * D, g.trans_b = true;
+  g.c = scores, g.ldc = T, g.stride_c = S * T;
+  g.alpha = p.scale;
+  FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
+  FERRITE_RETURN_IF_ERROR(be.lib->attention_softmax(scores, mask, sp));
+  GemmCall h;
+  h.m = S, h.n = Dv, h.k = T, h.batch = nb;
+  h.a = scores, h.lda = T, h.stride_a = S * T;
+  h.b = v, h.ldb = Dv, h.stride_b = T * Dv;
+  h.c = out, h.ldc = Dv, h.stride_c = S * Dv;
+  return be.gemm->run(h);
+}
 
 NativeOp find_native_op(const Node& node) {
   const std::string& op = node.op_type;

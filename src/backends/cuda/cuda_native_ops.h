@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "backends/cuda/cuda_attention.h"
 #include "backends/cuda/cuda_backend.h"
 #include "ir/graph.h"
 
@@ -40,5 +41,12 @@ using NativeOp = Expected<bool> (*)(const Node& node, NativeIO& io, CudaBackend&
 NativeOp find_native_op(const Node& node);
 // Ops worth moving to the GPU even when all their inputs are on the host (compute-heavy).
 bool is_compute_heavy(const Node& node);
+
+// ferrite.Attention in three steps (f32, equal batch dims: p's operand batch strides are those of
+// contiguous [batch, ...] operands): QK^T GEMM into `scores` (batch x S x T floats), the softmax
+// kernel (mask, causal, nan_to_zero; exp and sum in double), P.V GEMM into `out`. The fallback
+// of the fused kernel, and its baseline in the timing test.
+Status attention_three_step(CudaBackend& be, const FlashProblem& p, const float* q, const float* k,
+                            const float* v, const float* mask, float* out, float* scores);
 
 }  // namespace ferrite::cuda

@@ -1,0 +1,197 @@
+#include "backends/cuda/cuda_attention.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+namespace ferrite::cuda {
+
+namespace {
+
+const char* kFlashSource =
+#include "backends/cuda/cuda_attention_source.inc"
+    ;
+
+bool log_on(const char* topic) {
+  const char* v = std::getenv("FERRITE_LOG");
+  if (!v) return false;
+  std::string s(v);
+  return s == "all" || s.find(topic) != std::string::npos;
+}
+
+int bn_for(int dp) {
+  return dp <= 64 ? 64 : 32;
+}
+
+int64_t smem_bytes(int dp, int bm, int bn) {
+  // Q [bm][dp], K [bn][dp + 4], V [bn][dp], P [bm][bn + 4] (floats): see the kernel source.
+  return 4 *
+         (int64_t{bm} * dp + int64_t{bn} * (dp + 4) + int64_t{bn} * dp + int64_t{bm} * (bn + 4));
+}
+
+const char* storage_type(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return "float";
+    case DType::kBF16:
+      return "fe_bf16";
+    case DType::kF16:
+      return "fe_f16";
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+std::string flash_kernel_name(int dp, int bm) {
+  return "fe_flash_d" + std::to_string(dp) + "_m" + std::to_string(bm);
+}
+
+std::string flash_module_source(DType dtype, int dp, int bm) {
+  const char* t = storage_type(dtype);
+  if (!t) return {};
+  return std::string("#define FE_T ") + t + "\n" + kFlashSource + "FE_FLASH(" + std::to_string(dp) +
+         ", " + std::to_string(bm) + ", " + std::to_string(bn_for(dp)) + ")\n";
+}
+
+FlashConfig choose_flash_config(const FlashProblem& p, int sms, int64_t smem_limit,
+                                std::string* why_not) {
+  FlashConfig c;
+  why_not->clear();
+  const int64_t dmax = std::max(p.D, p.Dv);
+  if (dmax > kFlashMaxHeadDim) {
+    *why_not = "head dim " + std::to_string(dmax) + " > " + std::to_string(kFlashMaxHeadDim);
+    return c;
+  }
+  if (p.batch.size() > 4) {
+    *why_not = "more than 4 batch dims";
+    return c;
+  }
+  c.dp = dmax <= 32 ? 32 : dmax <= 64 ? 64 : dmax <= 96 ? 96 : 128;
+  c.bn = bn_for(c.dp);
+  int64_t nb = 1;
+  for (int64_t d : p.batch) nb *= d;
+  const int64_t want = 2 * int64_t{std::max(1, sms)};
+  for (int bm : {64, 32, 16}) {
+    const int64_t smem = smem_bytes(c.dp, bm, c.bn);
+    if (smem > smem_limit) continue;
+    // A smaller tile covers the rows as well and wastes less.
+    if (bm > 16 && p.S <= bm / 2) continue;
+    const int64_t tiles = (p.S + bm - 1) / bm;
+    c.bm = bm;
+    c.smem = smem;
+    c.grid = nb * tiles;
+    if (c.grid >= want) break;
+  }
+  if (c.bm == 0) {
+    *why_not = "needs " + std::to_string(smem_bytes(c.dp, 16, c.bn)) +
+               " bytes of shared memory per block, the GPU allows " + std::to_string(smem_limit);
+    return c;
+  }
+  if (c.grid > 0x7fffffff) *why_not = "more than 2^31 - 1 query tiles";
+  return c;
+}
+
+std::unique_ptr<FlashAttention> FlashAttention::create(const CudaRuntime& rt,
+                                                       const DeviceProperties& props,
+                                                       const std::string& device_key) {
+  auto f = std::unique_ptr<FlashAttention>(new FlashAttention());
+  f->rt_ = &rt;
+  f->arch_ = props.arch;
+  f->device_key_ = device_key;
+  f->sms_ = std::max(1, props.compute_units);
+  int optin = 0;
+  rt.api().cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                                rt.device());
+  f->smem_limit_ = std::max<int64_t>(optin, props.shared_memory_per_block);
+  f->log_ = log_on("attention");
+  f->log_fallback_ = f->log_ || log_on("fallback");
+  return f;
+}
+
+std::string FlashAttention::unsupported(const FlashProblem& p, DType dtype) const {
+  // Read per call, so that a test can compare both paths in one process.
+  const char* env = std::getenv("FERRITE_CUDA_FLASH");
+  if (env && (std::string(env) == "0" || std::string(env) == "off")) return "FERRITE_CUDA_FLASH=0";
+  if (!storage_type(dtype)) return "dtype " + std::string(dtype_name(dtype));
+  std::string why;
+  choose_flash_config(p, sms_, smem_limit_, &why);
+  return why;
+}
+
+void FlashAttention::note(const std::string& msg, bool fallback) {
+  if (!(fallback ? log_fallback_ : log_)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!noted_.insert(msg).second) return;
+  std::fprintf(stderr, "[attention] cuda: %s\n", msg.c_str());
+}
+
+Status FlashAttention::run(const FlashProblem& p, DType dtype, const void* q, const void* k,
+                           const void* v, const void* mask, void* out) {
+  std::string why;
+  const FlashConfig c = choose_flash_config(p, sms_, smem_limit_, &why);
+  if (!why.empty() || !storage_type(dtype))
+    return err("cuda: fused attention cannot run this call: ",
+               why.empty() ? "dtype " + std::string(dtype_name(dtype)) : why);
+  FlashParams fp{};
+  fp.nb = 1;
+  for (int64_t d : p.batch) fp.nb *= d;
+  if (fp.nb == 0 || p.S == 0 || p.Dv == 0) return Status::ok();
+  fp.S = p.S, fp.T = p.T, fp.D = p.D, fp.Dv = p.Dv;
+  fp.q_tiles = (p.S + c.bm - 1) / c.bm;
+  fp.batch_rank = static_cast<int64_t>(p.batch.size());
+  for (size_t d = 0; d < p.batch.size(); ++d) {
+    fp.batch_dims[d] = p.batch[d];
+    fp.q_bs[d] = p.q_bs[d];
+    fp.k_bs[d] = p.k_bs[d];
+    fp.v_bs[d] = p.v_bs[d];
+    fp.m_bs[d] = p.has_mask ? p.m_bs[d] : 0;
+  }
+  fp.m_s = p.m_s, fp.m_t = p.m_t;
+  fp.scale = p.scale;
+  fp.causal = p.causal, fp.nan_to_zero = p.nan_to_zero, fp.has_mask = p.has_mask && mask;
+  const uintptr_t align = 4 * dtype_size(dtype);
+  fp.vec = p.D % 4 == 0 && p.Dv % 4 == 0 && reinterpret_cast<uintptr_t>(q) % align == 0 &&
+           reinterpret_cast<uintptr_t>(k) % align == 0 &&
+           reinterpret_cast<uintptr_t>(v) % align == 0;
+
+  const std::string name = flash_kernel_name(c.dp, c.bm);
+  const std::string key = std::string(dtype_name(dtype)) + ":" + name;
+  CUfunction fn = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Loaded& l = modules_[key];
+    if (!l.fn) {
+      FERRITE_ASSIGN_OR_RETURN(CubinResult cr,
+                               compile_to_cubin(flash_module_source(dtype, c.dp, c.bm), arch_,
+                                                "ferrite_flash_" + key, device_key_));
+      FERRITE_ASSIGN_OR_RETURN(l.module, CubinModule::load(*rt_, cr.cubin));
+      l.fn = reinterpret_cast<CUfunction>(l.module->symbol(name));
+      if (!l.fn) return err("cuda: kernel ", name, " missing from its module");
+    }
+    if (c.smem > l.smem_set && c.smem > (48 << 10)) {
+      FERRITE_RETURN_IF_ERROR(
+          check(rt_->api().cuFuncSetAttribute(l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                              static_cast<int>(c.smem)),
+                "fused attention shared memory"));
+      l.smem_set = c.smem;
+    }
+    fn = l.fn;
+    ++launches_;
+  }
+  if (log_)
+    note("fused attention " + key + " (" + std::to_string(fp.nb) + " x [" + std::to_string(p.S) +
+             " x " + std::to_string(p.T) + "], D " + std::to_string(p.D) + ", Dv " +
+             std::to_string(p.Dv) + (p.causal ? ", causal" : "") + (fp.has_mask ? ", mask" : "") +
+             "): " + std::to_string(c.grid) + " blocks, " + std::to_string(c.smem) + " B shared",
+         false);
+  void* args[] = {&q, &k, &v, &mask, &out, &fp};
+  return check(
+      rt_->api().cuLaunchKernel(fn, static_cast<unsigned>(c.grid), 1, 1, kFlashThreads, 1, 1,
+                                static_cast<unsigned>(c.smem), rt_->stream(), args, nullptr),
+      "fused attention launch");
+}
+
+}  // namespace ferrite::cuda

@@ -1,0 +1,405 @@
+// The fused attention kernel of the cuda device (backends/cuda/cuda_attention.h).
+//  - CudaCodegen.Flash*: the kernel source compiles with NVRTC for sm_90 for every tile and
+//    storage type, and the tile choice follows the device's limits (no GPU needed).
+//  - CudaDevice.FusedAttention*: ferrite.Attention on the GPU against the reference device on
+//    random shapes (head dims 32/64/80/128, S != T, odd lengths, masks with -inf, causal,
+//    broadcast batches), the bf16/f16 storage instantiations, and a timing of fused vs 3-step
+//    (printed). Skipped without a GPU.
+#include <gtest/gtest.h>
+#include <onnx/defs/parser.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "test_util.h"
+
+#if FERRITE_HAVE_CUDA
+#include "backends/cuda/cuda_attention.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_native_ops.h"
+#endif
+
+namespace ferrite {
+namespace {
+
+#if FERRITE_HAVE_CUDA
+
+std::unique_ptr<Graph> parse(const std::string& text) {
+  onnx::ModelProto model;
+  auto status = onnx::OnnxParser::Parse(model, text.c_str());
+  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
+  std::string bytes;
+  model.SerializeToString(&bytes);
+  auto g = import_onnx_bytes(bytes, "");
+  EXPECT_TRUE(g) << g.status().message();
+  return g ? std::move(*g) : nullptr;
+}
+
+TEST(CudaCodegen, FlashAttentionCompilesForSm90) {
+  auto nv = cuda::nvrtc();
+  if (!nv) GTEST_SKIP() << nv.status().message();
+  for (int dp : {32, 64, 96, 128})
+    for (int bm : {16, 32, 64}) {
+      std::string src = cuda::flash_module_source(DType::kF32, dp, bm);
+      ASSERT_FALSE(src.empty());
+      auto c = cuda::compile_to_cubin(src, "sm_90", "flash_test");
+      ASSERT_TRUE(c) << "dp " << dp << " bm " << bm << ": " << c.status().message();
+      EXPECT_GT(c->cubin.size(), 1000u);
+    }
+  // The same source instantiates for 2-byte storage with f32 math.
+  for (DType t : {DType::kBF16, DType::kF16})
+    for (int dp : {64, 128}) {
+      auto c = cuda::compile_to_cubin(cuda::flash_module_source(t, dp, 32), "sm_90", "flash_test");
+      ASSERT_TRUE(c) << dtype_name(t) << " dp " << dp << ": " << c.status().message();
+    }
+  EXPECT_TRUE(cuda::flash_module_source(DType::kF64, 64, 32).empty());
+}
+
+cuda::FlashProblem problem(std::vector<int64_t> batch, int64_t S, int64_t T, int64_t D,
+                           int64_t Dv) {
+  cuda::FlashProblem p;
+  p.batch = std::move(batch);
+  p.S = S, p.T = T, p.D = D, p.Dv = Dv;
+  p.q_bs.assign(p.batch.size(), 0);
+  p.k_bs = p.v_bs = p.m_bs = p.q_bs;
+  return p;
+}
+
+TEST(CudaCodegen, FlashConfigFollowsDeviceLimits) {
+  std::string why;
+  // Small problems (bert_base of the zoo: 2 x 12 heads, S 64) take small row tiles so that the
+  // 132 SMs get blocks; large ones the largest tile.
+  auto small = cuda::choose_flash_config(problem({2, 12}, 64, 64, 64, 64), 132, 227 << 10, &why);
+  EXPECT_TRUE(why.empty()) << why;
+  EXPECT_EQ(small.dp, 64);
+  EXPECT_EQ(small.bm, 16);
+  EXPECT_EQ(small.grid, 2 * 12 * 4);
+  auto big = cuda::choose_flash_config(problem({8, 12}, 384, 384, 64, 64), 132, 227 << 10, &why);
+  EXPECT_TRUE(why.empty()) << why;
+  EXPECT_EQ(big.bm, 64);
+  EXPECT_EQ(big.grid, 8 * 12 * 6);
+  // Head dims round up to a bucket; every choice fits the shared memory it was given.
+  for (int64_t d : {1, 8, 32, 33, 64, 80, 96, 100, 128})
+    for (int64_t limit : {int64_t{48} << 10, int64_t{100} << 10, int64_t{227} << 10}) {
+      auto c = cuda::choose_flash_config(problem({3}, 200, 100, d, d), 132, limit, &why);
+      ASSERT_TRUE(why.empty()) << d << ": " << why;
+      EXPECT_GE(c.dp, d);
+      EXPECT_LT(c.dp - d, 32);
+      EXPECT_LE(c.smem, limit);
+      EXPECT_GT(c.bm, 0);
+    }
+  // A short query (S <= 8) never gets a 64-row tile.
+  EXPECT_EQ(cuda::choose_flash_config(problem({1000}, 5, 5, 8, 8), 132, 227 << 10, &why).bm, 16);
+  cuda::choose_flash_config(problem({2}, 10, 10, 129, 64), 132, 227 << 10, &why);
+  EXPECT_NE(why.find("head dim"), std::string::npos) << why;
+  cuda::choose_flash_config(problem({2}, 10, 10, 128, 128), 132, 16 << 10, &why);
+  EXPECT_NE(why.find("shared memory"), std::string::npos) << why;
+}
+
+// ---- GPU tests ------------------------------------------------------------------------------
+
+struct Operand {
+  std::string name;
+  std::vector<int64_t> dims;
+  double minus_inf = 0;  // fraction of elements set to -inf (masks)
+};
+
+Tensor random_f32(const std::vector<int64_t>& dims, std::mt19937& rng, double minus_inf) {
+  Tensor t = Tensor::zeros(DType::kF32, dims);
+  std::uniform_real_distribution<double> u(-2, 2), f(0, 1);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = minus_inf > 0 && f(rng) < minus_inf
+                             ? -std::numeric_limits<float>::infinity()
+                             : static_cast<float>(u(rng));
+  return t;
+}
+
+// Element-wise |got - want| <= tol * (1 + |want|), NaN where the reference has NaN.
+void expect_close(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.dims(), want.dims()) << what;
+  int bad = 0;
+  for (int64_t i = 0; i < got.numel() && bad < 5; ++i) {
+    const double x = got.data<float>()[i], y = want.data<float>()[i];
+    const bool ok = std::isnan(y) ? std::isnan(x) : std::fabs(x - y) <= tol * (1 + std::fabs(y));
+    if (!ok) {
+      ++bad;
+      ADD_FAILURE() << what << " element " << i << ": got " << x << ", reference " << y;
+    }
+  }
+}
+
+// Runs `text` on cuda and reference for each input set (three cuda runs: step by step, graph
+// capture, replay), with f32's tolerance of the other cuda tests.
+void check_attention(const std::string& text, const std::vector<std::vector<Operand>>& runs) {
+  auto gpu = Session::from_graph(parse(text), "cuda");
+  if (!gpu) GTEST_SKIP() << "no GPU: " << gpu.status().message();
+  auto ref = Session::from_graph(parse(text), "reference");
+  ASSERT_TRUE(ref) << ref.status().message();
+  std::mt19937 rng(1234);
+  for (size_t r = 0; r < runs.size(); ++r) {
+    std::vector<Session::NamedInput> inputs;
+    std::string shapes;
+    for (const Operand& o : runs[r]) {
+      inputs.push_back({o.name, random_f32(o.dims, rng, o.minus_inf)});
+      shapes += " " + o.name + dims_to_string(o.dims);
+    }
+    auto want = (*ref)->run(inputs);
+    ASSERT_TRUE(want) << want.status().message();
+    for (int rep = 0; rep < 3; ++rep) {
+      auto got = (*gpu)->run(inputs);
+      ASSERT_TRUE(got) << got.status().message();
+      ASSERT_EQ(got->size(), want->size());
+      for (size_t o = 0; o < got->size(); ++o)
+        expect_close((*got)[o], (*want)[o], 1e-4,
+                     "run " + std::to_string(r) + shapes + " rep " + std::to_string(rep) +
+                         " output " + std::to_string(o));
+    }
+  }
+}
+
+const char* kAttentionModel = R"(<ir_version: 8, opset_import: ["" : 17, "ferrite" : 1]>
+g (float[b,h,s,d] q, float[b,h,t,d] k, float[b,h,t,e] v, float[b,1,1,t] m, float[b,h,s,t] m2)
+    => (float[b,h,s,e] y1, float[b,h,s,e] y2, float[b,h,s,e] y3, float[b,h,s,e] y4,
+        float[b,h,s,e] y5) {
+  y1 = ferrite.Attention<nan_to_zero = 1>(q, k, v, m)
+  y2 = ferrite.Attention<causal = 1>(q, k, v)
+  y3 = ferrite.Attention<causal = 1, scale = 0.3>(q, k, v, m2)
+  y4 = ferrite.Attention(q, k, v)
+  y5 = ferrite.Attention<nan_to_zero = 1, causal = 1>(q, k, v, m2)
+}
+)";
+
+std::vector<Operand> shapes(int64_t b, int64_t h, int64_t s, int64_t t, int64_t d, int64_t e,
+                            double pad = 0.1) {
+  return {{"q", {b, h, s, d}},
+          {"k", {b, h, t, d}},
+          {"v", {b, h, t, e}},
+          {"m", {b, 1, 1, t}, pad},
+          {"m2", {b, h, s, t}, pad}};
+}
+
+// Head dims 32, 64, 80, 128 (and small / unequal D, Dv), S != T, odd lengths, several key tiles,
+// masks with -inf entries (rows fully masked by m2 in the short ones: NaN, or 0 under
+// nan_to_zero), causal with S < T and S > T.
+TEST(CudaDevice, FusedAttentionMatchesReference) {
+  check_attention(kAttentionModel,
+                  {shapes(2, 3, 5, 7, 8, 6, 0.5), shapes(1, 2, 70, 70, 32, 32),
+                   shapes(2, 2, 77, 93, 64, 64), shapes(1, 3, 130, 61, 80, 80),
+                   shapes(3, 1, 33, 200, 128, 128), shapes(1, 2, 300, 300, 64, 64, 0.02),
+                   shapes(2, 1, 17, 1, 128, 100), shapes(1, 1, 1, 129, 96, 40)});
+}
+
+// Batch dims that broadcast (K and V shared by the heads, Q shared by the batch), and a mask
+// broadcast along S but not T per head.
+TEST(CudaDevice, FusedAttentionBroadcastBatch) {
+  const char* text = R"(<ir_version: 8, opset_import: ["" : 17, "ferrite" : 1]>
+g (float[b,h,s,d] q, float[b,1,t,d] k, float[1,h,t,d] v, float[1,h,t,d] q1, float[h,1,t] m)
+    => (float[b,h,s,d] y1, float[b,h,t,d] y2) {
+  y1 = ferrite.Attention<nan_to_zero = 1>(q, k, v, m)
+  y2 = ferrite.Attention(q1, k, v)
+}
+)";
+  auto set = [](int64_t b, int64_t h, int64_t s, int64_t t, int64_t d) {
+    return std::vector<Operand>{{"q", {b, h, s, d}},
+                                {"k", {b, 1, t, d}},
+                                {"v", {1, h, t, d}},
+                                {"q1", {1, h, t, d}},
+                                {"m", {h, 1, t}, 0.2}};
+  };
+  check_attention(text, {set(2, 3, 9, 11, 64), set(3, 4, 65, 40, 80)});
+}
+
+// The 3-step path (FERRITE_CUDA_FLASH=0) gives the same results: it is the fallback.
+TEST(CudaDevice, FusedAttentionDisabledUsesThreeSteps) {
+  setenv("FERRITE_CUDA_FLASH", "0", 1);
+  check_attention(kAttentionModel, {shapes(2, 3, 5, 7, 8, 6, 0.5), shapes(2, 2, 77, 93, 64, 64)});
+  unsetenv("FERRITE_CUDA_FLASH");
+}
+
+// The bf16 and f16 instantiations on the GPU, called directly (the rest of the backend does not
+// feed these dtypes yet): inputs rounded to the storage type, the reference run in f32 on the
+// rounded values, tolerance f32's plus the output's rounding (2^-8 bf16, 2^-11 f16, relative).
+uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fff + ((u >> 16) & 1);
+  return static_cast<uint16_t>(u >> 16);
+}
+float from_bf16(uint16_t h) {
+  uint32_t u = uint32_t{h} << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint16_t to_f16(float f) {  // values here are normal halves (|x| in [2^-14, 65504])
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t sign = (u >> 16) & 0x8000;
+  const int exp = static_cast<int>((u >> 23) & 0xff) - 127 + 15;
+  uint32_t man = u & 0x7fffff;
+  if (exp <= 0) return static_cast<uint16_t>(sign);  // flush tiny values (test data avoids them)
+  uint32_t h = (static_cast<uint32_t>(exp) << 10) | (man >> 13);
+  const uint32_t rest = man & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+float from_f16(uint16_t h) {
+  const uint32_t sign = uint32_t{h & 0x8000u} << 16;
+  const uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  uint32_t u = exp == 0 ? sign : sign | ((exp - 15 + 127) << 23) | (man << 13);
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+struct GpuBuffers {
+  cuda::CudaRuntime* rt;
+  std::vector<void*> ptrs;
+  ~GpuBuffers() {
+    for (void* p : ptrs) rt->free(p);
+  }
+  void* upload(const void* host, size_t bytes) {
+    auto p = rt->allocate(std::max<size_t>(bytes, 16), 256);
+    EXPECT_TRUE(p) << p.status().message();
+    if (!p) return nullptr;
+    ptrs.push_back(*p);
+    if (host) {
+      EXPECT_TRUE(rt->copy_to_device(*p, host, bytes).is_ok());
+    }
+    return *p;
+  }
+};
+
+TEST(CudaDevice, FusedAttentionHalfStorage) {
+  auto be = cuda::open_cuda_backend(0);
+  if (!be) GTEST_SKIP() << "no GPU: " << be.status().message();
+  const int64_t B = 2, H = 3, S = 45, T = 71, D = 64;
+  const char* text = R"(<ir_version: 8, opset_import: ["" : 17, "ferrite" : 1]>
+g (float[b,h,s,d] q, float[b,h,t,d] k, float[b,h,t,d] v, float[b,1,1,t] m) => (float[b,h,s,d] y) {
+  y = ferrite.Attention<causal = 1>(q, k, v, m)
+}
+)";
+  auto ref = Session::from_graph(parse(text), "reference");
+  ASSERT_TRUE(ref);
+  std::mt19937 rng(9);
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    const bool bf = dt == DType::kBF16;
+    auto round = [&](Tensor t, std::vector<uint16_t>* bits) {
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        float& x = t.data<float>()[i];
+        if (std::fabs(x) < 1e-3f) x = 1e-3f;  // keep f16 values normal
+        bits->push_back(bf ? to_bf16(x) : to_f16(x));
+        x = bf ? from_bf16(bits->back()) : from_f16(bits->back());
+      }
+      return t;
+    };
+    std::vector<uint16_t> qb, kb, vb, mb;
+    Tensor q = round(random_f32({B, H, S, D}, rng, 0), &qb);
+    Tensor k = round(random_f32({B, H, T, D}, rng, 0), &kb);
+    Tensor v = round(random_f32({B, H, T, D}, rng, 0), &vb);
+    Tensor m = round(random_f32({B, 1, 1, T}, rng, 0), &mb);
+    auto want = (*ref)->run({{"q", q}, {"k", k}, {"v", v}, {"m", m}});
+    ASSERT_TRUE(want) << want.status().message();
+    GpuBuffers g{(*be)->rt, {}};
+    void* dq = g.upload(qb.data(), qb.size() * 2);
+    void* dk = g.upload(kb.data(), kb.size() * 2);
+    void* dv = g.upload(vb.data(), vb.size() * 2);
+    void* dm = g.upload(mb.data(), mb.size() * 2);
+    void* dy = g.upload(nullptr, B * H * S * D * 2);
+    cuda::FlashProblem p = problem({B, H}, S, T, D, D);
+    p.q_bs = {H * S * D, S * D};
+    p.k_bs = p.v_bs = {H * T * D, T * D};
+    p.m_bs = {T, 0};
+    p.m_s = 0, p.m_t = 1;
+    p.has_mask = p.causal = true;
+    p.scale = static_cast<float>(1 / std::sqrt(double(D)));
+    ASSERT_EQ((*be)->flash->unsupported(p, dt), "");
+    ASSERT_TRUE((*be)->flash->run(p, dt, dq, dk, dv, dm, dy).is_ok());
+    std::vector<uint16_t> yb(B * H * S * D);
+    ASSERT_TRUE((*be)->rt->copy_to_host(yb.data(), dy, yb.size() * 2).is_ok());
+    Tensor got = Tensor::zeros(DType::kF32, {B, H, S, D});
+    for (size_t i = 0; i < yb.size(); ++i)
+      got.data<float>()[i] = bf ? from_bf16(yb[i]) : from_f16(yb[i]);
+    const double out_round = bf ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+    expect_close(got, (*want)[0], 1e-4 + out_round, std::string(dtype_name(dt)));
+  }
+}
+
+// Fused vs 3-step on bert_base- and gpt2-like shapes (12 heads, head dim 64): GPU time per
+// call from CUDA events over 50 calls, printed; both results must agree within f32 tolerance.
+// FLOPs counted as 4 * batch * heads * S * T * D (two GEMMs), halved for causal.
+TEST(CudaDevice, FusedAttentionTiming) {
+  auto be = cuda::open_cuda_backend(0);
+  if (!be) GTEST_SKIP() << "no GPU: " << be.status().message();
+  cuda::CudaRuntime* rt = (*be)->rt;
+  const auto& api = rt->api();
+  struct Case {
+    const char* name;
+    int64_t B, S;
+    bool causal;
+  };
+  const Case cases[] = {{"bert_base zoo 2x64", 2, 64, false},  {"bert 8x128", 8, 128, false},
+                        {"bert 8x384", 8, 384, false},         {"bert 32x512", 32, 512, false},
+                        {"gpt2 zoo 1x16 causal", 1, 16, true}, {"gpt2 8x512 causal", 8, 512, true},
+                        {"gpt2 4x1024 causal", 4, 1024, true}};
+  const int64_t H = 12, D = 64;
+  std::mt19937 rng(3);
+  CUevent e0 = nullptr, e1 = nullptr;
+  ASSERT_EQ(api.cuEventCreate(&e0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuEventCreate(&e1, 0), CUDA_SUCCESS);
+  std::printf("%-24s %12s %12s %8s %14s %14s\n", "case", "fused ms", "3-step ms", "speedup",
+              "fused TFLOP/s", "3-step TFLOP/s");
+  for (const Case& c : cases) {
+    const int64_t n = c.B * H * c.S * D;
+    Tensor q = random_f32({n}, rng, 0), k = random_f32({n}, rng, 0), v = random_f32({n}, rng, 0);
+    Tensor m = random_f32({c.B * c.S}, rng, 0.1);
+    GpuBuffers g{rt, {}};
+    const float* dq = static_cast<float*>(g.upload(q.data<float>(), n * 4));
+    const float* dk = static_cast<float*>(g.upload(k.data<float>(), n * 4));
+    const float* dv = static_cast<float*>(g.upload(v.data<float>(), n * 4));
+    const float* dm = static_cast<float*>(g.upload(m.data<float>(), c.B * c.S * 4));
+    float* y1 = static_cast<float*>(g.upload(nullptr, n * 4));
+    float* y2 = static_cast<float*>(g.upload(nullptr, n * 4));
+    float* sc = static_cast<float*>(g.upload(nullptr, c.B * H * c.S * c.S * 4));
+    cuda::FlashProblem p = problem({c.B, H}, c.S, c.S, D, D);
+    p.q_bs = p.k_bs = p.v_bs = {H * c.S * D, c.S * D};
+    p.causal = c.causal;
+    p.has_mask = !c.causal;
+    p.m_bs = {c.S, 0};
+    p.m_s = 0, p.m_t = 1;
+    p.scale = 0.125f;
+    const float* mask = c.causal ? nullptr : dm;
+    auto fused = [&] { return (*be)->flash->run(p, DType::kF32, dq, dk, dv, mask, y1); };
+    auto three = [&] { return cuda::attention_three_step(**be, p, dq, dk, dv, mask, y2, sc); };
+    double ms[2];
+    for (int w = 0; w < 2; ++w) {
+      auto call = [&] { return w == 0 ? fused() : three(); };
+      for (int i = 0; i < 3; ++i) ASSERT_TRUE(call().is_ok());
+      ASSERT_EQ(api.cuEventRecord(e0, rt->stream()), CUDA_SUCCESS);
+      const int reps = 50;
+      for (int i = 0; i < reps; ++i) ASSERT_TRUE(call().is_ok());
+      ASSERT_EQ(api.cuEventRecord(e1, rt->stream()), CUDA_SUCCESS);
+      ASSERT_EQ(api.cuEventSynchronize(e1), CUDA_SUCCESS);
+      float t = 0;
+      api.cuEventElapsedTime(&t, e0, e1);
+      ms[w] = t / reps;
+    }
+    const double flop = 4.0 * c.B * H * c.S * c.S * D * (c.causal ? 0.5 : 1.0);
+    std::printf("%-24s %12.4f %12.4f %7.2fx %14.2f %14.2f\n", c.name, ms[0], ms[1], ms[1] / ms[0],
+                flop / ms[0] * 1e-9, flop / ms[1] * 1e-9);
+    Tensor a = Tensor::zeros(DType::kF32, {n}), b = Tensor::zeros(DType::kF32, {n});
+    ASSERT_TRUE(rt->copy_to_host(a.data<float>(), y1, n * 4).is_ok());
+    ASSERT_TRUE(rt->copy_to_host(b.data<float>(), y2, n * 4).is_ok());
+    expect_close(a, b, 1e-4, c.name);
+  }
+  api.cuEventDestroy(e0);
+  api.cuEventDestroy(e1);
+}
+
+#endif  // FERRITE_HAVE_CUDA
+
+}  // namespace
+}  // namespace ferrite
