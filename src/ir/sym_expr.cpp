@@ -209,6 +209,18 @@ void SymExpr::collect_symbols(std::vector<std::string>& out) const {
   }
 }
 
+bool SymExpr::uses(const std::string& name) const {
+  for (const auto& [m, c] : terms_)
+    for (const std::string& key : m) {
+      auto it = atoms_.find(key);
+      if (it == atoms_.end()) continue;
+      const SymAtom& a = *it->second;
+      if (a.kind == SymAtom::Kind::kSymbol ? a.name == name : a.a.uses(name) || a.b.uses(name))
+        return true;
+    }
+  return false;
+}
+
 std::string SymAtom::key() const {
   switch (kind) {
     case Kind::kSymbol: return name;

@@ -51,6 +51,9 @@ class SymExpr {
   std::optional<int64_t> evaluate(const SymBindings& bindings) const;
   // Names of all symbols that occur (recursively).
   void collect_symbols(std::vector<std::string>& out) const;
+  // Whether the value depends on symbol `name` (only terms that are present count: x - x does not
+  // use x, although collect_symbols may still list it).
+  bool uses(const std::string& name) const;
   std::string to_string() const;
   // C/C++ source for the expression over int64_t; symbols are renamed by `ident`, and // % max
   // min become calls to fe_floordiv, fe_mod, fe_max, fe_min (defined by the code generator).

@@ -119,3 +119,15 @@ TEST(SymExpr, ExtremeValuesAreDefined) {
 }
 
 }  // namespace ferrite
+
+namespace ferrite {
+TEST(SymExpr, UsesCountsOnlyPresentTerms) {
+  SymExpr x = SymExpr::symbol("x"), n = SymExpr::symbol("n");
+  SymExpr addr = x * 4096 + n;
+  EXPECT_TRUE(addr.uses("x"));
+  EXPECT_TRUE(addr.uses("n"));
+  EXPECT_FALSE((addr - n).uses("n"));  // cancelled, though collect_symbols may still list it
+  EXPECT_TRUE(x.floordiv(n).uses("n"));
+  EXPECT_FALSE(SymExpr(7).uses("x"));
+}
+}  // namespace ferrite

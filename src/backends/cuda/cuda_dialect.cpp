@@ -1,6 +1,8 @@
 #include "backends/cuda/cuda_dialect.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <sstream>
 
 #include "codegen/scalar_emitter.h"
@@ -233,14 +235,7 @@ std::vector<bool> depends_on(const Kernel& k, size_t var) {
 // consecutive elements, so V lanes are one vector load (when the base is aligned).
 bool unit_stride(const ScalarExpr& e, size_t var) {
   if (e.kind != ScalarKind::kLoad) return false;
-  SymExpr base = e.address - SymExpr::symbol(loop_var(var));
-  std::vector<std::string> names;
-  base.collect_symbols(names);
-  for (const auto& name : names) {
-    size_t d;
-    if (is_loop_var(name, &d) && d == var) return false;
-  }
-  return true;
+  return !(e.address - SymExpr::symbol(loop_var(var))).uses(loop_var(var));
 }
 
 // Pointwise kernels. When the innermost dim is a multiple of V (16 bytes of the output type) and
@@ -399,23 +394,51 @@ void emit_row(std::ostringstream& os, const Kernel& k, const Gen& g) {
      << "  for (int64_t fe_row = blockIdx.x; fe_row < fe_rows; fe_row += gridDim.x) {\n";
   emit_split(os, "    ", "fe_row", 0, outer, "fe_small_rows");
 
-  // Two variants of the row: when the row fits row_cache() elements per thread, every varying value
-  // a pass computes is kept in registers (unrolled per-thread arrays), so later passes neither
-  // reload the input nor recompute; longer rows take block-strided passes that recompute.
+  // Two variants of the row. The first keeps every costly varying value a pass computes in
+  // registers (unrolled per-thread arrays), so later passes neither reload the input nor
+  // recompute; it applies when the row has at most R elements per thread. Rows over one
+  // (innermost) dim whose length is a multiple of V = 16 bytes / output element take them as
+  // V consecutive elements per thread and chunk: unit-stride loads are 16-byte loads and the store
+  // a 16-byte store. Longer rows take block-strided passes that recompute.
+  const size_t last = rank - 1;
+  const size_t ob = dtype_bytes(k.out_dtype);
+  const int V = rank - outer == 1 && ob >= 2 && ob <= 8 ? static_cast<int>(16 / ob) : 1;
+  const int R = (std::max(row_cache(), V) + V - 1) / V * V;
+  std::vector<bool> vec_load(n, false);
+  if (V > 1)
+    for (size_t i = 0; i < n; ++i) {
+      const ScalarExpr& e = k.body.at(static_cast<int>(i));
+      vec_load[i] = live[i] && varies[i] && unit_stride(e, last) &&
+                    dtype_bytes(g.lg.buffers[k.input_buffers[e.input]].dtype) == ob;
+    }
+  const std::string xl = "x" + std::to_string(last);
+  using Body = std::function<std::string(const std::vector<std::string>&)>;
   for (int cached = 1; cached >= 0; --cached) {
     std::fill(hoisted.begin(), hoisted.end(), false);
     std::vector<bool> have(n, false);  // cached: value kept from an earlier pass
     const std::string in = "      ";
     if (cached) {
-      os << "    if (fe_row_len <= " << row_cache() << " * (int64_t)blockDim.x) {\n";
+      os << "    if (fe_row_len <= " << R << " * (int64_t)blockDim.x";
+      if (V > 1) {
+        os << " && fe_row_len % " << V << " == 0 && fe_aligned16(out)";
+        std::vector<bool> checked(k.input_buffers.size(), false);
+        for (size_t i = 0; i < n; ++i)
+          if (vec_load[i] && !checked[k.body.at(static_cast<int>(i)).input]) {
+            checked[k.body.at(static_cast<int>(i)).input] = true;
+            os << " && fe_aligned16(" << in_names[k.body.at(static_cast<int>(i)).input] << ")";
+          }
+      }
+      os << ") {\n";
       for (size_t i = 0; i < n; ++i)
         if (live[i] && varies[i] && worth_caching(k.body.at(static_cast<int>(i))))
-          os << in << *g.em.type(k.body.at(static_cast<int>(i)).dtype) << " fe_c" << i << "["
-             << row_cache() << "];\n";
+          os << in << *g.em.type(k.body.at(static_cast<int>(i)).dtype) << " fe_c" << i << "[" << R
+             << "];\n";
     } else {
       os << "    } else {\n";
     }
-    auto pass = [&](const std::vector<bool>& need, int skip, const std::string& body) {
+    // One pass over the row computing what `need` marks; `body` gets the names of the values of
+    // one element (per lane in the vector variant). A store pass writes the root to out.
+    auto pass = [&](const std::vector<bool>& need, int skip, const Body& body, bool store_pass) {
       for (size_t i = 0; i < n; ++i)
         if (need[i] && !varies[i] && !hoisted[i] && static_cast<int>(i) != skip &&
             k.body.at(static_cast<int>(i)).kind != ScalarKind::kReduce) {
@@ -423,16 +446,85 @@ void emit_row(std::ostringstream& os, const Kernel& k, const Gen& g) {
           hoisted[i] = true;
         }
       std::string lp = in + "  ";
+      std::vector<bool> fresh(n, false);
+      if (cached && V > 1) {
+        os << in << "#pragma unroll\n"
+           << in << "for (int fe_k = 0; fe_k < " << R / V << "; ++fe_k) {\n"
+           << lp << "const int64_t fe_j = ((int64_t)fe_k * blockDim.x + threadIdx.x) * " << V
+           << ";\n"
+           << lp << "if (fe_j < fe_row_len) {\n";
+        lp += "  ";
+        os << lp << "const int64_t " << xl << " = fe_j;\n";
+        for (size_t i = 0; i < n; ++i) {
+          if (!need[i] || !vec_load[i] || have[i]) continue;
+          const ScalarExpr& e = k.body.at(static_cast<int>(i));
+          const std::string bty = *g.em.type(g.lg.buffers[k.input_buffers[e.input]].dtype);
+          const std::string& src = in_names[e.input];
+          const std::string a = "fe_a" + std::to_string(i), l = "fe_l" + std::to_string(i);
+          os << lp << "const int64_t " << a << " = " << e.address.to_c_code(g.ident) << ";\n"
+             << lp << "fe_vec<" << bty << ", " << V << "> " << l << ";\n"
+             << lp << "if ((" << a << " & " << V - 1 << ") == 0) " << l << " = *(const fe_vec<"
+             << bty << ", " << V << ">*)(" << src << " + " << a << ");\n"
+             << lp << "else for (int fe_u = 0; fe_u < " << V << "; ++fe_u) " << l
+             << ".v[fe_u] = " << src << "[" << a << " + fe_u];\n";
+        }
+        std::vector<std::string> roots;
+        for (int u = 0; u < V; ++u) {
+          std::vector<std::string> tl = t;
+          for (size_t i = 0; i < n; ++i)
+            if (varies[i]) tl[i] = t[i] + "_" + std::to_string(u);
+          Ident lane = [&, u](const std::string& name) -> std::string {
+            size_t d;
+            if (is_loop_var(name, &d) && d == last)
+              return "(" + xl + " + " + std::to_string(u) + ")";
+            return g.ident(name);
+          };
+          const std::string slot = "[fe_k * " + std::to_string(V) + " + " + std::to_string(u) + "]";
+          for (size_t i = 0; i < n; ++i) {
+            if (!need[i] || !varies[i]) continue;
+            const ScalarExpr& e = k.body.at(static_cast<int>(i));
+            const std::string ty = *g.em.type(e.dtype);
+            if (have[i] && worth_caching(e)) {
+              os << lp << "const " << ty << " " << tl[i] << " = fe_c" << i << slot << ";\n";
+              continue;
+            }
+            if (vec_load[i])
+              os << lp << "const " << ty << " " << tl[i] << " = "
+                 << loaded(g.lg.buffers[k.input_buffers[e.input]].dtype, e.dtype,
+                           "fe_l" + std::to_string(i) + ".v[" + std::to_string(u) + "]")
+                 << ";\n";
+            else
+              os << lp << g.em.def(k, i, tl, in_names, lane);
+            if (worth_caching(e)) {
+              os << lp << "fe_c" << i << slot << " = " << tl[i] << ";\n";
+              fresh[i] = true;
+            }
+          }
+          if (store_pass)
+            roots.push_back(tl[k.root]);
+          else
+            os << lp << body(tl);
+        }
+        if (store_pass) {
+          const std::string oty = *g.em.type(k.out_dtype);
+          os << lp << "fe_vec<" << oty << ", " << V << "> fe_o;\n";
+          for (int u = 0; u < V; ++u)
+            os << lp << store("fe_o.v[" + std::to_string(u) + "]", roots[u]) << "\n";
+          os << lp << "*(fe_vec<" << oty << ", " << V << ">*)(out + fe_row * fe_row_len + fe_j) = fe_o;\n";
+        }
+        os << in << "  }\n" << in << "}\n";
+        for (size_t i = 0; i < n; ++i) have[i] = have[i] || fresh[i];
+        return;
+      }
       if (cached)
         os << in << "#pragma unroll\n"
-           << in << "for (int fe_r = 0; fe_r < " << row_cache() << "; ++fe_r) {\n"
+           << in << "for (int fe_r = 0; fe_r < " << R << "; ++fe_r) {\n"
            << lp << "const int64_t fe_j = threadIdx.x + (int64_t)fe_r * blockDim.x;\n"
            << lp << "if (fe_j < fe_row_len) {\n";
       else
         os << in << "for (int64_t fe_j = threadIdx.x; fe_j < fe_row_len; fe_j += blockDim.x) {\n";
       if (cached) lp += "  ";
       emit_split(os, lp, "fe_j", outer, rank, "fe_small_row");
-      std::vector<bool> fresh(n, false);
       for (size_t i = 0; i < n; ++i) {
         if (!need[i] || !varies[i]) continue;
         if (cached && have[i] && worth_caching(k.body.at(static_cast<int>(i)))) {
@@ -447,7 +539,9 @@ void emit_row(std::ostringstream& os, const Kernel& k, const Gen& g) {
         }
       }
       for (size_t i = 0; i < n; ++i) have[i] = have[i] || fresh[i];
-      os << lp << body << (cached ? in + "  }\n" : "") << in << "}\n";
+      const std::string b =
+          store_pass ? store("out[fe_row * fe_row_len + fe_j]", t[k.root]) + "\n" : body(t);
+      os << lp << b << (cached ? in + "  }\n" : "") << in << "}\n";
     };
 
     for (size_t i = 0; i < n; ++i) {
@@ -455,10 +549,14 @@ void emit_row(std::ostringstream& os, const Kernel& k, const Gen& g) {
       if (!live[i] || e.kind != ScalarKind::kReduce) continue;
       const std::string ty = *g.em.type(e.dtype);
       const std::string& acc = t[i];
-      const std::string& v = t[e.args[0]];
       if (e.fn == "sum") {
         os << in << ty << " " << acc << "_p = 0;\n";
-        pass(needed(static_cast<int>(i), true), static_cast<int>(i), acc + "_p += " + v + ";\n");
+        pass(
+            needed(static_cast<int>(i), true), static_cast<int>(i),
+            [&](const std::vector<std::string>& nm) {
+              return acc + "_p += " + nm[e.args[0]] + ";\n";
+            },
+            false);
         os << in << "const " << ty << " " << acc << " = fe_block_sum<" << ty << ">(" << acc
            << "_p);\n";
       } else {
@@ -466,9 +564,14 @@ void emit_row(std::ostringstream& os, const Kernel& k, const Gen& g) {
         bool mx = e.fn == "max";
         os << in << ty << " " << acc << "_p = " << (mx ? "-" : "") << "fe_inf<" << ty << ">();\n"
            << in << "int " << acc << "_nan = 0;\n";
-        pass(needed(static_cast<int>(i), true), static_cast<int>(i),
-             acc + "_p = " + v + (mx ? " > " : " < ") + acc + "_p ? " + v + " : " + acc + "_p; " +
-                 acc + "_nan |= " + v + " != " + v + ";\n");
+        pass(
+            needed(static_cast<int>(i), true), static_cast<int>(i),
+            [&](const std::vector<std::string>& nm) {
+              const std::string& v = nm[e.args[0]];
+              return acc + "_p = " + v + (mx ? " > " : " < ") + acc + "_p ? " + v + " : " + acc +
+                     "_p; " + acc + "_nan |= " + v + " != " + v + ";\n";
+            },
+            false);
         os << in << ty << " " << acc << " = fe_block_" << (mx ? "max" : "min") << "<" << ty << ">("
            << acc << "_p);\n"
            << in << "if (__syncthreads_or(" << acc << "_nan)) " << acc << " = fe_nan<" << ty
@@ -483,7 +586,7 @@ void emit_row(std::ostringstream& os, const Kernel& k, const Gen& g) {
           os << in << g.em.def(k, i, t, in_names, g.ident);
       os << in << "if (threadIdx.x == 0) " << store("out[fe_row]", t[k.root]) << "\n";
     } else {
-      pass(store_need, -1, store("out[fe_row * fe_row_len + fe_j]", t[k.root]) + "\n");
+      pass(store_need, -1, nullptr, true);
     }
   }
   os << "    }\n  }\n}\n";
