@@ -1,6 +1,7 @@
 #include "backends/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <future>
 
 #include "backends/cuda/cuda_dialect.h"
 #include "lower/kernel_ir.h"
@@ -62,6 +63,18 @@ Expected<DeviceProperties> read_properties(const Driver& d, CUdevice dev) {
   return p;
 }
 
+Expected<DeviceProperties> probe_properties(int ordinal) {
+  FERRITE_ASSIGN_OR_RETURN(const Driver* d, driver());
+  int count = 0;
+  FERRITE_RETURN_IF_ERROR(check(d->cuDeviceGetCount(&count), "cuDeviceGetCount"));
+  if (count == 0) return err("cuda: the driver sees no GPU");
+  if (ordinal < 0 || ordinal >= count)
+    return err("cuda: GPU ", ordinal, " does not exist (", count, " visible)");
+  CUdevice dev = 0;
+  FERRITE_RETURN_IF_ERROR(check(d->cuDeviceGet(&dev, ordinal), "cuDeviceGet"));
+  return read_properties(*d, dev);
+}
+
 LaunchConfig CudaHeuristics::choose(const Kernel& kernel, int64_t rows, int64_t row_len,
                                     const DeviceProperties& props) const {
   const LaunchLimits& lim = props.launch;
@@ -87,18 +100,23 @@ LaunchConfig CudaHeuristics::choose(const Kernel& kernel, int64_t rows, int64_t 
 
 Expected<std::shared_ptr<CudaBackend>> open_cuda_backend(int ordinal) {
   auto b = std::make_shared<CudaBackend>();
+  FERRITE_ASSIGN_OR_RETURN(b->parts.properties, probe_properties(ordinal));
+  const std::string arch = b->parts.properties.arch;
+  const std::string key = b->parts.properties.cache_key();
+  FERRITE_RETURN_IF_ERROR(nvrtc().status());
+  // NVRTC needs no context: the library compiles while the context and cuBLASLt start.
+  auto lib_cubin = std::async(std::launch::async,
+                              [arch, key] { return LibraryKernels::compile(arch, key); });
   FERRITE_ASSIGN_OR_RETURN(auto rt, CudaRuntime::open(ordinal));
-  FERRITE_ASSIGN_OR_RETURN(b->parts.properties, read_properties(rt->api(), rt->device()));
   b->rt = rt.get();
   b->parts.runtime = std::move(rt);
-  std::string key = b->parts.properties.cache_key();
-  FERRITE_RETURN_IF_ERROR(nvrtc().status());
-  b->parts.compiler = std::make_unique<NvrtcCompiler>(b->rt, b->parts.properties.arch, key);
+  b->parts.compiler = std::make_unique<NvrtcCompiler>(b->rt, arch, key);
   b->parts.dialect = std::make_unique<CudaDialect>();
   b->parts.heuristics = std::make_unique<CudaHeuristics>();
   FERRITE_RETURN_IF_ERROR(b->parts.finalize());
-  FERRITE_ASSIGN_OR_RETURN(b->lib, LibraryKernels::load(*b->rt, b->parts.properties.arch, key));
   FERRITE_ASSIGN_OR_RETURN(b->gemm, CublasGemm::create(*b->rt));
+  FERRITE_ASSIGN_OR_RETURN(CubinResult cubin, lib_cubin.get());
+  FERRITE_ASSIGN_OR_RETURN(b->lib, LibraryKernels::load(*b->rt, arch, key, &cubin));
   return b;
 }
 

@@ -347,11 +347,21 @@ bool parse_act(const std::string& s, Act* a) {
   return true;
 }
 
+Expected<CubinResult> LibraryKernels::compile(const std::string& arch,
+                                              const std::string& device_key) {
+  return compile_to_cubin(kLibrarySource, arch, "ferrite_library", device_key);
+}
+
 Expected<std::unique_ptr<LibraryKernels>> LibraryKernels::load(const CudaRuntime& rt,
                                                                const std::string& arch,
-                                                               const std::string& device_key) {
-  FERRITE_ASSIGN_OR_RETURN(CubinResult c,
-                           compile_to_cubin(kLibrarySource, arch, "ferrite_library", device_key));
+                                                               const std::string& device_key,
+                                                               const CubinResult* precompiled) {
+  CubinResult c;
+  if (precompiled) {
+    c = *precompiled;
+  } else {
+    FERRITE_ASSIGN_OR_RETURN(c, compile(arch, device_key));
+  }
   auto lib = std::unique_ptr<LibraryKernels>(new LibraryKernels());
   lib->rt_ = &rt;
   FERRITE_ASSIGN_OR_RETURN(lib->module_, CubinModule::load(rt, c.cubin));

@@ -55,9 +55,12 @@ struct SoftmaxParams {
 
 class LibraryKernels {
  public:
+  // `precompiled`: the cubin of compile() (which needs no GPU, so it can run while the GPU starts).
   static Expected<std::unique_ptr<LibraryKernels>> load(const CudaRuntime& rt,
                                                         const std::string& arch,
-                                                        const std::string& device_key);
+                                                        const std::string& device_key,
+                                                        const CubinResult* precompiled = nullptr);
+  static Expected<CubinResult> compile(const std::string& arch, const std::string& device_key);
   // Each launches on the runtime's stream; counts are in elements.
   Status conv2d_direct(const float* x, const float* w, const float* bias, float* y,
                        const ConvParams& p);

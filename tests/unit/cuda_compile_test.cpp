@@ -1,0 +1,276 @@
+// The cuda device's chunked, parallel kernel compile (backends/cuda/cuda_compile.h): splitting a
+// graph's kernels into NVRTC programs, deduplication, chunk stability and the thread pool. Needs
+// NVRTC only (no driver, no GPU); skipped when NVRTC is absent.
+//
+// CudaCompile.ZooTiming measures the cold compile of every materialized zoo model one program
+// at a time, serially and on the thread pool: run it with
+//   FERRITE_COMPILE_BENCH=1 FERRITE_CACHE=0 ferrite_unit_tests --gtest_filter=CudaCompile.ZooTiming
+// (FERRITE_CUDA_COMPILE_THREADS=N picks the threads; FERRITE_COMPILE_BENCH=2 also times each kernel
+// on its own and projects the wall time for 1..32 threads; FERRITE_COMPILE_BENCH_DUMP=dir writes
+// the sources).
+#include <gtest/gtest.h>
+#include <onnx/defs/parser.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "lower/lowering.h"
+#include "memory/in_place.h"
+#include "passes/pass.h"
+#include "test_util.h"
+
+#if FERRITE_HAVE_CUDA
+#include "backends/cuda/cuda_compile.h"
+#include "backends/cuda/cuda_dialect.h"
+#include "runtime/compile_cache.h"
+#endif
+
+namespace ferrite {
+namespace {
+
+#if FERRITE_HAVE_CUDA
+
+std::unique_ptr<Graph> parse(const std::string& text) {
+  onnx::ModelProto model;
+  auto status = onnx::OnnxParser::Parse(model, text.c_str());
+  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
+  std::string bytes;
+  model.SerializeToString(&bytes);
+  auto g = import_onnx_bytes(bytes, "");
+  EXPECT_TRUE(g) << g.status().message();
+  return g ? std::move(*g) : nullptr;
+}
+
+// Two pairs of kernels that differ only in the buffers they read (same types and shapes), and a
+// row kernel.
+const char* kModel = R"(<ir_version: 8, opset_import: ["" : 18]>
+g (float[b,n] x, float[b,n] y) => (float[b,n] p, float[b,n] q, float[b,n] r, float[b,n] s,
+                                 float[b,n] t) {
+  p = Tanh(x)
+  q = Tanh(y)
+  r = Sigmoid(x)
+  s = Sigmoid(y)
+  t = Softmax<axis = -1>(x)
+}
+)";
+
+Expected<LoweredGraph> lowered(const Graph& g) {
+  FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(g));
+  mark_in_place_candidates(lg);
+  return lg;
+}
+
+// The cubin's symbol table holds the kernel's name.
+bool cubin_defines(const std::string& cubin, const std::string& name) {
+  return cubin.find(name + '\0') != std::string::npos;
+}
+
+TEST(CudaCompile, SplitDeduplicatesAndEveryKernelIsCompiled) {
+  auto nv = cuda::nvrtc();
+  if (!nv) GTEST_SKIP() << nv.status().message();
+  auto g = parse(kModel);
+  ASSERT_TRUE(g);
+  auto lg = lowered(*g);
+  ASSERT_TRUE(lg) << lg.status().message();
+  cuda::CudaDialect dialect;
+  auto ks = cuda::split_kernel_sources(*lg, dialect, DeviceProperties{});
+  ASSERT_TRUE(ks) << ks.status().message();
+  EXPECT_EQ(ks->kernels, lg->kernels);
+  EXPECT_EQ(ks->alias.size(), static_cast<size_t>(lg->kernels));
+  EXPECT_LT(ks->texts.size(), static_cast<size_t>(ks->kernels)) << "Tanh(x)/Tanh(y) are one kernel";
+  EXPECT_EQ(ks->texts.size(), ks->names.size());
+  // The whole-graph source is the prelude followed by the kernels.
+  auto whole = dialect.generate(*lg, DeviceProperties{});
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(whole->compare(0, ks->prelude.size(), ks->prelude), 0);
+  for (const std::string& t : ks->texts) EXPECT_NE(whole->find(t), std::string::npos);
+
+  auto chunks = cuda::make_chunks(*ks, 2);
+  ASSERT_EQ(chunks.size(), std::min<size_t>(2, ks->texts.size()));
+  auto c = cuda::compile_chunks(chunks, "sm_90", "", 2);
+  ASSERT_TRUE(c) << c.status().message();
+  ASSERT_EQ(c->cubins.size(), chunks.size());
+  std::set<std::string> compiled;
+  for (size_t i = 0; i < chunks.size(); ++i)
+    for (const std::string& k : chunks[i].kernels) {
+      EXPECT_TRUE(cubin_defines(c->cubins[i].cubin, k)) << k;
+      compiled.insert(k);
+    }
+  for (const auto& [name, impl] : ks->alias) EXPECT_TRUE(compiled.count(impl)) << name;
+}
+
+TEST(CudaCompile, ChunksAreStableUnderAnEditOfOneKernel) {
+  cuda::KernelSources ks;
+  ks.prelude = "// prelude\n";
+  for (int i = 0; i < 10; ++i) {
+    ks.names.push_back("k" + std::to_string(i));
+    ks.texts.push_back("\nextern \"C\" __global__ void k" + std::to_string(i) + "() {}\n");
+  }
+  for (int n : {1, 3, 4, 10, 16}) {
+    auto a = cuda::make_chunks(ks, n);
+    ASSERT_EQ(a.size(), static_cast<size_t>(std::min(n, 10)));
+    size_t total = 0;
+    for (const auto& c : a) {
+      EXPECT_FALSE(c.kernels.empty());
+      EXPECT_EQ(c.source.rfind(ks.prelude, 0), 0u);
+      total += c.kernels.size();
+    }
+    EXPECT_EQ(total, 10u);
+    cuda::KernelSources edited = ks;
+    edited.texts[7] += "// edited\n";
+    auto b = cuda::make_chunks(edited, n);
+    int changed = 0;
+    for (size_t i = 0; i < a.size(); ++i) changed += a[i].source != b[i].source;
+    EXPECT_EQ(changed, 1) << n << " chunks";
+  }
+  EXPECT_TRUE(cuda::make_chunks(cuda::KernelSources{}, 4).empty());
+}
+
+TEST(CudaCompile, ParallelForRunsEveryIndexOnceAndReturnsTheFirstError) {
+  std::vector<std::atomic<int>> hits(100);
+  Status s = cuda::parallel_for(100, 4, [&](int i) {
+    ++hits[i];
+    return Status::ok();
+  });
+  EXPECT_TRUE(s);
+  for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+  s = cuda::parallel_for(
+      50, 3, [](int i) { return i == 17 ? err("chunk ", i, " failed") : Status::ok(); });
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find("chunk 17"), std::string::npos);
+  EXPECT_TRUE(cuda::parallel_for(0, 8, [](int) { return err("never"); }));
+}
+
+TEST(CudaCompile, CompileErrorsNameTheProgram) {
+  auto nv = cuda::nvrtc();
+  if (!nv) GTEST_SKIP() << nv.status().message();
+  std::vector<cuda::CompileChunk> chunks(3);
+  for (int i = 0; i < 3; ++i) {
+    chunks[i].source = "extern \"C\" __global__ void k" + std::to_string(i) + "() { " +
+                       (i == 1 ? "undefined_thing();" : "") + " }";
+    chunks[i].kernels = {"k" + std::to_string(i)};
+  }
+  auto r = cuda::compile_chunks(chunks, "sm_90", "", 2);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("undefined_thing"), std::string::npos);
+  EXPECT_NE(r.status().message().find("kernels_1"), std::string::npos);
+}
+
+std::filesystem::path models_dir() {
+  const char* env = std::getenv("FERRITE_MODELS_DIR");
+  return env && *env
+             ? std::filesystem::path(env)
+             : std::filesystem::path(FERRITE_TEST_DATA_DIR) / ".." / ".." / "build" / "models";
+}
+
+double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// CPU seconds of the whole process (NVRTC's own threads included): on a shared machine, wall
+// times of single-threaded work are inflated by other processes, CPU times are not.
+double cpu_now() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// Cold compile of the zoo: the whole graph as one program (what the device did before), the
+// chunks one after another, and the chunks on the thread pool.
+TEST(CudaCompile, ZooTiming) {
+  const char* on = std::getenv("FERRITE_COMPILE_BENCH");
+  if (!on || !*on) GTEST_SKIP() << "set FERRITE_COMPILE_BENCH=1 (and FERRITE_CACHE=0)";
+  auto nv = cuda::nvrtc();
+  if (!nv) GTEST_SKIP() << nv.status().message();
+  if (CompileCache::global().enabled()) GTEST_SKIP() << "set FERRITE_CACHE=0: this times NVRTC";
+  const char* dump = std::getenv("FERRITE_COMPILE_BENCH_DUMP");
+  const int threads = cuda::compile_threads();
+  std::printf("%-13s %7s %8s %17s %17s %10s %9s\n", "model", "kernels", "distinct",
+              "one prog wall/cpu", "chunks x1 wall/cpu", "chunks xT", "programs");
+  int n = 0;
+  for (const char* m : {"mlp", "convnet", "resnet18", "mobilenet_v2", "bert_base", "gpt2"}) {
+    auto path = models_dir() / m / "model.onnx";
+    if (!std::filesystem::exists(path)) continue;
+    auto g = import_onnx_file(path);
+    ASSERT_TRUE(g) << m << ": " << g.status().message();
+    ASSERT_TRUE(run_pipeline(**g, default_pipeline()).is_ok()) << m;
+    auto lg = lowered(**g);
+    ASSERT_TRUE(lg) << m;
+    cuda::CudaDialect dialect;
+    auto whole = dialect.generate(*lg, DeviceProperties{});
+    ASSERT_TRUE(whole);
+    auto t0 = std::chrono::steady_clock::now();
+    double c0 = cpu_now();
+    auto one = cuda::compile_to_cubin(*whole, "sm_90", m);
+    ASSERT_TRUE(one) << one.status().message();
+    const double t_one = since(t0), c_one = cpu_now() - c0;
+    auto ks = cuda::split_kernel_sources(*lg, dialect, DeviceProperties{});
+    ASSERT_TRUE(ks);
+    const int programs = static_cast<int>(std::min<size_t>(ks->texts.size(), threads));
+    auto chunks = cuda::make_chunks(*ks, programs);
+    if (dump && *dump) {
+      std::filesystem::create_directories(std::filesystem::path(dump) / m);
+      std::ofstream(std::filesystem::path(dump) / m / "whole.cu") << *whole;
+      for (size_t i = 0; i < chunks.size(); ++i)
+        std::ofstream(std::filesystem::path(dump) / m / ("chunk" + std::to_string(i) + ".cu"))
+            << chunks[i].source;
+      for (size_t i = 0; i < ks->texts.size(); ++i)
+        std::ofstream(std::filesystem::path(dump) / m / ("kernel" + std::to_string(i) + ".cu"))
+            << ks->prelude << ks->texts[i];
+    }
+    c0 = cpu_now();
+    auto serial = cuda::compile_chunks(chunks, "sm_90", "", 1);
+    ASSERT_TRUE(serial) << serial.status().message();
+    const double c_serial = cpu_now() - c0;
+    auto par = cuda::compile_chunks(chunks, "sm_90", "", threads);
+    ASSERT_TRUE(par) << par.status().message();
+    std::printf("%-13s %7d %8zu %7.3f/%7.3fs %7.3f/%7.3fs %9.3fs %5zu x%d\n", m, ks->kernels,
+                ks->texts.size(), t_one, c_one, serial->wall_seconds, c_serial, par->wall_seconds,
+                chunks.size(), par->threads);
+    ++n;
+    if (std::string(on) != "2") continue;
+    // Per kernel: each distinct kernel as its own program, less the cost of a program holding
+    // the prelude alone; then the wall time of P consecutive chunks on P threads, projected as
+    // the slowest chunk (prelude once + its kernels).
+    double p0 = cpu_now();
+    ASSERT_TRUE(cuda::compile_to_cubin(ks->prelude, "sm_90", "prelude"));
+    const double fixed = cpu_now() - p0;
+    std::vector<double> cost;
+    for (size_t i = 0; i < ks->texts.size(); ++i) {
+      double k0 = cpu_now();
+      ASSERT_TRUE(cuda::compile_to_cubin(ks->prelude + ks->texts[i], "sm_90", "k"));
+      cost.push_back(std::max(0.0, cpu_now() - k0 - fixed));
+    }
+    double sum = 0, worst = 0;
+    for (double c : cost) {
+      sum += c;
+      worst = std::max(worst, c);
+    }
+    std::printf(
+        "  %s (CPU s): program start-up %.3f, kernels %.4f on average (max %.3f), sum %.3f; "
+        "projected wall:",
+        m, fixed, sum / std::max<size_t>(1, cost.size()), worst, sum);
+    for (int p : {1, 2, 4, 8, 16, 32}) {
+      const size_t c = std::min<size_t>(p, cost.size());
+      double wall = 0;
+      for (size_t i = 0; i < c; ++i) {
+        double w = fixed;
+        for (size_t k = cost.size() * i / c; k < cost.size() * (i + 1) / c; ++k) w += cost[k];
+        wall = std::max(wall, w);
+      }
+      std::printf(" %dT %.3f s", p, wall);
+    }
+    std::printf("\n");
+  }
+  if (n == 0) GTEST_SKIP() << "no materialized models under " << models_dir();
+}
+
+#endif  // FERRITE_HAVE_CUDA
+
+}  // namespace
+}  // namespace ferrite
