@@ -27,6 +27,7 @@
 #if FERRITE_HAVE_CUDA
 #include "backends/cuda/cuda_compile.h"
 #include "backends/cuda/cuda_dialect.h"
+#include "backends/cuda/cuda_library.h"
 #include "runtime/compile_cache.h"
 #endif
 
@@ -161,6 +162,62 @@ TEST(CudaCompile, CompileErrorsNameTheProgram) {
   EXPECT_NE(r.status().message().find("kernels_1"), std::string::npos);
 }
 
+TEST(CudaCompile, SplitProgramKeepsHelpersAndSharesOutKernels) {
+  const std::string src = R"(// a { comment
+struct P { int a; };
+template <class T> __device__ T twice(T x) { return x + x; }
+extern "C" __global__ void k_decl(int* y);
+extern "C" __global__ void __launch_bounds__(256) k_a(int* y) { if (y) { y[0] = twice(1); } }
+/* } */
+extern "C" __global__ void k_b(int* y, P p) {
+  const char* s = "}{"; char c = '}';
+  y[0] = p.a + (s[0] == c);
+}
+extern "C" __global__ void k_c(float* y) { y[0] = 1.f; }
+)";
+  auto one = cuda::split_program(src, 1);
+  ASSERT_TRUE(one) << one.status().message();
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_EQ((*one)[0].source, src);
+  EXPECT_EQ((*one)[0].kernels, (std::vector<std::string>{"k_a", "k_b", "k_c"}));
+  auto three = cuda::split_program(src, 5);
+  ASSERT_TRUE(three);
+  ASSERT_EQ(three->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const auto& c = (*three)[i];
+    ASSERT_EQ(c.kernels.size(), 1u);
+    EXPECT_NE(c.source.find("template <class T>"), std::string::npos);
+    EXPECT_NE(c.source.find("void k_decl(int* y);"), std::string::npos);
+    for (const char* k : {"k_a", "k_b", "k_c"})
+      EXPECT_EQ(c.source.find(std::string(k) + "(") != std::string::npos, c.kernels[0] == k)
+          << c.source;
+  }
+  auto nv = cuda::nvrtc();
+  if (!nv) GTEST_SKIP() << nv.status().message();
+  auto c = cuda::compile_chunks(*three, "sm_90", "", 2, "split");
+  ASSERT_TRUE(c) << c.status().message();
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_TRUE(cubin_defines(c->cubins[i].cubin, (*three)[i].kernels[0]));
+  EXPECT_FALSE(cuda::split_program("extern \"C\" __global__ void k(int* y) { {", 2));
+}
+
+// The hand-written library compiles as several programs; every kernel is in exactly one.
+TEST(CudaCompile, LibraryCompilesAsSeveralPrograms) {
+  auto nv = cuda::nvrtc();
+  if (!nv) GTEST_SKIP() << nv.status().message();
+  auto c = cuda::LibraryKernels::compile("sm_90", "");
+  ASSERT_TRUE(c) << c.status().message();
+  std::set<std::string> seen;
+  for (size_t i = 0; i < c->chunks.size(); ++i)
+    for (const std::string& k : c->chunks[i].kernels) {
+      EXPECT_TRUE(seen.insert(k).second) << k;
+      EXPECT_TRUE(cubin_defines(c->cubins[i].cubin, k)) << k;
+    }
+  for (const char* k : {"fe_conv2d", "fe_gather", "fe_gather_4", "fe_epilogue", "fe_maxpool2d"})
+    EXPECT_TRUE(seen.count(k)) << k;
+  EXPECT_EQ(c->chunks.size(), std::min<size_t>(cuda::compile_threads(), seen.size()));
+}
+
 std::filesystem::path models_dir() {
   const char* env = std::getenv("FERRITE_MODELS_DIR");
   return env && *env
@@ -188,6 +245,8 @@ TEST(CudaCompile, ZooTiming) {
   auto nv = cuda::nvrtc();
   if (!nv) GTEST_SKIP() << nv.status().message();
   if (CompileCache::global().enabled()) GTEST_SKIP() << "set FERRITE_CACHE=0: this times NVRTC";
+  auto cuda_device = DeviceRegistry::global().create("cuda");  // its passes (no GPU needed)
+  ASSERT_TRUE(cuda_device) << cuda_device.status().message();
   const char* dump = std::getenv("FERRITE_COMPILE_BENCH_DUMP");
   const int threads = cuda::compile_threads();
   std::printf("%-13s %7s %8s %17s %17s %10s %9s\n", "model", "kernels", "distinct",
@@ -198,9 +257,11 @@ TEST(CudaCompile, ZooTiming) {
     if (!std::filesystem::exists(path)) continue;
     auto g = import_onnx_file(path);
     ASSERT_TRUE(g) << m << ": " << g.status().message();
-    ASSERT_TRUE(run_pipeline(**g, default_pipeline()).is_ok()) << m;
+    ASSERT_TRUE(run_pipeline(**g, (*cuda_device)->default_passes()).is_ok()) << m;
+    auto lw = std::chrono::steady_clock::now();
     auto lg = lowered(**g);
     ASSERT_TRUE(lg) << m;
+    const double t_lower = since(lw);
     cuda::CudaDialect dialect;
     auto whole = dialect.generate(*lg, DeviceProperties{});
     ASSERT_TRUE(whole);
@@ -209,8 +270,10 @@ TEST(CudaCompile, ZooTiming) {
     auto one = cuda::compile_to_cubin(*whole, "sm_90", m);
     ASSERT_TRUE(one) << one.status().message();
     const double t_one = since(t0), c_one = cpu_now() - c0;
+    auto sp = std::chrono::steady_clock::now();
     auto ks = cuda::split_kernel_sources(*lg, dialect, DeviceProperties{});
     ASSERT_TRUE(ks);
+    const double t_split = since(sp);
     const int programs = static_cast<int>(std::min<size_t>(ks->texts.size(), threads));
     auto chunks = cuda::make_chunks(*ks, programs);
     if (dump && *dump) {
@@ -232,6 +295,7 @@ TEST(CudaCompile, ZooTiming) {
     std::printf("%-13s %7d %8zu %7.3f/%7.3fs %7.3f/%7.3fs %9.3fs %5zu x%d\n", m, ks->kernels,
                 ks->texts.size(), t_one, c_one, serial->wall_seconds, c_serial, par->wall_seconds,
                 chunks.size(), par->threads);
+    std::printf("  %s: lowering %.3f s, per-kernel code generation %.3f s\n", m, t_lower, t_split);
     ++n;
     if (std::string(on) != "2") continue;
     // Per kernel: each distinct kernel as its own program, less the cost of a program holding
@@ -267,6 +331,39 @@ TEST(CudaCompile, ZooTiming) {
     }
     std::printf("\n");
   }
+  // The library: as one program (one thread); one program per kernel, each timed alone (CPU);
+  // and split on the thread pool.
+  const char* env = std::getenv("FERRITE_CUDA_COMPILE_THREADS");
+  const std::string saved = env ? env : "";
+  ::setenv("FERRITE_CUDA_COMPILE_THREADS", "1", 1);
+  auto l0 = std::chrono::steady_clock::now();
+  double lc = cpu_now();
+  ASSERT_TRUE(cuda::LibraryKernels::compile("sm_90", ""));
+  std::printf("library (cuda_library.cpp) as one program: %.3f s wall, %.3f s CPU\n", since(l0),
+              cpu_now() - lc);
+  ::setenv("FERRITE_CUDA_COMPILE_THREADS", "64", 1);
+  auto each = cuda::LibraryKernels::compile("sm_90", "");
+  ASSERT_TRUE(each);
+  std::printf("library, one program per kernel (CPU s):");
+  double lib_max = 0, lib_sum = 0;
+  for (const auto& c : each->chunks) {
+    lc = cpu_now();
+    ASSERT_TRUE(cuda::compile_to_cubin(c.source, "sm_90", "lib"));
+    const double t = cpu_now() - lc;
+    lib_max = std::max(lib_max, t);
+    lib_sum += t;
+    std::printf(" %s %.3f", c.kernels[0].c_str(), t);
+  }
+  std::printf("; sum %.3f, max %.3f\n", lib_sum, lib_max);
+  if (saved.empty())
+    ::unsetenv("FERRITE_CUDA_COMPILE_THREADS");
+  else
+    ::setenv("FERRITE_CUDA_COMPILE_THREADS", saved.c_str(), 1);
+  l0 = std::chrono::steady_clock::now();
+  auto lib = cuda::LibraryKernels::compile("sm_90", "");
+  ASSERT_TRUE(lib);
+  std::printf("library as %zu programs on %d threads: %.3f s wall\n", lib->chunks.size(),
+              lib->threads, since(l0));
   if (n == 0) GTEST_SKIP() << "no materialized models under " << models_dir();
 }
 

@@ -115,8 +115,8 @@ Expected<std::shared_ptr<CudaBackend>> open_cuda_backend(int ordinal) {
   b->parts.heuristics = std::make_unique<CudaHeuristics>();
   FERRITE_RETURN_IF_ERROR(b->parts.finalize());
   FERRITE_ASSIGN_OR_RETURN(b->gemm, CublasGemm::create(*b->rt));
-  FERRITE_ASSIGN_OR_RETURN(CubinResult cubin, lib_cubin.get());
-  FERRITE_ASSIGN_OR_RETURN(b->lib, LibraryKernels::load(*b->rt, arch, key, &cubin));
+  FERRITE_ASSIGN_OR_RETURN(ChunkedCompile cubins, lib_cubin.get());
+  FERRITE_ASSIGN_OR_RETURN(b->lib, LibraryKernels::load(*b->rt, arch, key, &cubins));
   return b;
 }
 

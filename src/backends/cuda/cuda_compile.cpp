@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
@@ -109,7 +110,8 @@ Status parallel_for(int n, int threads, const std::function<Status(int)>& fn) {
 }
 
 Expected<ChunkedCompile> compile_chunks(std::vector<CompileChunk> chunks, const std::string& arch,
-                                        const std::string& device_key, int threads) {
+                                        const std::string& device_key, int threads,
+                                        const std::string& tag) {
   auto t0 = std::chrono::steady_clock::now();
   ChunkedCompile r;
   r.chunks = std::move(chunks);
@@ -119,7 +121,7 @@ Expected<ChunkedCompile> compile_chunks(std::vector<CompileChunk> chunks, const 
       parallel_for(static_cast<int>(r.chunks.size()), r.threads, [&](int i) -> Status {
         FERRITE_ASSIGN_OR_RETURN(
             r.cubins[i],
-            compile_to_cubin(r.chunks[i].source, arch, "kernels_" + std::to_string(i), device_key));
+            compile_to_cubin(r.chunks[i].source, arch, tag + "_" + std::to_string(i), device_key));
         return Status::ok();
       }));
   for (const CubinResult& c : r.cubins) {
@@ -128,6 +130,117 @@ Expected<ChunkedCompile> compile_chunks(std::vector<CompileChunk> chunks, const 
   }
   r.wall_seconds = since(t0);
   return r;
+}
+
+namespace {
+
+// Skips a comment or a string / character literal starting at s[i]; returns the index after it,
+// or i when s[i] starts none.
+size_t skip_token(const std::string& s, size_t i) {
+  if (s.compare(i, 2, "//") == 0) {
+    size_t e = s.find('\n', i);
+    return e == std::string::npos ? s.size() : e + 1;
+  }
+  if (s.compare(i, 2, "/*") == 0) {
+    size_t e = s.find("*/", i + 2);
+    return e == std::string::npos ? s.size() : e + 2;
+  }
+  if (s[i] == '"' || s[i] == '\'') {
+    const char q = s[i];
+    size_t j = i + 1;
+    while (j < s.size() && s[j] != q) j += s[j] == '\\' ? 2 : 1;
+    return std::min(j + 1, s.size());
+  }
+  return i;
+}
+
+bool ident_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
+
+struct KernelRange {
+  size_t begin, end;  // [begin, end): from `extern "C"` to the closing brace
+  std::string name;
+};
+
+// The top-level `extern "C" __global__` definitions of `s`.
+Expected<std::vector<KernelRange>> kernel_ranges(const std::string& s) {
+  static const std::string kHead = "extern \"C\" __global__";
+  std::vector<KernelRange> out;
+  int depth = 0;
+  for (size_t i = 0; i < s.size();) {
+    if (size_t j = skip_token(s, i); j != i) {
+      i = j;
+      continue;
+    }
+    if (s[i] == '{') ++depth;
+    if (s[i] == '}') --depth;
+    if (depth != 0 || s.compare(i, kHead.size(), kHead) != 0) {
+      ++i;
+      continue;
+    }
+    KernelRange k{i, 0, ""};
+    // The name: the identifier before the first '(' that is not __launch_bounds__'s.
+    size_t j = i + kHead.size();
+    while (j < s.size() && k.name.empty()) {
+      if (!ident_char(s[j])) {
+        ++j;
+        continue;
+      }
+      size_t e = j;
+      while (e < s.size() && ident_char(s[e])) ++e;
+      std::string word = s.substr(j, e - j);
+      size_t n = e;
+      while (n < s.size() && std::isspace(static_cast<unsigned char>(s[n]))) ++n;
+      if (n < s.size() && s[n] == '(') {
+        if (word != "__launch_bounds__") {
+          k.name = word;
+        } else {
+          n = s.find(')', n);
+          if (n == std::string::npos) break;
+        }
+      }
+      j = n;
+    }
+    if (k.name.empty()) return err("cuda: cannot find the name of the kernel at offset ", i);
+    // The body: the first '{' after the name, to its matching '}'.
+    int d = 0;
+    for (; j < s.size(); ++j) {
+      if (size_t t = skip_token(s, j); t != j) {
+        j = t - 1;
+        continue;
+      }
+      if (s[j] == ';' && d == 0) break;  // a declaration without a body
+      if (s[j] == '{') ++d;
+      if (s[j] == '}' && --d == 0) break;
+    }
+    if (j >= s.size()) return err("cuda: unbalanced braces in kernel ", k.name);
+    k.end = j + 1;
+    if (s[j] == '}') out.push_back(k);
+    i = k.end;
+  }
+  return out;
+}
+
+}  // namespace
+
+Expected<std::vector<CompileChunk>> split_program(const std::string& source, int programs) {
+  FERRITE_ASSIGN_OR_RETURN(std::vector<KernelRange> ks, kernel_ranges(source));
+  const size_t n = ks.size();
+  const size_t c =
+      std::clamp<size_t>(static_cast<size_t>(std::max(programs, 1)), 1, std::max<size_t>(n, 1));
+  std::vector<CompileChunk> out(c);
+  for (size_t g = 0; g < c; ++g) {
+    size_t at = 0;
+    for (size_t k = 0; k < n; ++k) {
+      const bool mine = k * c / std::max<size_t>(n, 1) == g;
+      out[g].source += source.substr(at, (mine ? ks[k].end : ks[k].begin) - at);
+      at = ks[k].end;
+      if (mine) out[g].kernels.push_back(ks[k].name);
+    }
+    out[g].source += source.substr(at);
+  }
+  return out;
 }
 
 void* ModuleSet::symbol(const std::string& name) const {
@@ -151,6 +264,18 @@ Expected<std::unique_ptr<ModuleSet>> ModuleSet::load(const CudaRuntime& rt, cons
     set->where_[name] = Where{it->second, impl};
   }
   return set;
+}
+
+}  // namespace ferrite::cuda
+
+namespace ferrite::cuda {
+
+Expected<std::unique_ptr<ModuleSet>> ModuleSet::load(const CudaRuntime& rt,
+                                                     const ChunkedCompile& c) {
+  KernelSources ks;
+  for (const CompileChunk& ch : c.chunks)
+    for (const std::string& k : ch.kernels) ks.alias[k] = k;
+  return load(rt, c, ks);
 }
 
 }  // namespace ferrite::cuda

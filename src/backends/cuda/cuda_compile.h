@@ -58,9 +58,15 @@ struct ChunkedCompile {
   double compile_seconds = 0;  // sum over the chunks (what one thread would have taken)
 };
 
-// Compiles the chunks to cubins (NVRTC only: no driver or GPU needed).
+// Compiles the chunks to cubins (NVRTC only: no driver or GPU needed). `tag` names the programs
+// in errors ("<tag>_<i>").
 Expected<ChunkedCompile> compile_chunks(std::vector<CompileChunk> chunks, const std::string& arch,
-                                        const std::string& device_key, int threads);
+                                        const std::string& device_key, int threads,
+                                        const std::string& tag = "kernels");
+
+// A hand-written source as up to `programs` programs: each keeps every declaration and helper
+// but only its share (consecutive) of the definitions of the `extern "C" __global__` kernels.
+Expected<std::vector<CompileChunk>> split_program(const std::string& source, int programs);
 
 // The chunks' modules, as one LoadedModule that finds a kernel under any of its aliases.
 class ModuleSet : public LoadedModule {
@@ -68,6 +74,8 @@ class ModuleSet : public LoadedModule {
   void* symbol(const std::string& name) const override;
   static Expected<std::unique_ptr<ModuleSet>> load(const CudaRuntime& rt, const ChunkedCompile& c,
                                                    const KernelSources& ks);
+  // Every kernel of the chunks under its own name.
+  static Expected<std::unique_ptr<ModuleSet>> load(const CudaRuntime& rt, const ChunkedCompile& c);
   size_t modules() const { return modules_.size(); }
 
  private:
