@@ -96,7 +96,8 @@ class CudaDevice : public Device {
         std::fclose(f);
       }
     }
-    FERRITE_ASSIGN_OR_RETURN(cuda::KernelSources ks, cuda::split_kernel_sources(lg, dialect, props));
+    FERRITE_ASSIGN_OR_RETURN(cuda::KernelSources ks,
+                             cuda::split_kernel_sources(lg, dialect, props));
     const double t_codegen = since(t2);
     const int threads = cuda::compile_threads();
     FERRITE_ASSIGN_OR_RETURN(

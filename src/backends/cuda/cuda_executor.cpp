@@ -61,7 +61,7 @@ class CudaModel : public PreparedModel {
     if (!rt_.make_current()) return;
     rt_.synchronize();
     states_.clear();
-    if (log_enabled("memory")) log_memory("at exit");
+    if (log_enabled("memory")) std::fprintf(stderr, "%s\n", pool_.describe("at exit").c_str());
     // The pool gives the arena, the constants and its cached blocks back as it is destroyed.
   }
 
@@ -333,7 +333,8 @@ class CudaModel : public PreparedModel {
     scratch_.clear();
     slots_.clear();
     if (Status t = pool_.trim(size_t{1} << 30); !t && st) st = t;
-    if (log_enabled("memory") && runs_ == 1) log_memory("after the first run");
+    if (log_enabled("memory") && runs_ == 1)
+      std::fprintf(stderr, "%s\n", pool_.describe("after the first run").c_str());
     if (!st) {
       rt_.synchronize();
       return st;
@@ -350,18 +351,6 @@ class CudaModel : public PreparedModel {
                    run_stats_.fallback_ops.empty() ? "" : (": " + run_stats_.fallback_ops).c_str());
     }
     return out;
-  }
-
-  void log_memory(const char* when) const {
-    DeviceMemoryStats m = pool_.stats();
-    auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
-    std::fprintf(stderr,
-                 "[memory] cuda %s: in use %.1f MiB (peak %.1f), reserved %.1f MiB (peak %.1f), "
-                 "%lld driver allocations / %lld frees, %lld pooled requests (%lld cache hits)\n",
-                 when, mib(m.in_use_bytes), mib(m.peak_in_use_bytes), mib(m.reserved_bytes),
-                 mib(m.peak_reserved_bytes), static_cast<long long>(m.driver_allocs),
-                 static_cast<long long>(m.driver_frees), static_cast<long long>(m.requests),
-                 static_cast<long long>(m.cache_hits));
   }
 
   Status check_flag() {

@@ -5,6 +5,8 @@
 // graph returns them (put) when it is dropped, after which the stream orders their reuse.
 #pragma once
 
+#include <cstdio>
+#include <string>
 #include <unordered_set>
 #include <vector>
 
@@ -65,6 +67,21 @@ class DevicePool {
     std::vector<void*> out;
     out.swap(owned_);
     return out;
+  }
+
+  // The FERRITE_LOG=memory line.
+  std::string describe(const char* when) const {
+    const DeviceMemoryStats m = stats();
+    auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "[memory] cuda %s: in use %.1f MiB (peak %.1f), reserved %.1f MiB (peak %.1f), "
+                  "%lld driver allocations / %lld frees, %lld pooled requests (%lld cache hits)",
+                  when, mib(m.in_use_bytes), mib(m.peak_in_use_bytes), mib(m.reserved_bytes),
+                  mib(m.peak_reserved_bytes), static_cast<long long>(m.driver_allocs),
+                  static_cast<long long>(m.driver_frees), static_cast<long long>(m.requests),
+                  static_cast<long long>(m.cache_hits));
+    return line;
   }
 
   DeviceMemoryStats stats() const {
