@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -216,6 +217,36 @@ TEST(CudaCompile, LibraryCompilesAsSeveralPrograms) {
   for (const char* k : {"fe_conv2d", "fe_gather", "fe_gather_4", "fe_epilogue", "fe_maxpool2d"})
     EXPECT_TRUE(seen.count(k)) << k;
   EXPECT_EQ(c->chunks.size(), std::min<size_t>(cuda::compile_threads(), seen.size()));
+}
+
+// On a GPU: the deduplicated kernels run under every name, against the reference device (the
+// tolerance of CudaDevice.PointwiseAndRowKernels). Skipped
+// without a GPU.
+TEST(CudaCompile, GpuRunsDeduplicatedKernels) {
+  auto gpu = Session::from_graph(parse(kModel), "cuda");
+  if (!gpu) GTEST_SKIP() << "no GPU: " << gpu.status().message();
+  auto ref = Session::from_graph(parse(kModel), "reference");
+  ASSERT_TRUE(ref) << ref.status().message();
+  for (int64_t b : {3, 17}) {
+    Tensor x = Tensor::zeros(DType::kF32, {b, 129}), y = Tensor::zeros(DType::kF32, {b, 129});
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      x.data<float>()[i] = static_cast<float>(i % 23) * 0.25f - 3.0f;
+      y.data<float>()[i] = static_cast<float>(i % 19) * -0.3f + 2.0f;
+    }
+    std::vector<Session::NamedInput> in = {{"x", x}, {"y", y}};
+    auto want = (*ref)->run(in);
+    ASSERT_TRUE(want) << want.status().message();
+    for (int rep = 0; rep < 3; ++rep) {  // step by step, graph capture, replay
+      auto got = (*gpu)->run(in);
+      ASSERT_TRUE(got) << got.status().message();
+      ASSERT_EQ(got->size(), want->size());
+      for (size_t o = 0; o < got->size(); ++o)
+        for (int64_t i = 0; i < (*got)[o].numel(); ++i)
+          ASSERT_NEAR((*got)[o].data<float>()[i], (*want)[o].data<float>()[i],
+                      2e-5 * (1 + std::fabs((*want)[o].data<float>()[i])))
+              << "output " << o << " element " << i << " batch " << b;
+    }
+  }
 }
 
 std::filesystem::path models_dir() {
