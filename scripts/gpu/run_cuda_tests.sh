@@ -63,7 +63,7 @@ for m in $models; do
   for d in "$work"/test_data_set_*; do sets+=(--inputs "$d" --inputs "$d" --inputs "$d"); done
   echo "== $m: run --check (cold compile: empty cache)" >> "$log"
   rm -rf "$FERRITE_CACHE_DIR"
-  FERRITE_LOG=fallback,compile,fusion,graph timeout 300 "$bin/ferrite" run "$work/model.onnx" "${sets[@]}" \
+  FERRITE_LOG=fallback,compile,fusion,graph,memory timeout 300 "$bin/ferrite" run "$work/model.onnx" "${sets[@]}" \
     --device cuda --check --output-dir "/tmp/out-$m" > "/tmp/run-$m.txt" 2>&1
   rc=$?
   cat "/tmp/run-$m.txt" >> "$log"

@@ -56,9 +56,23 @@ struct DeviceTiming {
   std::string method;           // how it was timed, for reports
 };
 
+// Device memory a model holds through a caching allocator (devices that keep one), cumulative
+// over the model's life except the current values.
+struct DeviceMemoryStats {
+  int64_t in_use_bytes = 0;         // handed out now (arena, constants, pooled buffers)
+  int64_t peak_in_use_bytes = 0;
+  int64_t reserved_bytes = 0;       // held from the driver: in use + cached
+  int64_t peak_reserved_bytes = 0;
+  int64_t driver_allocs = 0;        // blocks allocated from / freed to the driver
+  int64_t driver_frees = 0;
+  int64_t requests = 0;             // pooled allocations asked for
+  int64_t cache_hits = 0;           // of those, served from cached blocks
+};
+
 struct ModelStats {
   std::optional<MemoryStats> memory;
   std::optional<TuningStats> tuning;
+  std::optional<DeviceMemoryStats> device_memory;
 };
 
 // A graph prepared for one device. Inputs are in graph-input order, already validated.

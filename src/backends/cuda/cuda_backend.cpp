@@ -1,6 +1,11 @@
 #include "backends/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <string>
 
 #include "backends/cuda/cuda_dialect.h"
 #include "lower/kernel_ir.h"
@@ -63,6 +68,18 @@ Expected<DeviceProperties> read_properties(const Driver& d, CUdevice dev) {
   return p;
 }
 
+Expected<DeviceProperties> probe_properties(int ordinal) {
+  FERRITE_ASSIGN_OR_RETURN(const Driver* d, driver());
+  int count = 0;
+  FERRITE_RETURN_IF_ERROR(check(d->cuDeviceGetCount(&count), "cuDeviceGetCount"));
+  if (count == 0) return err("cuda: the driver sees no GPU");
+  if (ordinal < 0 || ordinal >= count)
+    return err("cuda: GPU ", ordinal, " does not exist (", count, " visible)");
+  CUdevice dev = 0;
+  FERRITE_RETURN_IF_ERROR(check(d->cuDeviceGet(&dev, ordinal), "cuDeviceGet"));
+  return read_properties(*d, dev);
+}
+
 LaunchConfig CudaHeuristics::choose(const Kernel& kernel, int64_t rows, int64_t row_len,
                                     const DeviceProperties& props) const {
   const LaunchLimits& lim = props.launch;
@@ -94,19 +111,44 @@ LaunchConfig CudaHeuristics::choose(const Kernel& kernel, int64_t rows, int64_t 
 }
 
 Expected<std::shared_ptr<CudaBackend>> open_cuda_backend(int ordinal) {
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  auto t0 = Clock::now();
   auto b = std::make_shared<CudaBackend>();
+  FERRITE_ASSIGN_OR_RETURN(b->parts.properties, probe_properties(ordinal));
+  const std::string arch = b->parts.properties.arch;
+  const std::string key = b->parts.properties.cache_key();
+  FERRITE_RETURN_IF_ERROR(nvrtc().status());
+  // NVRTC needs no context: the library compiles while the context and cuBLASLt start.
+  auto lib_cubin = std::async(std::launch::async,
+                              [arch, key] { return LibraryKernels::compile(arch, key); });
+  auto t1 = Clock::now();
   FERRITE_ASSIGN_OR_RETURN(auto rt, CudaRuntime::open(ordinal));
-  FERRITE_ASSIGN_OR_RETURN(b->parts.properties, read_properties(rt->api(), rt->device()));
+  const double t_context = since(t1);
   b->rt = rt.get();
   b->parts.runtime = std::move(rt);
-  std::string key = b->parts.properties.cache_key();
-  FERRITE_RETURN_IF_ERROR(nvrtc().status());
-  b->parts.compiler = std::make_unique<NvrtcCompiler>(b->rt, b->parts.properties.arch, key);
+  b->parts.compiler = std::make_unique<NvrtcCompiler>(b->rt, arch, key);
   b->parts.dialect = std::make_unique<CudaDialect>();
   b->parts.heuristics = std::make_unique<CudaHeuristics>();
   FERRITE_RETURN_IF_ERROR(b->parts.finalize());
-  FERRITE_ASSIGN_OR_RETURN(b->lib, LibraryKernels::load(*b->rt, b->parts.properties.arch, key));
+  auto t2 = Clock::now();
   FERRITE_ASSIGN_OR_RETURN(b->gemm, CublasGemm::create(*b->rt));
+  const double t_cublas = since(t2);
+  auto t3 = Clock::now();
+  FERRITE_ASSIGN_OR_RETURN(ChunkedCompile cubins, lib_cubin.get());
+  const double t_wait = since(t3);
+  auto t4 = Clock::now();
+  FERRITE_ASSIGN_OR_RETURN(b->lib, LibraryKernels::load(*b->rt, arch, key, &cubins));
+  const char* log = std::getenv("FERRITE_LOG");
+  if (log && (std::string(log).find("compile") != std::string::npos || std::string(log) == "all"))
+    std::fprintf(stderr,
+                 "[compile] cuda GPU start-up: %.3f s: context and stream %.3f, cuBLASLt %.3f; "
+                 "library NVRTC %.3f (%zu programs on %d threads, %d cache hits; waited %.3f), "
+                 "library module load %.3f\n",
+                 since(t0), t_context, t_cublas, cubins.wall_seconds, cubins.chunks.size(),
+                 cubins.threads, cubins.cache_hits, t_wait, since(t4));
   b->flash = FlashAttention::create(*b->rt, b->parts.properties, key);
   return b;
 }

@@ -19,6 +19,9 @@ namespace ferrite::cuda {
 DeviceProperties offline_properties(int major, int minor);
 // Properties read off GPU `dev` through the driver.
 Expected<DeviceProperties> read_properties(const Driver& d, CUdevice dev);
+// Properties of GPU `ordinal` without creating a context (fast): what code generation and the
+// compile-cache keys need, so that compiling can start before the GPU is open.
+Expected<DeviceProperties> probe_properties(int ordinal);
 
 // Pointwise kernels: 256 threads, enough blocks to fill every SM several times (grid-stride
 // loops take the rest). Row kernels: one block per row, sized so that each thread handles a few
@@ -41,7 +44,8 @@ struct CudaBackend {
 };
 
 // Opens GPU `ordinal`: the driver, its properties, a stream, NVRTC, the library kernels and
-// cuBLASLt. Errors name what is missing (driver, GPU, NVRTC, cuBLASLt).
+// cuBLASLt. Errors name what is missing (driver, GPU, NVRTC, cuBLASLt). The library kernels
+// compile on another thread while the context and cuBLASLt start.
 Expected<std::shared_ptr<CudaBackend>> open_cuda_backend(int ordinal);
 
 }  // namespace ferrite::cuda

@@ -2,12 +2,16 @@
 // compiles them with NVRTC for the GPU's architecture and runs the step list on the GPU
 // (cuda_executor.h). The GPU is opened on first use; without a driver or a GPU, prepare()
 // returns an error saying what is missing.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <mutex>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_compile.h"
+#include "backends/cuda/cuda_dialect.h"
 #include "backends/cuda/cuda_executor.h"
 #include "lower/lowering.h"
 #include "memory/in_place.h"
@@ -26,6 +30,19 @@ bool log_enabled(const char* topic) {
 int gpu_ordinal() {
   const char* v = std::getenv("FERRITE_CUDA_DEVICE");
   return v && *v ? std::atoi(v) : 0;
+}
+
+double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// NVRTC programs for `kernels` distinct kernels on `threads` threads: one per thread (each
+// program pays a fixed start-up, so more would cost more than the better balance gains), and
+// FERRITE_CUDA_COMPILE_CHUNKS to override.
+int chunk_count(size_t kernels, int threads) {
+  if (const char* v = std::getenv("FERRITE_CUDA_COMPILE_CHUNKS"); v && std::atoi(v) > 0)
+    return std::atoi(v);
+  return static_cast<int>(std::min<size_t>(kernels, static_cast<size_t>(threads)));
 }
 
 class CudaDevice : public Device {
@@ -58,12 +75,20 @@ class CudaDevice : public Device {
                                                    const RunOptions& opts) override {
     (void)opts;
     auto t0 = std::chrono::steady_clock::now();
-    FERRITE_ASSIGN_OR_RETURN(std::shared_ptr<cuda::CudaBackend> be, backend());
+    // Lowering and NVRTC need the GPU's properties only; the GPU itself (context, stream,
+    // library kernels, cuBLASLt) starts on another thread meanwhile.
+    FERRITE_ASSIGN_OR_RETURN(DeviceProperties props, probe());
+    const double t_probe = since(t0);
+    std::future<Expected<std::shared_ptr<cuda::CudaBackend>>> gpu =
+        std::async(std::launch::async, [this] { return backend(); });
+    auto t1 = std::chrono::steady_clock::now();
     FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph));
     mark_in_place_candidates(lg);
-    FERRITE_ASSIGN_OR_RETURN(std::string source,
-                             be->parts.dialect->generate(lg, be->parts.properties));
+    const double t_lower = since(t1);
+    auto t2 = std::chrono::steady_clock::now();
+    cuda::CudaDialect dialect;
     if (const char* dump = std::getenv("FERRITE_DUMP_LOWERED")) {
+      FERRITE_ASSIGN_OR_RETURN(std::string source, dialect.generate(lg, props));
       if (std::FILE* f = std::fopen(dump, "w")) {
         std::fputs(print_lowered(lg).c_str(), f);
         std::fputs("\n", f);
@@ -71,24 +96,55 @@ class CudaDevice : public Device {
         std::fclose(f);
       }
     }
-    FERRITE_ASSIGN_OR_RETURN(CompiledModule compiled,
-                             be->parts.compiler->compile(source, "kernels"));
+    FERRITE_ASSIGN_OR_RETURN(cuda::KernelSources ks,
+                             cuda::split_kernel_sources(lg, dialect, props));
+    const double t_codegen = since(t2);
+    const int threads = cuda::compile_threads();
+    FERRITE_ASSIGN_OR_RETURN(
+        cuda::ChunkedCompile compiled,
+        cuda::compile_chunks(cuda::make_chunks(ks, chunk_count(ks.texts.size(), threads)),
+                             props.arch, props.cache_key(), threads));
+    auto t3 = std::chrono::steady_clock::now();
+    FERRITE_ASSIGN_OR_RETURN(std::shared_ptr<cuda::CudaBackend> be, gpu.get());
+    const double t_wait = since(t3);
+    auto t4 = std::chrono::steady_clock::now();
+    FERRITE_ASSIGN_OR_RETURN(auto modules, cuda::ModuleSet::load(*be->rt, compiled, ks));
+    const double t_load = since(t4);
     if (log_enabled("compile"))
-      std::fprintf(
-          stderr, "[compile] cuda %s: %.3f s (%s %.3f s)%s%s\n", be->parts.properties.arch.c_str(),
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-          compiled.cache_hit ? "compile cache hit, load" : "NVRTC compile", compiled.seconds,
-          compiled.cache_note.empty() ? "" : "; cache: ", compiled.cache_note.c_str());
+      std::fprintf(stderr,
+                   "[compile] cuda %s: %.3f s: probe %.3f, lower %.3f, codegen %.3f, NVRTC %.3f "
+                   "(%zu kernels, %zu distinct, %zu programs on %d threads, %d cache hits, "
+                   "%.3f s summed over programs), waiting for the GPU %.3f, module load %.3f\n",
+                   props.arch.c_str(), since(t0), t_probe, t_lower, t_codegen,
+                   compiled.wall_seconds, static_cast<size_t>(ks.kernels), ks.texts.size(),
+                   compiled.chunks.size(), compiled.threads, compiled.cache_hits,
+                   compiled.compile_seconds, t_wait, t_load);
     if (log_enabled("fusion"))
       std::fprintf(stderr,
                    "[fusion] %zu nodes -> %d generated kernels (%d with reductions; %d nodes "
                    "fused) + %d library calls\n",
                    graph.nodes().size(), lg.kernels, lg.row_kernels, lg.fused_nodes,
                    lg.library_steps);
-    return cuda::make_cuda_model(graph, std::move(lg), std::move(compiled.module), be);
+    return cuda::make_cuda_model(graph, std::move(lg), std::move(modules), be);
   }
 
  private:
+  // The GPU's properties, read once without opening it.
+  Expected<DeviceProperties> probe() const {
+    std::call_once(probe_once_, [&] {
+      auto p = cuda::probe_properties(gpu_ordinal());
+      if (p)
+        props_ = *p;
+      else
+        probe_error_ = p.status();
+    });
+    if (probe_error_.is_ok()) return props_;
+    return probe_error_;
+  }
+  mutable std::once_flag probe_once_;
+  mutable DeviceProperties props_;
+  mutable Status probe_error_ = Status::ok();
+
   // The GPU, opened once per device object (and its error, when it cannot be).
   Expected<std::shared_ptr<cuda::CudaBackend>> backend() const {
     std::call_once(once_, [&] {

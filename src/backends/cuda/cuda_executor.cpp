@@ -61,9 +61,8 @@ class CudaModel : public PreparedModel {
     if (!rt_.make_current()) return;
     rt_.synchronize();
     states_.clear();
-    if (arena_) rt_.free(arena_);
-    if (flag_) rt_.free(flag_);
-    for (void* p : const_dev_) rt_.free(p);
+    if (log_enabled("memory")) std::fprintf(stderr, "%s\n", pool_.describe("at exit").c_str());
+    // The pool gives the arena, the constants and its cached blocks back as it is destroyed.
   }
 
   Status init() {
@@ -121,7 +120,7 @@ class CudaModel : public PreparedModel {
         if (b >= 0) det_[b] = d && lg_.buffers[b].kind == Buffer::Kind::kIntermediate;
       det_step_[i] = d;
     }
-    FERRITE_ASSIGN_OR_RETURN(flag_, rt_.allocate(sizeof(int), 256));
+    FERRITE_ASSIGN_OR_RETURN(flag_, pool_.get_persistent(sizeof(int)));
     return Status::ok();
   }
 
@@ -202,7 +201,7 @@ class CudaModel : public PreparedModel {
 
   ModelStats stats() const override {
     std::lock_guard<std::mutex> lock(mutex_);
-    return ModelStats{mem_stats_};
+    return ModelStats{mem_stats_, std::nullopt, pool_.stats()};
   }
 
  private:
@@ -229,6 +228,7 @@ class CudaModel : public PreparedModel {
   // What the model keeps per binding of the shape symbols.
   struct BindingState {
     CudaRuntime* rt = nullptr;
+    DevicePool* pool = nullptr;
     std::vector<std::optional<KernelLaunch>> launches;  // per kernel step
     std::map<size_t, std::vector<Tensor>> det_outputs;  // per deterministic host step
     std::map<int, void*> det_dev;                       // device copies of those values
@@ -247,14 +247,14 @@ class CudaModel : public PreparedModel {
       exec = nullptr;
       if (pinned) rt->api().cuMemFreeHost(pinned);
       pinned = nullptr;
-      for (void* p : owned) rt->free(p);
+      pool->release_owned(owned);
       owned.clear();
       input_dev.clear();
       outputs.clear();
     }
     ~BindingState() {
       drop_graph();
-      for (auto& [b, p] : det_dev) rt->free(p);
+      for (auto& [b, p] : det_dev) pool->put(p);
     }
   };
   struct RunStats {
@@ -294,6 +294,7 @@ class CudaModel : public PreparedModel {
       auto& fresh = states_[syms_];
       fresh = std::make_unique<BindingState>();
       fresh->rt = &rt_;
+      fresh->pool = &pool_;
       fresh->launches.resize(lg_.steps.size());
     }
     state_ = states_[syms_].get();
@@ -306,10 +307,10 @@ class CudaModel : public PreparedModel {
       FERRITE_RETURN_IF_ERROR(rt_.synchronize());
       // Captured graphs hold addresses in the old arena.
       for (auto& [k, s] : states_) s->drop_graph();
-      if (arena_) rt_.free(arena_);
+      if (arena_) FERRITE_RETURN_IF_ERROR(pool_.put(arena_));
       arena_ = nullptr;
       arena_bytes_ = 0;
-      FERRITE_ASSIGN_OR_RETURN(arena_, rt_.allocate(static_cast<size_t>(need), 256));
+      FERRITE_ASSIGN_OR_RETURN(arena_, pool_.get_persistent(static_cast<size_t>(need)));
       arena_bytes_ = need;
     }
     plan_ = *plan;
@@ -395,7 +396,9 @@ class CudaModel : public PreparedModel {
     for (void* p : scratch_) pool_.put(p);
     scratch_.clear();
     slots_.clear();
-    pool_.trim(size_t{1} << 30);
+    if (Status t = pool_.trim(size_t{1} << 30); !t && st) st = t;
+    if (log_enabled("memory") && runs_ == 1)
+      std::fprintf(stderr, "%s\n", pool_.describe("after the first run").c_str());
     if (!st) {
       rt_.synchronize();
       return st;
@@ -430,7 +433,7 @@ class CudaModel : public PreparedModel {
     BindingState& st = *state_;
     std::vector<void*> in_dev;
     for (const Tensor& t : inputs) {
-      FERRITE_ASSIGN_OR_RETURN(void* p, rt_.allocate(t.nbytes(), 256));
+      FERRITE_ASSIGN_OR_RETURN(void* p, pool_.get_owned(t.nbytes()));
       in_dev.push_back(p);
       FERRITE_RETURN_IF_ERROR(rt_.copy_to_device(p, t.raw(), t.nbytes()));
     }
@@ -460,8 +463,8 @@ class CudaModel : public PreparedModel {
       for (void* p : scratch_) pool_.put(p);
       scratch_.clear();
       rt_.synchronize();
-      for (void* p : owned) rt_.free(p);
-      for (void* p : in_dev) rt_.free(p);
+      pool_.release_owned(owned);
+      pool_.release_owned(in_dev);
       st.graphable = false;
       capture_failed_ = true;
       if (log_enabled("graph"))
@@ -599,10 +602,10 @@ class CudaModel : public PreparedModel {
     if (capturing_) return err("cuda: a host value would be uploaded during graph capture");
     size_t bytes = s.host.nbytes();
     if (lg_.buffers[b].kind == Buffer::Kind::kConstant) {
-      FERRITE_ASSIGN_OR_RETURN(const_dev_[b], rt_.allocate(bytes, 256));
+      FERRITE_ASSIGN_OR_RETURN(const_dev_[b], pool_.get_persistent(bytes));
       s.dev = const_dev_[b];
     } else if (det_[b]) {
-      FERRITE_ASSIGN_OR_RETURN(void* p, rt_.allocate(bytes, 256));
+      FERRITE_ASSIGN_OR_RETURN(void* p, pool_.get_persistent(bytes));
       state_->det_dev[b] = p;
       s.dev = p;
     } else {

@@ -6,8 +6,8 @@
 // embedding lookups of graph inputs) cost no transfers; a host step that needs a device value
 // copies it back (a "fallback", counted and logged with FERRITE_LOG=fallback). Intermediates live
 // in one device arena at the memory planner's offsets (memory/planner.h), planned per binding of
-// the shape symbols; the rest comes from a pool of device blocks reused across runs. Constants
-// are uploaded once, on first use.
+// the shape symbols; the rest comes from a caching allocator (cuda_pool.h) whose blocks are
+// reused across runs. Constants are uploaded once, on first use.
 #pragma once
 
 #include <memory>

@@ -223,15 +223,27 @@ __device__ __forceinline__ void gather_impl(const T* __restrict__ data, const vo
   }
 }
 
+// One kernel per element size (not one switching on it): each compiles as its own NVRTC program
+// in parallel; together they were the library's slowest compile. `esize` is unused.
+extern "C" __global__ void fe_gather_1(const void* data, const void* idx, int idx64, void* out,
+                                       int64_t outer, int64_t axis_len, int64_t n_idx, int64_t inner,
+                                       int esize, int* err, int tag) {
+  gather_impl((const unsigned char*)data, idx, idx64, (unsigned char*)out, outer, axis_len, n_idx, inner, err, tag);
+}
+extern "C" __global__ void fe_gather_2(const void* data, const void* idx, int idx64, void* out,
+                                       int64_t outer, int64_t axis_len, int64_t n_idx, int64_t inner,
+                                       int esize, int* err, int tag) {
+  gather_impl((const unsigned short*)data, idx, idx64, (unsigned short*)out, outer, axis_len, n_idx, inner, err, tag);
+}
+extern "C" __global__ void fe_gather_4(const void* data, const void* idx, int idx64, void* out,
+                                       int64_t outer, int64_t axis_len, int64_t n_idx, int64_t inner,
+                                       int esize, int* err, int tag) {
+  gather_impl((const unsigned int*)data, idx, idx64, (unsigned int*)out, outer, axis_len, n_idx, inner, err, tag);
+}
 extern "C" __global__ void fe_gather(const void* data, const void* idx, int idx64, void* out,
                                      int64_t outer, int64_t axis_len, int64_t n_idx, int64_t inner,
                                      int esize, int* err, int tag) {
-  switch (esize) {
-    case 1: gather_impl((const unsigned char*)data, idx, idx64, (unsigned char*)out, outer, axis_len, n_idx, inner, err, tag); break;
-    case 2: gather_impl((const unsigned short*)data, idx, idx64, (unsigned short*)out, outer, axis_len, n_idx, inner, err, tag); break;
-    case 4: gather_impl((const unsigned int*)data, idx, idx64, (unsigned int*)out, outer, axis_len, n_idx, inner, err, tag); break;
-    default: gather_impl((const unsigned long long*)data, idx, idx64, (unsigned long long*)out, outer, axis_len, n_idx, inner, err, tag); break;
-  }
+  gather_impl((const unsigned long long*)data, idx, idx64, (unsigned long long*)out, outer, axis_len, n_idx, inner, err, tag);
 }
 
 // y = a (op) b with NumPy broadcasting (f32): 0 add, 1 sub, 2 mul, 3 div.
@@ -347,14 +359,26 @@ bool parse_act(const std::string& s, Act* a) {
   return true;
 }
 
+Expected<ChunkedCompile> LibraryKernels::compile(const std::string& arch,
+                                                 const std::string& device_key) {
+  const int threads = compile_threads();
+  FERRITE_ASSIGN_OR_RETURN(auto programs, split_program(kLibrarySource, threads));
+  return compile_chunks(std::move(programs), arch, device_key, threads, "ferrite_library");
+}
+
 Expected<std::unique_ptr<LibraryKernels>> LibraryKernels::load(const CudaRuntime& rt,
                                                                const std::string& arch,
-                                                               const std::string& device_key) {
-  FERRITE_ASSIGN_OR_RETURN(CubinResult c,
-                           compile_to_cubin(kLibrarySource, arch, "ferrite_library", device_key));
+                                                               const std::string& device_key,
+                                                               const ChunkedCompile* precompiled) {
+  ChunkedCompile c;
+  if (precompiled) {
+    c = *precompiled;
+  } else {
+    FERRITE_ASSIGN_OR_RETURN(c, compile(arch, device_key));
+  }
   auto lib = std::unique_ptr<LibraryKernels>(new LibraryKernels());
   lib->rt_ = &rt;
-  FERRITE_ASSIGN_OR_RETURN(lib->module_, CubinModule::load(rt, c.cubin));
+  FERRITE_ASSIGN_OR_RETURN(lib->module_, ModuleSet::load(rt, c));
   struct {
     const char* name;
     CUfunction* fn;
@@ -366,6 +390,9 @@ Expected<std::unique_ptr<LibraryKernels>> LibraryKernels::load(const CudaRuntime
              {"fe_broadcast_fill", &lib->fill_},
              {"fe_bias_act_unfold", &lib->unfold_},
              {"fe_gather", &lib->gather_},
+             {"fe_gather_1", &lib->gather1_},
+             {"fe_gather_2", &lib->gather2_},
+             {"fe_gather_4", &lib->gather4_},
              {"fe_binary_f32", &lib->binary_},
              {"fe_attention_softmax", &lib->softmax_}};
   for (auto& f : fns) {
@@ -414,7 +441,8 @@ Status LibraryKernels::gather(const void* data, const void* idx, bool idx64, voi
                               int esize, int* err, int tag) {
   int i64 = idx64 ? 1 : 0;
   void* args[] = {&data, &idx, &i64, &out, &outer, &axis_len, &n_idx, &inner, &esize, &err, &tag};
-  return launch(gather_, grid_for(outer * n_idx * inner, 256, sms_), 256, args);
+  CUfunction f = esize == 1 ? gather1_ : esize == 2 ? gather2_ : esize == 4 ? gather4_ : gather_;
+  return launch(f, grid_for(outer * n_idx * inner, 256, sms_), 256, args);
 }
 
 Status LibraryKernels::binary_f32(const float* a, const BroadcastDims& ab, const float* b,

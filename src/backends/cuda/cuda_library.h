@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cuda_compile.h"
 #include "backends/cuda/cuda_runtime.h"
 #include "backends/cuda/nvrtc_compiler.h"
 
@@ -55,9 +56,13 @@ struct SoftmaxParams {
 
 class LibraryKernels {
  public:
+  // `precompiled`: what compile() made (it needs no GPU, so it can run while the GPU starts).
   static Expected<std::unique_ptr<LibraryKernels>> load(const CudaRuntime& rt,
                                                         const std::string& arch,
-                                                        const std::string& device_key);
+                                                        const std::string& device_key,
+                                                        const ChunkedCompile* precompiled = nullptr);
+  // The kernels as several NVRTC programs compiled in parallel (cuda_compile.h).
+  static Expected<ChunkedCompile> compile(const std::string& arch, const std::string& device_key);
   // Each launches on the runtime's stream; counts are in elements.
   Status conv2d_direct(const float* x, const float* w, const float* bias, float* y,
                        const ConvParams& p);
@@ -87,10 +92,11 @@ class LibraryKernels {
  private:
   Status launch(CUfunction f, int64_t grid, int64_t block, void** args);
   const CudaRuntime* rt_ = nullptr;
-  std::unique_ptr<CubinModule> module_;
+  std::unique_ptr<LoadedModule> module_;
   CUfunction conv_ = nullptr, im2col_ = nullptr, bias_act_ = nullptr, maxpool_ = nullptr,
              epilogue_ = nullptr, fill_ = nullptr, softmax_ = nullptr, unfold_ = nullptr,
              gather_ = nullptr, binary_ = nullptr;
+  CUfunction gather1_ = nullptr, gather2_ = nullptr, gather4_ = nullptr;  // by element size
   int sms_ = 1;
   int64_t launches_ = 0;
 };

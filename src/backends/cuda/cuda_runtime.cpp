@@ -42,8 +42,13 @@ Expected<void*> CudaRuntime::allocate(size_t bytes, size_t alignment) {
 }
 
 void CudaRuntime::free(void* ptr) {
-  if (!ptr || !make_current().is_ok()) return;
-  d_->cuMemFree(dptr(ptr));
+  (void)release(ptr);
+}
+
+Status CudaRuntime::release(void* ptr) {
+  if (!ptr) return Status::ok();
+  FERRITE_RETURN_IF_ERROR(make_current());
+  return check(d_->cuMemFree(dptr(ptr)), "cuMemFree");
 }
 
 Status CudaRuntime::copy_to_device(void* dst, const void* src, size_t bytes) {

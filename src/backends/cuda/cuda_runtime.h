@@ -17,6 +17,8 @@ class CudaRuntime : public DeviceRuntime {
 
   Expected<void*> allocate(size_t bytes, size_t alignment) override;
   void free(void* ptr) override;
+  // free() with the driver's return code checked.
+  Status release(void* ptr);
   // Copies are ordered on the runtime's stream. Host-to-device copies return once the source
   // may be reused (the driver stages pageable memory); device-to-host copies wait for the data.
   Status copy_to_device(void* dst, const void* host_src, size_t bytes) override;

@@ -123,6 +123,7 @@ int run_command(int argc, char** argv) {
   std::vector<double> seconds;
   std::vector<std::optional<MemoryStats>> memory;  // per run, where the device plans memory
   std::vector<std::optional<TuningStats>> tuning;  // cumulative after each run (--autotune)
+  std::optional<DeviceMemoryStats> device_memory;  // the device's allocator, after the last run
   std::vector<std::string> checks(input_sets.size(), "");
   bool all_match = true;
   for (size_t k = 0; k < input_sets.size(); ++k) {
@@ -133,6 +134,7 @@ int run_command(int argc, char** argv) {
     seconds.push_back(std::chrono::duration<double>(r1 - r0).count());
     memory.push_back((*session)->stats().memory);
     tuning.push_back((*session)->stats().tuning);
+    device_memory = (*session)->stats().device_memory;
     if (!args->flag("quiet")) {
       std::printf("run %zu (%s): %.3f s\n", k, labels[k].c_str(), seconds.back());
       for (size_t i = 0; i < outs->size(); ++i)
@@ -211,6 +213,15 @@ int run_command(int argc, char** argv) {
     }
     js << "]";
     if (peak) js << ", \"memory\": " << memory_json(*peak);
+    if (device_memory) {
+      const DeviceMemoryStats& d = *device_memory;
+      js << ", \"device_memory\": {\"in_use_bytes\": " << d.in_use_bytes
+         << ", \"peak_in_use_bytes\": " << d.peak_in_use_bytes
+         << ", \"reserved_bytes\": " << d.reserved_bytes
+         << ", \"peak_reserved_bytes\": " << d.peak_reserved_bytes
+         << ", \"driver_allocs\": " << d.driver_allocs << ", \"driver_frees\": " << d.driver_frees
+         << ", \"requests\": " << d.requests << ", \"cache_hits\": " << d.cache_hits << "}";
+    }
     if (tuned)
       js << ", \"autotune\": {\"kernels_tuned\": " << tuned->kernels_tuned
          << ", \"kernels_reused\": " << tuned->kernels_reused
