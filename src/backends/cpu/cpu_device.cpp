@@ -245,11 +245,20 @@ class CpuDevice : public Device {
     return "host CPU: fused kernels generated as C++, compiled with the system compiler";
   }
   std::vector<std::string> default_passes() const override { return {"default"}; }
+  // bf16 / fp16: generated kernels convert on load and store; library steps without a low
+  // precision implementation (oneDNN GEMM / conv take f32) run the op table's kernels.
+  Status check_precision(Precision p) const override {
+    if (p == Precision::kTF32)
+      return unsupported("device 'cpu' does not run precision tf32 (a GPU tensor-core GEMM "
+                         "mode); use f32, bf16 or fp16");
+    return Status::ok();
+  }
   Expected<std::unique_ptr<PreparedModel>> prepare(const Graph& graph,
                                                    const RunOptions& opts) override {
     auto t0 = std::chrono::steady_clock::now();
     LoweringOptions lower_opts;
     lower_opts.horizontal_fusion = true;
+    lower_opts.low_precision_kernels = true;
     FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph, lower_opts));
     mark_in_place_candidates(lg);  // before codegen: in-place pairs are not __restrict
     FERRITE_ASSIGN_OR_RETURN(std::string source,

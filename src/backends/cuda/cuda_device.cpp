@@ -2,6 +2,7 @@
 // compiles them with NVRTC for the GPU's architecture and runs the step list on the GPU
 // (cuda_executor.h). The GPU is opened on first use; without a driver or a GPU, prepare()
 // returns an error saying what is missing.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -54,12 +55,26 @@ class CudaDevice : public Device {
     return passes;
   }
 
+  // bf16 GEMMs need compute capability 8.0 (Ampere); fp16 and TF32 likewise for tensor cores.
+  // Without a GPU the answer waits for prepare(), which reports why there is none.
+  Status check_precision(Precision p) const override {
+    if (p == Precision::kF32) return Status::ok();
+    auto b = backend();
+    if (!b) return Status::ok();
+    const auto& f = (*b)->parts.properties.features;
+    if (std::find(f.begin(), f.end(), "bf16") == f.end())
+      return unsupported("device 'cuda' (", (*b)->parts.properties.arch, ") does not run precision ",
+                         precision_name(p), ": it needs compute capability 8.0 or newer");
+    return Status::ok();
+  }
+
   Expected<std::unique_ptr<PreparedModel>> prepare(const Graph& graph,
                                                    const RunOptions& opts) override {
-    (void)opts;
     auto t0 = std::chrono::steady_clock::now();
     FERRITE_ASSIGN_OR_RETURN(std::shared_ptr<cuda::CudaBackend> be, backend());
-    FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph));
+    LoweringOptions lower_opts;
+    lower_opts.low_precision_kernels = true;
+    FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph, lower_opts));
     mark_in_place_candidates(lg);
     FERRITE_ASSIGN_OR_RETURN(std::string source,
                              be->parts.dialect->generate(lg, be->parts.properties));
@@ -85,7 +100,8 @@ class CudaDevice : public Device {
                    "fused) + %d library calls\n",
                    graph.nodes().size(), lg.kernels, lg.row_kernels, lg.fused_nodes,
                    lg.library_steps);
-    return cuda::make_cuda_model(graph, std::move(lg), std::move(compiled.module), be);
+    return cuda::make_cuda_model(graph, std::move(lg), std::move(compiled.module), be,
+                                 opts.precision == Precision::kTF32);
   }
 
  private:
