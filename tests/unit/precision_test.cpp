@@ -7,6 +7,8 @@
 #include <onnx/defs/parser.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <sstream>
 
@@ -306,6 +308,44 @@ TEST(CudaCodegen, LowPrecisionKernelsCompileForSm90) {
   }
   auto lib = cuda::compile_to_cubin(cuda::library_source(), "sm_90", "ferrite_library");
   ASSERT_TRUE(lib) << lib.status().message();
+}
+
+// The zoo's models as the cuda device compiles them at bf16 and fp16 ($FERRITE_MODELS_DIR,
+// default build/models of this checkout; materialized by `ctest -L model`).
+TEST(CudaCodegen, ZooModelsCompileForSm90AtLowPrecision) {
+  auto nv = cuda::nvrtc();
+  if (!nv) GTEST_SKIP() << nv.status().message();
+  const char* env = std::getenv("FERRITE_MODELS_DIR");
+  std::filesystem::path dir = env && *env ? std::filesystem::path(env)
+                                          : std::filesystem::path(FERRITE_TEST_DATA_DIR) / ".." /
+                                                ".." / "build" / "models";
+  int compiled = 0;
+  for (const char* m : {"mlp", "convnet", "resnet18", "mobilenet_v2", "bert_base", "gpt2"}) {
+    auto path = dir / m / "model.onnx";
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) continue;
+    for (const char* pass : {"convert-precision-bf16", "convert-precision-fp16"}) {
+      SCOPED_TRACE(std::string(m) + " " + pass);
+      auto g = import_onnx_file(path);
+      ASSERT_TRUE(g) << g.status().message();
+      std::vector<std::string> pipeline;
+      for (auto& p : default_pipeline())
+        if (p != "fuse-conv-activation") pipeline.push_back(p);  // the cuda device's passes
+      pipeline.push_back(pass);
+      ASSERT_TRUE(run_pipeline(**g, pipeline));
+      LoweringOptions lo;
+      lo.low_precision_kernels = true;
+      auto lg = lower_graph(**g, lo);
+      ASSERT_TRUE(lg) << lg.status().message();
+      mark_in_place_candidates(*lg);
+      auto src = cuda::CudaDialect().generate(*lg, DeviceProperties{});
+      ASSERT_TRUE(src) << src.status().message();
+      auto cubin = cuda::compile_to_cubin(*src, "sm_90", m);
+      ASSERT_TRUE(cubin) << cubin.status().message();
+      ++compiled;
+    }
+  }
+  if (compiled == 0) GTEST_SKIP() << "no materialized models under " << dir;
 }
 #endif
 

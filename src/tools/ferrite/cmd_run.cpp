@@ -28,8 +28,8 @@ const char* kRunHelp = R"(usage: ferrite run MODEL [--inputs DIR]... [--input NA
                       a mismatch
   --precision P       f32 (default; TF32 off), tf32 (f32 storage, TF32 tensor-core GEMMs; cuda),
                       bf16 or fp16 (weights and activations stored in the low dtype, float32
-                      compute and accumulation; inputs and outputs stay f32). --check tolerances:
-                      bf16 atol=rtol=6e-2, fp16 and tf32 1e-2 (docs/cuda-backend.md, "Precision")
+                      compute and accumulation; inputs and outputs stay f32). --check tolerances
+                      (atol = rtol): bf16 0.0625, fp16 and tf32 0.0078 (docs/cuda-backend.md)
   --passes LIST       graph passes before preparing: "default", "none" or a comma-separated list
                       (see `ferrite info --list-passes`); by default none on `reference` (the
                       oracle) and the default pipeline on compiling devices such as `cpu`
