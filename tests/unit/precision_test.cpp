@@ -84,6 +84,17 @@ g (float[N,64] x) => (float[N,16] y) <)" +
 })",
                {{"x", {3, 64}}},
                {}});
+  // A full-shape residual: the GEMM's C operand (beta = 1) at bf16.
+  c.push_back({"MatMulBiasResidual",
+               R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[N,S,32] x, float[N,S,24] r) => (float[N,S,24] y) <)" +
+                   init("w", {32, 24}, 0.3) + ", " + init("b", {24}, 0.5) + R"(> {
+  m = MatMul(x, w)
+  a = Add(m, b)
+  y = Add(a, r)
+})",
+               {{"x", {2, 5, 32}}, {"r", {2, 5, 24}}},
+               {}});
   c.push_back({"LayerNorm",
                R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[N,S,48] x) => (float[N,S,48] y) <)" +
@@ -109,10 +120,12 @@ g (float[N,H,S,S] x, int64[N,S] mask) => (float[N,H,S,S] y) <float one = {1.0}, 
   c.push_back({"ConvReluMaxPool",
                R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[N,3,11,11] x) => (float[N,8,5,5] y) <)" +
-                   init("w", {8, 3, 3, 3}, 0.3) + ", " + init("b", {8}, 0.2) + R"(> {
+                   init("w", {8, 3, 3, 3}, 0.3) + ", " + init("b", {8}, 0.2) + ", " +
+                   init("w1", {8, 8, 1, 1}, 0.3) + R"(> {
   c = Conv<kernel_shape = [3, 3], pads = [1, 1, 1, 1]>(x, w, b)
   r = Relu(c)
-  y = MaxPool<kernel_shape = [3, 3], strides = [2, 2]>(r)
+  c1 = Conv<kernel_shape = [1, 1]>(r, w1)
+  y = MaxPool<kernel_shape = [3, 3], strides = [2, 2]>(c1)
 })",
                {{"x", {2, 3, 11, 11}}},
                {}});
