@@ -54,7 +54,7 @@ for d in $(strings "$bin/ferrite_unit_tests" | grep -oE '^/[^ ]*/tests/data$' | 
   mkdir -p "$d" "${d%/data}/golden/lowering" "${d%/data}/golden/codegen" "${d%/data}/golden/passes"
 done
 filter='Cuda*'
-[ -n "$prec" ] && filter='Cuda*:Precision*:ConvertPrecision*'
+[ -n "$prec" ] && filter='Cuda*:Precision/PrecisionRun.*cuda_*:Precision.*:ConvertPrecision*'
 "$bin/ferrite_unit_tests" --gtest_filter="$filter" >> "$log" 2>&1
 echo "unit tests rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$log" | tr '\n' ' ')" >> "$summary"
 mkdir -p /tmp/models

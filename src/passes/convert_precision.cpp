@@ -51,7 +51,9 @@ Tensor convert_tensor(const Tensor& t, DType low) {
   return r;
 }
 
-std::string low_suffix(DType low) { return low == DType::kBF16 ? "bf16" : "fp16"; }
+std::string low_suffix(DType low) {
+  return low == DType::kBF16 ? "bf16" : "fp16";
+}
 
 // Whether input `i` of `n` may be given in `low`: every type constraint listing it admits the
 // dtype. Inputs no constraint lists keep their dtype (nothing says the op accepts another).
@@ -108,8 +110,9 @@ class Converter {
     std::unordered_map<const Node*, size_t> pos;
     for (size_t i = 0; i < order_.size(); ++i) pos[order_[i]] = i;
     FERRITE_CHECK(pos.size() == g_.nodes().size());
-    std::stable_sort(g_.nodes().begin(), g_.nodes().end(),
-                     [&](const auto& a, const auto& b) { return pos.at(a.get()) < pos.at(b.get()); });
+    std::stable_sort(g_.nodes().begin(), g_.nodes().end(), [&](const auto& a, const auto& b) {
+      return pos.at(a.get()) < pos.at(b.get());
+    });
     g_.compact();
     if (const char* log = std::getenv("FERRITE_LOG"); log && std::strstr(log, "passes")) {
       std::fprintf(stderr, "convert-precision-%s: %zu casts, %zu nodes kept in f32%s\n",
@@ -258,7 +261,9 @@ class ConvertPrecision : public Pass {
 
 }  // namespace
 
-std::string precision_pass_name(DType low) { return "convert-precision-" + low_suffix(low); }
+std::string precision_pass_name(DType low) {
+  return "convert-precision-" + low_suffix(low);
+}
 
 void register_convert_precision(PassRegistry& r) {
   r.add({"convert-precision-bf16",

@@ -4,10 +4,14 @@ namespace ferrite {
 
 std::string_view precision_name(Precision p) {
   switch (p) {
-    case Precision::kF32: return "f32";
-    case Precision::kTF32: return "tf32";
-    case Precision::kBF16: return "bf16";
-    case Precision::kF16: return "fp16";
+    case Precision::kF32:
+      return "f32";
+    case Precision::kTF32:
+      return "tf32";
+    case Precision::kBF16:
+      return "bf16";
+    case Precision::kF16:
+      return "fp16";
   }
   return "?";
 }
@@ -35,12 +39,16 @@ Tolerance precision_tolerance(Precision p, DType expected) {
   // intermediates in float, 11.8 u), for bf16 and fp16 alike. The measurements and the reasoning:
   // docs/cuda-backend.md, "Precision".
   switch (p) {
-    case Precision::kBF16: return {0.0625, 0.0625};         // 16 * 2^-8
-    case Precision::kF16: return {0.0078125, 0.0078125};    // 16 * 2^-11
+    case Precision::kBF16:
+      return {0.0625, 0.0625};  // 16 * 2^-8
+    case Precision::kF16:
+      return {0.0078125, 0.0078125};  // 16 * 2^-11
     // TF32 rounds GEMM operands to 11 significant bits, as fp16 storage does, and keeps every
     // stored value in float32: at most fp16's error (not measured here: no GPU).
-    case Precision::kTF32: return {0.0078125, 0.0078125};
-    case Precision::kF32: break;
+    case Precision::kTF32:
+      return {0.0078125, 0.0078125};
+    case Precision::kF32:
+      break;
   }
   return default_tolerance(expected);
 }

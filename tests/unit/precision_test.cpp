@@ -3,6 +3,8 @@
 // depthwise Conv, attention) run at reduced precision on reference, cpu and cuda and must match
 // the float32 reference within the precision's documented tolerance (runtime/precision.h). cuda
 // cases skip without a GPU; the CudaCodegen cases compile the bf16 / fp16 kernels with NVRTC.
+#include "runtime/precision.h"
+
 #include <gtest/gtest.h>
 #include <onnx/defs/parser.h>
 
@@ -15,7 +17,6 @@
 #include "lower/lowering.h"
 #include "memory/in_place.h"
 #include "passes/pass.h"
-#include "runtime/precision.h"
 #include "runtime/session.h"
 
 #if FERRITE_HAVE_CUDA
@@ -60,7 +61,7 @@ struct Case {
   std::string name;
   std::string text;
   std::vector<std::pair<std::string, std::vector<int64_t>>> inputs;  // f32 inputs
-  std::vector<std::pair<std::string, std::vector<int64_t>>> masks;    // int64 0/1 inputs
+  std::vector<std::pair<std::string, std::vector<int64_t>>> masks;   // int64 0/1 inputs
 };
 
 std::vector<Case> cases() {
@@ -139,8 +140,9 @@ g (float[N,6,9,9] x) => (float[N,6,9,9] y) <)" +
 })",
                {{"x", {2, 6, 9, 9}}},
                {}});
-  c.push_back({"Attention",
-               R"(<ir_version: 8, opset_import: ["" : 17]>
+  c.push_back(
+      {"Attention",
+       R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[B,2,S,16] q, float[B,2,S,16] k, float[B,2,S,16] v, float[B,1,1,S] mask) => (float[B,2,S,16] y) <float c = {0.25}> {
   kt = Transpose<perm = [0, 1, 3, 2]>(k)
   s = MatMul(q, kt)
@@ -149,9 +151,8 @@ g (float[B,2,S,16] q, float[B,2,S,16] k, float[B,2,S,16] v, float[B,1,1,S] mask)
   p = Softmax<axis = -1>(z)
   y = MatMul(p, v)
 })",
-               {{"q", {2, 2, 6, 16}}, {"k", {2, 2, 6, 16}}, {"v", {2, 2, 6, 16}},
-                {"mask", {2, 1, 1, 6}}},
-               {}});
+       {{"q", {2, 2, 6, 16}}, {"k", {2, 2, 6, 16}}, {"v", {2, 2, 6, 16}}, {"mask", {2, 1, 1, 6}}},
+       {}});
   return c;
 }
 
@@ -167,7 +168,8 @@ std::vector<Session::NamedInput> inputs_for(const Case& c, unsigned seed) {
   for (const auto& [name, dims] : c.masks) {
     Tensor t = Tensor::zeros(DType::kI64, dims);
     // Every row keeps its first position (a fully masked row is NaN in float32 too).
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<int64_t>()[i] = (i % dims.back() == 0) || rng() % 3 != 0;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<int64_t>()[i] = (i % dims.back() == 0) || rng() % 3 != 0;
     in.push_back({name, std::move(t)});
   }
   return in;
@@ -209,8 +211,8 @@ TEST_P(PrecisionRun, MatchesFloat32ReferenceWithinTolerance) {
         ASSERT_EQ(got->size(), want->size());
         for (size_t o = 0; o < got->size(); ++o) {
           ASSERT_EQ((*got)[o].dtype(), DType::kF32);
-          CompareResult r = compare_tensors((*got)[o], (*want)[o],
-                                            precision_tolerance(prec, (*want)[o].dtype()));
+          CompareResult r =
+              compare_tensors((*got)[o], (*want)[o], precision_tolerance(prec, (*want)[o].dtype()));
           EXPECT_TRUE(r.ok) << device << " " << precision_name(prec) << " output " << o << ": "
                             << r.message;
         }
@@ -219,14 +221,13 @@ TEST_P(PrecisionRun, MatchesFloat32ReferenceWithinTolerance) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Precision, PrecisionRun,
-    ::testing::Combine(::testing::Values("reference", "cpu", "cuda"),
-                       ::testing::Values(Precision::kBF16, Precision::kF16)),
-    [](const auto& info) {
-      return std::get<0>(info.param) + "_" +
-             std::string(precision_name(std::get<1>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(Precision, PrecisionRun,
+                         ::testing::Combine(::testing::Values("reference", "cpu", "cuda"),
+                                            ::testing::Values(Precision::kBF16, Precision::kF16)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" +
+                                  std::string(precision_name(std::get<1>(info.param)));
+                         });
 
 TEST(Precision, NamesAndTolerances) {
   for (Precision p : {Precision::kF32, Precision::kTF32, Precision::kBF16, Precision::kF16})
@@ -329,9 +330,9 @@ TEST(CudaCodegen, ZooModelsCompileForSm90AtLowPrecision) {
   auto nv = cuda::nvrtc();
   if (!nv) GTEST_SKIP() << nv.status().message();
   const char* env = std::getenv("FERRITE_MODELS_DIR");
-  std::filesystem::path dir = env && *env ? std::filesystem::path(env)
-                                          : std::filesystem::path(FERRITE_TEST_DATA_DIR) / ".." /
-                                                ".." / "build" / "models";
+  std::filesystem::path dir =
+      env && *env ? std::filesystem::path(env)
+                  : std::filesystem::path(FERRITE_TEST_DATA_DIR) / ".." / ".." / "build" / "models";
   int compiled = 0;
   for (const char* m : {"mlp", "convnet", "resnet18", "mobilenet_v2", "bert_base", "gpt2"}) {
     auto path = dir / m / "model.onnx";
