@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_gemm.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
 
@@ -106,16 +108,32 @@ Status CublasGemm::tune(const GemmCall& g, Plan& p, const cublasLtMatmulHeuristi
   return Status::ok();
 }
 
+namespace {
+// The largest power of two (up to 256, cuBLASLt's default assumption) dividing p's address.
+uint32_t pointer_alignment(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 256;
+  while (a > 1 && v % a != 0) a >>= 1;
+  return a;
+}
+}  // namespace
+
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS's "A" is our B.
 Status CublasGemm::run(const GemmCall& g) {
   if (g.m == 0 || g.n == 0) return Status::ok();
   ++calls_;
   const bool has_c = g.beta != 0 && g.c_in;
+  // bf16 / f16 operands may start at any 2-byte boundary (per-matrix calls of a broadcast batch):
+  // the plan asks only for the alignment the pointers have (f32 keeps cuBLASLt's default).
+  uint32_t align = 256;
+  if (g.dtype != DType::kF32)
+    for (const void* p : {g.a, g.b, static_cast<const void*>(g.c), has_c ? g.c_in : nullptr})
+      if (p) align = std::min(align, pointer_alignment(p));
   std::ostringstream key;
   key << g.m << "," << g.n << "," << g.k << "," << g.batch << "," << g.lda << "," << g.ldb << ","
       << g.ldc << "," << g.stride_a << "," << g.stride_b << "," << g.stride_c << "," << g.trans_a
       << g.trans_b << (g.bias != nullptr) << g.relu << has_c << "," << static_cast<int>(g.dtype)
-      << (g.tf32 && g.dtype == DType::kF32);
+      << (g.tf32 && g.dtype == DType::kF32) << "," << align;
   std::shared_ptr<Plan>& slot = plans_[key.str()];
   if (!slot) {
     auto p = std::make_shared<Plan>();
@@ -162,6 +180,12 @@ Status CublasGemm::run(const GemmCall& g) {
     uint64_t ws = workspace_bytes_;
     lt_->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                               sizeof ws);
+    if (align < 256)
+      for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+        lt_->cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof align);
     cublasLtMatmulHeuristicResult_t results[8] = {};
     int found = 0;
     cublasStatus_t hs = lt_->cublasLtMatmulAlgoGetHeuristic(
