@@ -36,7 +36,7 @@ Tolerance precision_tolerance(Precision p, DType expected) {
   // bf16 p = 8, fp16 and tf32 p = 11). Every stored value carries a relative error up to u and a
   // deep model compounds them: on the zoo the largest |got - want| / (1 + |want|) measured was
   // 13 u (bert_base on `reference`, which rounds after every op; `cpu`, which keeps fused
-  // intermediates in float, 11.8 u), for bf16 and fp16 alike. The measurements and the reasoning:
+  // intermediates in float, 11.2 u), for bf16 and fp16 alike. The measurements and the reasoning:
   // docs/cuda-backend.md, "Precision".
   switch (p) {
     case Precision::kBF16:
