@@ -8,8 +8,13 @@
 #   CARRY/lib/*       libraries the GPU machine lacks (protobuf, onnx, oneDNN as .xz, ...)
 #   CARRY/models/<m>  the shared zoo's recipes (weights are regenerated here)
 # Usage on the GPU machine: bash scripts/gpu/run_cuda_tests.sh [CARRY_DIR] [MODELS]
-# (QUICK=1: unit tests and --check only; PRECISION=bf16|fp16 adds --precision to the model runs.)
+# (QUICK=1: unit tests and --check only.)
+# PRECISION=bf16 (or fp16, tf32) runs the checks and benchmarks at that precision (--check then
+# uses the precision's tolerance), adds the Precision/* unit tests and skips the f32 variants.
 set -uo pipefail
+prec=${PRECISION:-}
+pflag=()
+[ -n "$prec" ] && pflag=(--precision "$prec")
 carry=${1:-.devcarry}
 models=${2:-"mlp convnet resnet18 mobilenet_v2 bert_base gpt2"}
 out=${OUT:-./gpu-out}
@@ -49,7 +54,9 @@ echo "== unit tests" >> "$log"
 for d in $(strings "$bin/ferrite_unit_tests" | grep -oE '^/[^ ]*/tests/data$' | sort -u); do
   mkdir -p "$d" "${d%/data}/golden/lowering" "${d%/data}/golden/codegen" "${d%/data}/golden/passes"
 done
-"$bin/ferrite_unit_tests" --gtest_filter='Cuda*' >> "$log" 2>&1
+filter='Cuda*'
+[ -n "$prec" ] && filter='Cuda*:Precision/PrecisionRun.*cuda_*:Precision.*:ConvertPrecision*'
+"$bin/ferrite_unit_tests" --gtest_filter="$filter" >> "$log" 2>&1
 echo "unit tests rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$log" | tr '\n' ' ')" >> "$summary"
 mkdir -p /tmp/models
 echo "[" > "$out/bench.json"
@@ -64,21 +71,23 @@ for m in $models; do
   echo "== $m: run --check (cold compile: empty cache)" >> "$log"
   rm -rf "$FERRITE_CACHE_DIR"
   FERRITE_LOG=fallback,compile,fusion,graph,memory timeout 300 "$bin/ferrite" run "$work/model.onnx" "${sets[@]}" \
-    --device cuda --check --output-dir "/tmp/out-$m" > "/tmp/run-$m.txt" 2>&1
+    --device cuda "${pflag[@]}" --check --output-dir "/tmp/out-$m" > "/tmp/run-$m.txt" 2>&1
   rc=$?
   cat "/tmp/run-$m.txt" >> "$log"
   echo "$m check rc=$rc $(grep -h 'check:' "/tmp/run-$m.txt" | tr '\n' ' ')" >> "$summary"
   [ -n "${QUICK:-}" ] && continue  # QUICK=1: correctness only
   echo "== $m" >> "$out/profile.txt"
   FERRITE_LOG=profile timeout 120 "$bin/ferrite" bench "$work/model.onnx" --inputs "$work/test_data_set_0" \
-    --device cuda --warmup 2 --runs 20 --min-seconds 0 2>&1 | grep '^\[profile\]' >> "$out/profile.txt"
+    --device cuda "${pflag[@]}" --warmup 2 --runs 20 --min-seconds 0 2>&1 | grep '^\[profile\]' >> "$out/profile.txt"
   timeout 300 "$bin/ferrite" bench "$work/model.onnx" --inputs "$work/test_data_set_0" --device cuda \
-    --warmup 20 --runs 200 --min-seconds 2 --json "/tmp/bench-$m.json" >> "$log" 2>&1
+    "${pflag[@]}" --warmup 20 --runs 200 --min-seconds 2 --json "/tmp/bench-$m.json" >> "$log" 2>&1
   echo "$m bench rc=$? $(grep -o '"median_ms": [0-9.e-]*' "/tmp/bench-$m.json" 2>/dev/null | head -1)" >> "$summary"
   [ -f "/tmp/bench-$m.json" ] && { echo "$sep"; cat "/tmp/bench-$m.json"; } >> "$out/bench.json" && sep=","
   # Variants: TF32 tensor cores for the GEMMs (inputs rounded to 10 mantissa bits); no CUDA
   # graphs; the fastest of cuBLASLt's candidate algorithms, timed, instead of its first choice.
-  for v in tf32:FERRITE_CUDA_TF32=1 no-graphs:FERRITE_CUDA_GRAPHS=0 tuned:FERRITE_CUDA_GEMM_TUNE=1; do
+  variants="tf32:FERRITE_CUDA_TF32=1 no-graphs:FERRITE_CUDA_GRAPHS=0 tuned:FERRITE_CUDA_GEMM_TUNE=1"
+  [ -n "$prec" ] && variants=""
+  for v in $variants; do
     env "${v#*:}" timeout 300 "$bin/ferrite" bench "$work/model.onnx" --inputs "$work/test_data_set_0" \
       --device cuda --warmup 20 --runs 200 --min-seconds 1 --json "/tmp/bench-${v%%:*}-$m.json" >> "$log" 2>&1
     echo "$m bench-${v%%:*} rc=$? $(grep -o '"median_ms": [0-9.e-]*' "/tmp/bench-${v%%:*}-$m.json" 2>/dev/null | head -1)" >> "$summary"

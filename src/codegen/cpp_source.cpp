@@ -25,6 +25,63 @@ template <class I> static inline I fe_int_min() { return std::numeric_limits<I>:
 template <class I> static inline I fe_int_max() { return std::numeric_limits<I>::max(); }
 )";
 
+// Only in sources that touch bf16 / f16 buffers (f32 sources, their goldens and cache keys are
+// unchanged).
+const char* kHostLowFloatHelpers = R"(#include <cstring>
+// bf16 / f16 storage (uint16_t bits), round to nearest even, NaN kept: the same rules as the
+// op table's BFloat16 / Half (ir/dtype.cpp).
+static inline float fe_bf16_to_float(uint16_t h) {
+  uint32_t x = (uint32_t)h << 16; float f; std::memcpy(&f, &x, 4); return f;
+}
+static inline uint16_t fe_float_to_bf16(float f) {
+  uint32_t x; std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+static inline float fe_half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, out;
+  if (exp == 0) {
+    if (man == 0) {
+      out = sign;
+    } else {
+      int e = -1;
+      do { e++; man <<= 1; } while (!(man & 0x400u));
+      out = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
+    }
+  } else if (exp == 0x1f) {
+    out = sign | 0x7f800000u | (man << 13);
+  } else {
+    out = sign | ((exp - 15 + 127) << 23) | (man << 13);
+  }
+  float f; std::memcpy(&f, &out, 4); return f;
+}
+static inline uint16_t fe_float_to_half(float f) {
+  uint32_t x; std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu, man = x & 0x7fffffu;
+  if (exp == 0xff) return (uint16_t)(sign | 0x7c00u | (man ? 0x200u : 0u));
+  int e = (int)exp - 127 + 15;
+  if (e >= 0x1f) return (uint16_t)(sign | 0x7c00u);
+  if (e <= 0) {
+    if (e < -10) return (uint16_t)sign;
+    man |= 0x800000u;
+    int shift = 14 - e;
+    uint32_t hm = man >> shift, rem = man & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (hm & 1u))) hm++;
+    return (uint16_t)(sign | hm);
+  }
+  uint32_t out = sign | ((uint32_t)e << 10) | (man >> 13), rem = man & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (out & 1u))) out++;
+  return (uint16_t)out;
+}
+)";
+
+bool uses_low_float(const LoweredGraph& lg) {
+  for (const Buffer& b : lg.buffers)
+    if (b.dtype == DType::kBF16 || b.dtype == DType::kF16) return true;
+  return false;
+}
+
 struct Gen {
   ScalarEmitter em;
   const HostLoopStyle& style;
@@ -281,6 +338,7 @@ void emit_row_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph
 std::string generate_row_loop_source(const LoweredGraph& lg, const HostLoopStyle& style) {
   std::ostringstream os;
   os << (style.prelude.empty() ? kHostPrelude : style.prelude.c_str());
+  if (uses_low_float(lg)) os << kHostLowFloatHelpers;
   os << scalar_helpers_source();
   Gen g{ScalarEmitter(style.spelling), style};
   for (const Step& s : lg.steps)

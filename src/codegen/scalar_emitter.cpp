@@ -14,9 +14,15 @@ std::optional<std::string> host_type(DType t) {
     case DType::kI32: return "int32_t";
     case DType::kI64: return "int64_t";
     case DType::kBool: return "bool";
+    // Storage only: loads convert to float with fe_bf16_to_float / fe_half_to_float, stores
+    // round with fe_float_to_bf16 / fe_float_to_half (defined by the dialect's prelude).
+    case DType::kBF16:
+    case DType::kF16: return "uint16_t";
     default: return std::nullopt;
   }
 }
+
+bool low_float(DType t) { return t == DType::kBF16 || t == DType::kF16; }
 
 }  // namespace
 
@@ -41,6 +47,15 @@ std::string ScalarEmitter::literal(DType t, double v) const {
 }
 
 std::string ScalarEmitter::cast(DType from, DType to, const std::string& v) const {
+  if (from == to) return v;
+  if (low_float(from)) {
+    std::string f = (from == DType::kBF16 ? "fe_bf16_to_float(" : "fe_half_to_float(") + v + ")";
+    return cast(DType::kF32, to, f);
+  }
+  if (low_float(to)) {
+    std::string f = cast(from, DType::kF32, v);
+    return (to == DType::kBF16 ? "fe_float_to_bf16(" : "fe_float_to_half(") + f + ")";
+  }
   bool ff = is_float(from);
   bool ti = to == DType::kI32 || to == DType::kI64;
   std::string ty = type(to).value_or("float");

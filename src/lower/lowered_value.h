@@ -39,12 +39,19 @@ struct Lowered {
   bool realized() const { return buffer >= 0; }
 };
 
-// Emits `l` at index `idx` (one index expression per dim of l).
+// bf16 / f16 values are stored in their dtype but computed in float: loads convert, every
+// expression over them is float, and the store rounds (Kernel::out_dtype). A Lowered's dtype is
+// the storage dtype; its expressions have the compute dtype.
+inline bool is_low_float(DType t) { return t == DType::kBF16 || t == DType::kF16; }
+inline DType compute_dtype(DType t) { return is_low_float(t) ? DType::kF32 : t; }
+
+// Emits `l` at index `idx` (one index expression per dim of l), in compute_dtype(l.dtype).
 inline int emit_value(const Lowered& l, EmitContext& ctx, const std::vector<SymExpr>& idx) {
   if (!l.realized()) return l.emit(ctx, idx);
   SymExpr addr = l.offset;
   for (size_t i = 0; i < idx.size(); ++i) addr = addr + idx[i] * l.strides[i];
-  return ctx.body.load(ctx.slot(l.buffer), l.dtype, addr);
+  int v = ctx.body.load(ctx.slot(l.buffer), l.dtype, addr);
+  return is_low_float(l.dtype) ? ctx.body.cast(v, DType::kF32) : v;
 }
 
 inline std::vector<SymExpr> loop_vars(size_t n) {

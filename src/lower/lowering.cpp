@@ -20,10 +20,8 @@ using lower_impl::emit_value;
 using lower_impl::loop_vars;
 using lower_impl::Lowered;
 
-bool kernel_dtype(DType t) {
-  return t == DType::kF32 || t == DType::kF64 || t == DType::kI32 || t == DType::kI64 ||
-         t == DType::kBool;
-}
+using lower_impl::compute_dtype;
+using lower_impl::is_low_float;
 
 std::optional<std::vector<Dim>> known_dims(const Shape& s) {
   if (!s.rank_known()) return std::nullopt;
@@ -35,6 +33,11 @@ std::optional<std::vector<Dim>> known_dims(const Shape& s) {
 class Lowerer {
  public:
   Lowerer(const Graph& g, const LoweringOptions& opts) : g_(g), opts_(opts) {}
+
+  bool kernel_dtype(DType t) const {
+    return t == DType::kF32 || t == DType::kF64 || t == DType::kI32 || t == DType::kI64 ||
+           t == DType::kBool || (opts_.low_precision_kernels && is_low_float(t));
+  }
 
   Expected<LoweredGraph> run() {
     for (const auto& n : g_.nodes())
@@ -103,6 +106,7 @@ class Lowerer {
     }
     EmitContext ctx{k.body, k.input_buffers};
     k.root = emit_value(l, ctx, idx);
+    if (is_low_float(l.dtype)) k.root = k.body.cast(k.root, l.dtype);  // the store rounds
     k.source_nodes = l.nodes;
     k.output_buffer = new_buffer(kind, l.dtype, Shape(l.dims), v, name);
     out_.kernels++;
@@ -229,7 +233,11 @@ class Lowerer {
         for (int m : maps[i]) sub.push_back(m < 0 ? SymExpr(0) : idx[m]);
         args.push_back(emit_value(ins[i], ctx, sub));
       }
-      return op->emit(ctx, *node, args, dtype);
+      int v = op->emit(ctx, *node, args, compute_dtype(dtype));
+      // A Cast to a low dtype rounds even when its result stays in a float register.
+      if (is_low_float(dtype) && node->op_type == "Cast")
+        v = ctx.body.cast(ctx.body.cast(v, dtype), DType::kF32);
+      return v;
     };
     bool realize = uses_[out] > 1 || r.cost > opts_.max_inline_exprs;
     values_[out] = std::move(r);

@@ -62,6 +62,10 @@ struct LoweringOptions {
   // Lower MatMul / Gemm to generated row kernels (a K-reduction per output element, epilogues
   // fused) instead of library steps: for devices without a library GEMM (plugins).
   bool generate_matmul = false;
+  // Generate kernels over bf16 / f16 buffers (loads convert to float, arithmetic is float, the
+  // store rounds to the output's dtype); without it such values go to library steps. Only for
+  // dialects whose prelude defines fe_bf16_to_float & co (cpu, cuda).
+  bool low_precision_kernels = false;
 };
 
 Expected<LoweredGraph> lower_graph(const Graph& g, const LoweringOptions& opts = {});

@@ -10,7 +10,10 @@ namespace {
 bool all_inputs(size_t) { return true; }
 bool first_input(size_t i) { return i == 0; }
 
-bool is_f(DType t) { return t == DType::kF32 || t == DType::kF64; }
+// bf16 / f16 inputs arrive as float expressions (lower/lowered_value.h, compute_dtype).
+bool is_f(DType t) {
+  return t == DType::kF32 || t == DType::kF64 || t == DType::kBF16 || t == DType::kF16;
+}
 
 // Unary float functions with no parameters: ONNX op -> codegen function name.
 const std::map<std::string, std::string>& unary_float() {

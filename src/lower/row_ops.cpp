@@ -6,8 +6,9 @@ namespace ferrite::lower_impl {
 
 namespace {
 
+// bf16 / f16 rows compute in float (compute_dtype): the loads convert, the store rounds.
 bool float_dtype(DType t) {
-  return t == DType::kF32 || t == DType::kF64;
+  return t == DType::kF32 || t == DType::kF64 || is_low_float(t);
 }
 
 SymExpr product(const std::vector<Dim>& dims, size_t begin, size_t end) {
@@ -39,7 +40,7 @@ std::optional<Lowered> softmax(const Node& n, const Lowered& x) {
   return pending(
       x, x.dims, std::move(plan), [x, log](EmitContext& ctx, const std::vector<SymExpr>& idx) {
         KernelBody& b = ctx.body;
-        DType t = x.dtype;
+        DType t = compute_dtype(x.dtype);
         int v = emit_value(x, ctx, idx);
         int shifted = b.binary("sub", v, b.reduce("max", v), t);
         int e = b.unary("exp", shifted, t);
@@ -114,7 +115,7 @@ std::optional<Lowered> layernorm(const Node& n, const std::vector<const Lowered*
         int y = b.binary("mul", centered, rstd, d);
         y = b.binary("mul", y, b.cast(params[0].emit(ctx, idx), d), d);
         if (params.size() > 1) y = b.binary("add", y, b.cast(params[1].emit(ctx, idx), d), d);
-        return b.cast(y, x.dtype);
+        return b.cast(y, compute_dtype(x.dtype));
       });
 }
 
@@ -210,7 +211,7 @@ std::optional<Lowered> reduce(const Node& n, const Lowered& x, const std::vector
   return pending(x, out_dims, std::move(plan),
                  [src, vars, op, count](EmitContext& ctx, const std::vector<SymExpr>&) {
                    KernelBody& b = ctx.body;
-                   const DType t = src.dtype, d = DType::kF64;
+                   const DType t = compute_dtype(src.dtype), d = DType::kF64;
                    int v = emit_value(src, ctx, vars);
                    if (op == "ReduceMax" || op == "ReduceMin")
                      return b.reduce(op == "ReduceMax" ? "max" : "min", v);
@@ -319,7 +320,7 @@ std::optional<Lowered> lower_matmul(const Node& n, const std::vector<const Lower
                       [A, B, C, ia, ib, ic, alpha, beta](EmitContext& ctx,
                                                          const std::vector<SymExpr>&) {
                         KernelBody& bd = ctx.body;
-                        const DType t = A.dtype, d = DType::kF64;
+                        const DType t = compute_dtype(A.dtype), d = DType::kF64;
                         int prod = bd.binary("mul", bd.cast(emit_value(A, ctx, ia), d),
                                              bd.cast(emit_value(B, ctx, ib), d), d);
                         int acc = bd.reduce("sum", prod);

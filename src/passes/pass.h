@@ -62,6 +62,11 @@ void register_fuse_layernorm(PassRegistry& r);
 void register_fuse_gelu(PassRegistry& r);
 void register_fuse_attention(PassRegistry& r);
 void register_fuse_matmul_epilogue(PassRegistry& r);
+void register_convert_precision(PassRegistry& r);
+
+// The pass that stores float32 tensors in `low` (kBF16 or kF16): "convert-precision-bf16" /
+// "convert-precision-fp16" (passes/convert_precision.cpp).
+std::string precision_pass_name(DType low);
 
 // Helper for passes: users of each value (node, input index), for the current graph.
 struct Use {

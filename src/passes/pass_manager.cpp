@@ -17,6 +17,7 @@ const PassRegistry& PassRegistry::global() {
     register_fuse_gelu(r);
     register_fuse_attention(r);
     register_fuse_matmul_epilogue(r);
+    register_convert_precision(r);
     register_dead_code_elimination(r);
     return r;
   }();

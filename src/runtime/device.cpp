@@ -35,6 +35,12 @@ std::string DeviceRegistry::origin(const std::string& name) const {
   return it == factories_.end() ? std::string() : it->second.origin;
 }
 
+Status Device::check_precision(Precision p) const {
+  if (p == Precision::kF32) return Status::ok();
+  return unsupported("device '", name(), "' does not run precision ", precision_name(p),
+                     " (it runs f32 only)");
+}
+
 std::vector<std::string> DeviceRegistry::names() const {
   std::vector<std::string> out;
   for (const auto& [k, f] : factories_) out.push_back(k);

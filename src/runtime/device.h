@@ -14,6 +14,7 @@
 
 #include "backend_api/properties.h"
 #include "ir/graph.h"
+#include "runtime/precision.h"
 #include "support/status.h"
 
 namespace ferrite {
@@ -28,6 +29,10 @@ struct RunOptions {
   // Devices that compile write what they made here (generated source, fusion and memory plans,
   // the IR after passes); others ignore it.
   std::optional<std::filesystem::path> dump_dir;
+  // Storage precision of float tensors. The Session converts the graph for kBF16 / kF16 (pass
+  // convert-precision-*, after the device's passes); devices see the converted graph and, for
+  // kTF32, pick TF32 GEMMs. A device refuses what it cannot run (Device::check_precision).
+  Precision precision = Precision::kF32;
 };
 
 // Memory of the intermediate buffers of the last run, for devices that plan it.
@@ -101,6 +106,9 @@ class Device {
   // Passes a Session runs before prepare() unless the user chose: none for the `reference`
   // oracle, {"default"} (the default pipeline) for compiling devices.
   virtual std::vector<std::string> default_passes() const { return {}; }
+  // Whether the device runs graphs at precision `p` (an error saying why not otherwise). The
+  // default accepts only kF32: a device opts in to what it has tested.
+  virtual Status check_precision(Precision p) const;
   // Prepares (compiles) `graph`; the graph outlives the prepared model.
   virtual Expected<std::unique_ptr<PreparedModel>> prepare(const Graph& graph,
                                                            const RunOptions& opts) = 0;

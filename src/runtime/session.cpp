@@ -57,6 +57,7 @@ Expected<std::unique_ptr<Session>> Session::from_graph(std::unique_ptr<Graph> gr
   s->opts_ = opts;
   s->label_ = s->graph_->name.empty() ? "model" : s->graph_->name;
   FERRITE_ASSIGN_OR_RETURN(s->device_, DeviceRegistry::global().create(device));
+  FERRITE_RETURN_IF_ERROR(s->device_->check_precision(opts.precision));
   FERRITE_RETURN_IF_ERROR(s->init());
   return s;
 }
@@ -113,6 +114,10 @@ Expected<std::shared_ptr<Session::Variant>> Session::compile(const std::vector<T
     ShapeAssumptionScope::set_label("a graph pass");
     std::vector<std::string> pipeline = opts_.passes ? *opts_.passes : device_->default_passes();
     if (pipeline.size() == 1 && pipeline[0] == "default") pipeline = default_pipeline();
+    // After the device's passes, so that the fusion patterns match the float32 graph they were
+    // written for; the fused ops then run in the low dtype like the rest.
+    DType low = precision_storage(opts_.precision);
+    if (low != DType::kF32) pipeline.push_back(precision_pass_name(low));
     if (!pipeline.empty()) FERRITE_RETURN_IF_ERROR(run_pipeline(*g, pipeline));
     ShapeAssumptionScope::set_label("");
     RunOptions opts = opts_;

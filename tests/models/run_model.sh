@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Whole-model test: materialize a shared model, run both of its data sets in ONE `ferrite run`
 # (one compile), compare with the expected outputs and check run.json reports one compile.
-#   run_model.sh FERRITE MATERIALIZE SHARED_CASE_DIR WORK_DIR [DEVICE] [PASSES]
+#   run_model.sh FERRITE MATERIALIZE SHARED_CASE_DIR WORK_DIR [DEVICE] [PASSES] [PRECISION]
+# PRECISION (f32, bf16, fp16, ...) is `--precision`; --check then uses its tolerance.
 set -euo pipefail
 ferrite=$1 materialize=$2 src=$3 work=$4 device=${5:-reference} passes=${6:-none}
+precision=${7:-f32}
 if [ ! -f "$src/model.onnx" ]; then
   echo "SKIP: $src not found (the shared model zoo is expected at ../shared/models)"
   exit 77
@@ -14,13 +16,13 @@ if [ ! -f "$work/model.onnx" ] || [ "$src/model.onnx" -nt "$work/model.onnx" ]; 
 fi
 sets=()
 for d in "$work"/test_data_set_*; do sets+=(--inputs "$d"); done
-out="$work/out-$device-$passes"
+out="$work/out-$device-$passes-$precision"
 rm -rf "$out"
 # A plugin accelerator logs its launches (GXU_LAUNCH_LOG); every one must have been legal.
 launch_log="$out.launches.log"
 rm -f "$launch_log"
 GXU_LAUNCH_LOG="$launch_log" "$ferrite" run "$work/model.onnx" "${sets[@]}" --device "$device" \
-  --passes "$passes" --check --output-dir "$out"
+  --passes "$passes" --precision "$precision" --check --output-dir "$out"
 if [ "$device" = gxu ]; then
   launches=0 illegal=0
   if [ -f "$launch_log" ]; then

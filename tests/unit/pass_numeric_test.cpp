@@ -15,6 +15,7 @@
 #include "frontend/onnx/importer.h"
 #include "passes/pass.h"
 #include "runtime/compare.h"
+#include "runtime/precision.h"
 #include "runtime/session.h"
 
 namespace ferrite {
@@ -100,8 +101,14 @@ TEST_P(PassNumeric, OptimizedGraphComputesTheSame) {
   ASSERT_TRUE(got) << got.status().message();
   ASSERT_EQ(got->size(), want->size());
   for (size_t i = 0; i < got->size(); ++i) {
-    // Fused ops round once where the decomposed graph rounds after every op.
-    Tolerance tol = default_tolerance((*want)[i].dtype());
+    // Fused ops round once where the decomposed graph rounds after every op. A precision
+    // conversion is checked with that precision's documented tolerance.
+    Precision prec = Precision::kF32;
+    for (const std::string& p : c.passes) {
+      if (p == precision_pass_name(DType::kBF16)) prec = Precision::kBF16;
+      if (p == precision_pass_name(DType::kF16)) prec = Precision::kF16;
+    }
+    Tolerance tol = precision_tolerance(prec, (*want)[i].dtype());
     CompareResult r = compare_tensors((*got)[i], (*want)[i], tol);
     EXPECT_TRUE(r.ok) << "output " << i << ": " << r.message;
   }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_kernels.h"
@@ -31,6 +32,44 @@ bool log_enabled(const char* topic) {
   const char* v = std::getenv("FERRITE_LOG");
   return v && (std::string(v).find(topic) != std::string::npos || std::string(v) == "all");
 }
+
+bool low_float(DType t) { return t == DType::kBF16 || t == DType::kF16; }
+
+// bf16 / f16 values widened to f32 (exact).
+Tensor widen(const Tensor& t) {
+  Tensor r = Tensor::create_uninitialized(DType::kF32, t.dims()).value();
+  float* d = r.data<float>();
+  if (t.dtype() == DType::kBF16) {
+    const BFloat16* x = t.data<BFloat16>();
+    for (int64_t i = 0; i < t.numel(); ++i) d[i] = static_cast<float>(x[i]);
+  } else {
+    const Half* x = t.data<Half>();
+    for (int64_t i = 0; i < t.numel(); ++i) d[i] = static_cast<float>(x[i]);
+  }
+  return r;
+}
+
+// f32 `from` rounded into bf16 / f16 `to` (same element count).
+void narrow(const Tensor& from, Tensor& to) {
+  const float* x = from.data<float>();
+  if (to.dtype() == DType::kBF16) {
+    BFloat16* d = to.data<BFloat16>();
+    for (int64_t i = 0; i < from.numel(); ++i) d[i] = BFloat16(x[i]);
+  } else {
+    Half* d = to.data<Half>();
+    for (int64_t i = 0; i < from.numel(); ++i) d[i] = Half(x[i]);
+  }
+}
+
+// A bf16 / f16 library node seen as its f32 twin, so that the cpu kernels that take f32 (oneDNN
+// GEMM and convolution, attention, pooling) run it: inputs widen exactly, the f32 kernel runs,
+// outputs round once to the node's dtype. That is what the op table's kernels compute (float
+// arithmetic, one rounding per output), without their scalar single-threaded loops.
+struct WideNode {
+  Node node;
+  std::vector<std::unique_ptr<Value>> values;
+  const CpuKernel* kernel = nullptr;
+};
 
 class CpuModel : public PreparedModel {
  public:
@@ -195,6 +234,40 @@ class CpuModel : public PreparedModel {
     ctx.set_output_allocator(memory_->output_allocator(s.outputs));
     if (const CpuKernel* k = CpuKernelRegistry::global().find(*s.node)) {
       FERRITE_RETURN_IF_ERROR(k->run(ctx, pool_));
+    } else if (const WideNode* w = widened(*s.node)) {
+      const size_t n_in = s.inputs.size();  // `ins` moved into ctx
+      std::vector<Tensor> wide_in(n_in);
+      std::vector<const Tensor*> wins(n_in, nullptr);
+      for (size_t i = 0; i < n_in; ++i) {
+        if (!ctx.has_input(i)) continue;
+        wins[i] = &ctx.input(i);
+        if (!low_float(wins[i]->dtype())) continue;
+        // Constants (weights) are widened once: the kernels then see the same f32 tensor every
+        // run and keep their prepacked copies of it.
+        const Value* v = s.node->input(i);
+        const Value* tw = w->node.input(i);
+        if (v && v->constant && tw->constant && v->constant->raw() == wins[i]->raw() &&
+            v->constant->dims() == wins[i]->dims()) {
+          wins[i] = &*tw->constant;
+          continue;
+        }
+        wide_in[i] = widen(*wins[i]);
+        wins[i] = &wide_in[i];
+      }
+      std::vector<Tensor> wouts(outs.size());
+      KernelContext wctx(w->node, std::move(wins), wouts);
+      FERRITE_RETURN_IF_ERROR(w->kernel->run(wctx, pool_));
+      for (size_t i = 0; i < outs.size(); ++i) {
+        const Value* v = s.node->output(i);
+        if (!v || !wouts[i].defined()) continue;
+        if (wouts[i].dtype() == v->type.dtype) {
+          outs[i] = std::move(wouts[i]);
+          continue;
+        }
+        FERRITE_ASSIGN_OR_RETURN(Tensor * o,
+                                 ctx.allocate_output_uninitialized(i, v->type.dtype, wouts[i].dims()));
+        narrow(wouts[i], *o);
+      }
     } else {
       FERRITE_RETURN_IF_ERROR(s.node->schema->kernel(ctx));
     }
@@ -229,6 +302,32 @@ class CpuModel : public PreparedModel {
   std::unique_ptr<CompileDump> dump_;
   mutable std::mutex run_mutex_;
   ThreadPool pool_;
+
+  // The f32 twin of a bf16 / f16 library node whose op has a cpu kernel, or null.
+  const WideNode* widened(const Node& n) {
+    std::lock_guard<std::mutex> lock(wide_mutex_);
+    auto it = wide_.find(&n);
+    if (it != wide_.end()) return it->second.get();
+    auto w = std::make_unique<WideNode>();
+    w->node = n;
+    bool low = false;
+    auto twin = [&](Value*& v) {
+      if (!v || !low_float(v->type.dtype)) return;
+      auto c = std::make_unique<Value>(*v);
+      c->type.dtype = DType::kF32;
+      if (c->constant) c->constant = widen(*c->constant);
+      v = c.get();
+      w->values.push_back(std::move(c));
+      low = true;
+    };
+    for (Value*& v : w->node.inputs) twin(v);
+    for (Value*& v : w->node.outputs) twin(v);
+    w->kernel = low ? CpuKernelRegistry::global().find(w->node) : nullptr;
+    if (!w->kernel) w.reset();
+    return (wide_[&n] = std::move(w)).get();
+  }
+  std::mutex wide_mutex_;
+  std::unordered_map<const Node*, std::unique_ptr<WideNode>> wide_;
 };
 
 class CpuDevice : public Device {
@@ -245,11 +344,20 @@ class CpuDevice : public Device {
     return "host CPU: fused kernels generated as C++, compiled with the system compiler";
   }
   std::vector<std::string> default_passes() const override { return {"default"}; }
+  // bf16 / fp16: generated kernels convert on load and store; library steps without a low
+  // precision implementation (oneDNN GEMM / conv take f32) run the op table's kernels.
+  Status check_precision(Precision p) const override {
+    if (p == Precision::kTF32)
+      return unsupported("device 'cpu' does not run precision tf32 (a GPU tensor-core GEMM "
+                         "mode); use f32, bf16 or fp16");
+    return Status::ok();
+  }
   Expected<std::unique_ptr<PreparedModel>> prepare(const Graph& graph,
                                                    const RunOptions& opts) override {
     auto t0 = std::chrono::steady_clock::now();
     LoweringOptions lower_opts;
     lower_opts.horizontal_fusion = true;
+    lower_opts.low_precision_kernels = true;
     FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph, lower_opts));
     mark_in_place_candidates(lg);  // before codegen: in-place pairs are not __restrict
     FERRITE_ASSIGN_OR_RETURN(std::string source,

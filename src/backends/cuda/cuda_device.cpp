@@ -71,9 +71,21 @@ class CudaDevice : public Device {
     return passes;
   }
 
+  // bf16 GEMMs need compute capability 8.0 (Ampere); fp16 and TF32 likewise for tensor cores.
+  // Without a GPU the answer waits for prepare(), which reports why there is none.
+  Status check_precision(Precision p) const override {
+    if (p == Precision::kF32) return Status::ok();
+    auto b = backend();
+    if (!b) return Status::ok();
+    const auto& f = (*b)->parts.properties.features;
+    if (std::find(f.begin(), f.end(), "bf16") == f.end())
+      return unsupported("device 'cuda' (", (*b)->parts.properties.arch, ") does not run precision ",
+                         precision_name(p), ": it needs compute capability 8.0 or newer");
+    return Status::ok();
+  }
+
   Expected<std::unique_ptr<PreparedModel>> prepare(const Graph& graph,
                                                    const RunOptions& opts) override {
-    (void)opts;
     auto t0 = std::chrono::steady_clock::now();
     // Lowering and NVRTC need the GPU's properties only; the GPU itself (context, stream,
     // library kernels, cuBLASLt) starts on another thread meanwhile.
@@ -82,7 +94,9 @@ class CudaDevice : public Device {
     std::future<Expected<std::shared_ptr<cuda::CudaBackend>>> gpu =
         std::async(std::launch::async, [this] { return backend(); });
     auto t1 = std::chrono::steady_clock::now();
-    FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph));
+    LoweringOptions lower_opts;
+    lower_opts.low_precision_kernels = true;
+    FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph, lower_opts));
     mark_in_place_candidates(lg);
     const double t_lower = since(t1);
     auto t2 = std::chrono::steady_clock::now();
@@ -125,7 +139,8 @@ class CudaDevice : public Device {
                    "fused) + %d library calls\n",
                    graph.nodes().size(), lg.kernels, lg.row_kernels, lg.fused_nodes,
                    lg.library_steps);
-    return cuda::make_cuda_model(graph, std::move(lg), std::move(modules), be);
+    return cuda::make_cuda_model(graph, std::move(lg), std::move(modules), be,
+                                 opts.precision == Precision::kTF32);
   }
 
  private:

@@ -44,6 +44,26 @@ template <> struct fe_ilim<int64_t> {
   __device__ static int64_t lo() { return (-9223372036854775807LL - 1); }
   __device__ static int64_t hi() { return 9223372036854775807LL; }
 };
+// bf16 / f16 storage (16-bit patterns; cuBLASLt reads the same layouts). bf16 rounds in
+// integer arithmetic exactly as the host (ir/dtype.cpp), f16 with the hardware conversion
+// (round to nearest even).
+FE_FN float fe_bf16_to_float(unsigned short h) { return __uint_as_float(((unsigned int)h) << 16); }
+FE_FN unsigned short fe_float_to_bf16(float f) {
+  unsigned int x = __float_as_uint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (unsigned short)(x >> 16);
+}
+FE_FN float fe_half_to_float(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+FE_FN unsigned short fe_float_to_half(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
 template <class T> FE_FN T fe_nan() { return fe_lim<T>::nan(); }
 template <class T> FE_FN T fe_inf() { return fe_lim<T>::inf(); }
 template <class I> FE_FN I fe_int_min() { return fe_ilim<I>::lo(); }
@@ -111,6 +131,9 @@ std::optional<std::string> cuda_type(DType t) {
       return "int64_t";
     case DType::kBool:
       return "bool";
+    case DType::kBF16:
+    case DType::kF16:
+      return "unsigned short";  // storage only: see fe_bf16_to_float & co in the prelude
     default:
       return std::nullopt;
   }

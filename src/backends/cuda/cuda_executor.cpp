@@ -751,6 +751,7 @@ class CudaModel : public PreparedModel {
         return p;
       };
       io.error_flag = static_cast<int*>(flag_);
+      io.tf32 = tf32_;
       io.error_tag = static_cast<int>(si) + 1;
       FERRITE_ASSIGN_OR_RETURN(bool done, native(node, io, *be_));
       if (done) {
@@ -841,6 +842,11 @@ class CudaModel : public PreparedModel {
   const bool graphs_ = !env_off("FERRITE_CUDA_GRAPHS");
   bool capturing_ = false, capture_failed_ = false;
   const bool profile_ = log_enabled("profile");
+
+ public:
+  bool tf32_ = false;  // --precision tf32: f32 GEMMs on TF32 tensor cores
+
+ private:
   std::string path_;  // how the current library step ran (native / host / fallback)
   StepProfile profile_table_;
   int64_t runs_ = 0;
@@ -851,8 +857,10 @@ class CudaModel : public PreparedModel {
 
 Expected<std::unique_ptr<PreparedModel>> make_cuda_model(const Graph& graph, LoweredGraph lg,
                                                          std::unique_ptr<LoadedModule> module,
-                                                         std::shared_ptr<CudaBackend> backend) {
+                                                         std::shared_ptr<CudaBackend> backend,
+                                                         bool tf32) {
   auto m = std::make_unique<CudaModel>(graph, std::move(lg), std::move(module), std::move(backend));
+  m->tf32_ = tf32;
   FERRITE_RETURN_IF_ERROR(m->init());
   return std::unique_ptr<PreparedModel>(std::move(m));
 }

@@ -20,6 +20,7 @@ namespace ferrite::cuda {
 
 Expected<std::unique_ptr<PreparedModel>> make_cuda_model(const Graph& graph, LoweredGraph lg,
                                                          std::unique_ptr<LoadedModule> module,
-                                                         std::shared_ptr<CudaBackend> backend);
+                                                         std::shared_ptr<CudaBackend> backend,
+                                                         bool tf32 = false);
 
 }  // namespace ferrite::cuda

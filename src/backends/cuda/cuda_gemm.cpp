@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_gemm.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
 
@@ -106,20 +108,44 @@ Status CublasGemm::tune(const GemmCall& g, Plan& p, const cublasLtMatmulHeuristi
   return Status::ok();
 }
 
+namespace {
+// The largest power of two (up to 256, cuBLASLt's default assumption) dividing p's address.
+uint32_t pointer_alignment(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 256;
+  while (a > 1 && v % a != 0) a >>= 1;
+  return a;
+}
+}  // namespace
+
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS's "A" is our B.
 Status CublasGemm::run(const GemmCall& g) {
   if (g.m == 0 || g.n == 0) return Status::ok();
   ++calls_;
   const bool has_c = g.beta != 0 && g.c_in;
+  // bf16 / f16 operands may start at any 2-byte boundary (per-matrix calls of a broadcast batch):
+  // the plan asks only for the alignment the pointers have (f32 keeps cuBLASLt's default).
+  uint32_t align = 256;
+  if (g.dtype != DType::kF32)
+    for (const void* p : {g.a, g.b, static_cast<const void*>(g.c), has_c ? g.c_in : nullptr})
+      if (p) align = std::min(align, pointer_alignment(p));
   std::ostringstream key;
   key << g.m << "," << g.n << "," << g.k << "," << g.batch << "," << g.lda << "," << g.ldb << ","
       << g.ldc << "," << g.stride_a << "," << g.stride_b << "," << g.stride_c << "," << g.trans_a
-      << g.trans_b << (g.bias != nullptr) << g.relu << has_c;
+      << g.trans_b << (g.bias != nullptr) << g.relu << has_c << "," << static_cast<int>(g.dtype)
+      << (g.tf32 && g.dtype == DType::kF32) << "," << align;
   std::shared_ptr<Plan>& slot = plans_[key.str()];
   if (!slot) {
     auto p = std::make_shared<Plan>();
     p->lt = lt_;
-    cublasComputeType_t ct = tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const bool f32 = g.dtype == DType::kF32;
+    if (!f32 && g.dtype != DType::kBF16 && g.dtype != DType::kF16)
+      return err("cuBLASLt: no GEMM for ", dtype_name(g.dtype));
+    const cudaDataType_t dt =
+        f32 ? CUDA_R_32F : (g.dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F);
+    cublasComputeType_t ct =
+        f32 && (tf32_ || g.tf32) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    // Scale type (alpha, beta) f32 for every dtype.
     FERRITE_RETURN_IF_ERROR(
         lt_check(lt_->cublasLtMatmulDescCreate(&p->desc, ct, CUDA_R_32F), "desc"));
     cublasOperation_t opa = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS A = our B
@@ -134,11 +160,11 @@ Status CublasGemm::run(const GemmCall& g) {
     uint64_t a_rows = g.trans_b ? g.k : g.n, a_cols = g.trans_b ? g.n : g.k;
     uint64_t b_rows = g.trans_a ? g.m : g.k, b_cols = g.trans_a ? g.k : g.m;
     FERRITE_RETURN_IF_ERROR(lt_check(
-        lt_->cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, a_rows, a_cols, g.ldb), "layout B"));
+        lt_->cublasLtMatrixLayoutCreate(&p->la, dt, a_rows, a_cols, g.ldb), "layout B"));
     FERRITE_RETURN_IF_ERROR(lt_check(
-        lt_->cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_32F, b_rows, b_cols, g.lda), "layout A"));
+        lt_->cublasLtMatrixLayoutCreate(&p->lb, dt, b_rows, b_cols, g.lda), "layout A"));
     FERRITE_RETURN_IF_ERROR(
-        lt_check(lt_->cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, g.n, g.m, g.ldc), "layout C"));
+        lt_check(lt_->cublasLtMatrixLayoutCreate(&p->lc, dt, g.n, g.m, g.ldc), "layout C"));
     if (g.batch > 1) {
       int32_t count = static_cast<int32_t>(g.batch);
       int64_t sa = g.stride_b, sb = g.stride_a, sc = g.stride_c;
@@ -154,6 +180,12 @@ Status CublasGemm::run(const GemmCall& g) {
     uint64_t ws = workspace_bytes_;
     lt_->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                               sizeof ws);
+    if (align < 256)
+      for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+        lt_->cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof align);
     cublasLtMatmulHeuristicResult_t results[8] = {};
     int found = 0;
     cublasStatus_t hs = lt_->cublasLtMatmulAlgoGetHeuristic(
@@ -166,10 +198,10 @@ Status CublasGemm::run(const GemmCall& g) {
       for (int64_t i = 0; i < g.batch; ++i) {
         GemmCall one = g;
         one.batch = 1;
-        one.a = g.a + i * g.stride_a;
-        one.b = g.b + i * g.stride_b;
-        one.c = g.c + i * g.stride_c;
-        if (g.c_in) one.c_in = g.c_in + i * g.stride_c;
+        one.a = elem_offset(g.a, i * g.stride_a, g.dtype);
+        one.b = elem_offset(g.b, i * g.stride_b, g.dtype);
+        one.c = elem_offset(g.c, i * g.stride_c, g.dtype);
+        if (g.c_in) one.c_in = elem_offset(g.c_in, i * g.stride_c, g.dtype);
         FERRITE_RETURN_IF_ERROR(run(one));
       }
       return Status::ok();

@@ -1,6 +1,7 @@
 // GEMM through cuBLASLt for MatMul, Gemm, ferrite.FusedMatMul, convolution (im2col) and
 // attention. f32 in and out with f32 accumulation; TF32 tensor cores only when asked for
-// (FERRITE_CUDA_TF32=1), since they round the inputs to 10 mantissa bits. FERRITE_CUDA_GEMM_TUNE=1
+// (--precision tf32, or FERRITE_CUDA_TF32=1), since they round the inputs to 10 mantissa bits.
+// bf16 / f16 operands (--precision bf16 / fp16) accumulate in f32. FERRITE_CUDA_GEMM_TUNE=1
 // times cuBLASLt's candidate algorithms once per problem shape and keeps the fastest; off by
 // default: on the zoo's models it measured no gain over the heuristic's first choice (H200,
 // 2026-11-22: bert_base 1.66 ms tuned vs 1.59 ms untuned, gpt2 1.35 vs 1.36).
@@ -11,26 +12,39 @@
 #include <string>
 
 #include "backends/cuda/cuda_runtime.h"
+#include "ir/dtype.h"
 
 namespace ferrite::cuda {
 
 // Row-major C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * Cin, batched with element strides
-// (0 broadcasts one matrix over the batch). lda/ldb/ldc are the row strides as stored.
+// (0 broadcasts one matrix over the batch). lda/ldb/ldc are the row strides as stored. A, B, C,
+// Cin and the bias share `dtype` (f32, or bf16 / f16 storage with f32 accumulation and f32
+// alpha / beta: CUBLAS_COMPUTE_32F).
 struct GemmCall {
   int64_t m = 0, n = 0, k = 0, batch = 1;
-  const float* a = nullptr;
+  const void* a = nullptr;
   int64_t lda = 0, stride_a = 0;
   bool trans_a = false;  // A stored [k, m]
-  const float* b = nullptr;
+  const void* b = nullptr;
   int64_t ldb = 0, stride_b = 0;
   bool trans_b = false;  // B stored [n, k]
-  float* c = nullptr;
+  void* c = nullptr;
   int64_t ldc = 0, stride_c = 0;
-  const float* c_in = nullptr;  // beta's operand, same layout as c (may equal c)
+  const void* c_in = nullptr;  // beta's operand, same layout as c (may equal c)
   float alpha = 1, beta = 0;
-  const float* bias = nullptr;  // [n], added before the activation
+  const void* bias = nullptr;  // [n], added before the activation
   bool relu = false;
+  DType dtype = DType::kF32;
+  bool tf32 = false;  // f32 only: TF32 tensor cores (--precision tf32)
 };
+
+// `p` advanced by `elems` elements of `t`.
+inline const void* elem_offset(const void* p, int64_t elems, DType t) {
+  return static_cast<const char*>(p) + elems * static_cast<int64_t>(dtype_size(t));
+}
+inline void* elem_offset(void* p, int64_t elems, DType t) {
+  return static_cast<char*>(p) + elems * static_cast<int64_t>(dtype_size(t));
+}
 
 class CublasGemm {
  public:

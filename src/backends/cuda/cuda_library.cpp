@@ -36,14 +36,40 @@ __device__ __forceinline__ float fe_act(float v, int act, float lo, float hi) {
   }
 }
 
+// Element i of a buffer of dtype code dt (0 f32, 1 bf16, 2 f16; the same rounding as the
+// generated kernels' fe_float_to_bf16 / fe_float_to_half), computed in float.
+__device__ __forceinline__ float fe_ld(const void* p, int64_t i, int dt) {
+  if (dt == 0) return ((const float*)p)[i];
+  const unsigned short h = ((const unsigned short*)p)[i];
+  if (dt == 1) return __uint_as_float(((unsigned int)h) << 16);
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ void fe_st(void* p, int64_t i, float v, int dt) {
+  if (dt == 0) {
+    ((float*)p)[i] = v;
+    return;
+  }
+  unsigned short h;
+  if (dt == 1) {
+    unsigned int x = __float_as_uint(v);
+    h = (x & 0x7fffffffu) > 0x7f800000u ? (unsigned short)((x >> 16) | 0x40u)
+                                        : (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+  } else {
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+  }
+  ((unsigned short*)p)[i] = h;
+}
+
 #define GRID_STRIDE(i, n) \
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
 // Index arithmetic in I: 32-bit when every tensor of the call has fewer than 2^31 elements
 // (64-bit division costs several times more), 64-bit otherwise.
-template <class I>
-__device__ __forceinline__ void conv2d_impl(const float* __restrict__ x, const float* __restrict__ w,
-                                            const float* __restrict__ bias, float* __restrict__ y,
+template <class I, int DT>
+__device__ __forceinline__ void conv2d_impl(const void* __restrict__ x, const void* __restrict__ w,
+                                            const void* __restrict__ bias, void* __restrict__ y,
                                             const ConvParams& p) {
   const I OW = (I)p.OW, OH = (I)p.OH, K = (I)p.K, H = (I)p.H, W = (I)p.W, KH = (I)p.KH, KW = (I)p.KW;
   const I total = (I)p.N * K * OH * OW;
@@ -55,9 +81,9 @@ __device__ __forceinline__ void conv2d_impl(const float* __restrict__ x, const f
     const I k = r % K;
     const I n = r / K;
     const I g = k / kg;
-    float acc = bias ? bias[k] : 0.f;
-    const float* xb = x + (n * (I)p.C + g * cg) * H * W;
-    const float* wb = w + k * cg * KH * KW;
+    float acc = bias ? fe_ld(bias, k, DT) : 0.f;
+    const I xb = (n * (I)p.C + g * cg) * H * W;
+    const I wb = k * cg * KH * KW;
     const I ih0 = oh * (I)p.sh - (I)p.ph, iw0 = ow * (I)p.sw - (I)p.pw;
     for (I c = 0; c < cg; ++c) {
       for (I kh = 0; kh < KH; ++kh) {
@@ -66,11 +92,11 @@ __device__ __forceinline__ void conv2d_impl(const float* __restrict__ x, const f
         for (I kw = 0; kw < KW; ++kw) {
           const I iw = iw0 + kw * (I)p.dw;
           if (iw < 0 || iw >= W) continue;
-          acc += xb[(c * H + ih) * W + iw] * wb[(c * KH + kh) * KW + kw];
+          acc += fe_ld(x, xb + (c * H + ih) * W + iw, DT) * fe_ld(w, wb + (c * KH + kh) * KW + kw, DT);
         }
       }
     }
-    y[i] = fe_act(acc, p.act, p.lo, p.hi);
+    fe_st(y, i, fe_act(acc, p.act, p.lo, p.hi), DT);
   }
 }
 
@@ -80,18 +106,26 @@ __device__ __forceinline__ bool fe_fits32(const ConvParams& p) {
          p.C * p.KH * p.KW * p.N * p.OH * p.OW < lim && p.K * p.C * p.KH * p.KW < lim;
 }
 
-// One thread per output element; grouped and depthwise convolutions (and any other shape).
-extern "C" __global__ void fe_conv2d(const float* __restrict__ x, const float* __restrict__ w,
-                                     const float* __restrict__ bias, float* __restrict__ y,
-                                     ConvParams p) {
-  if (fe_fits32(p)) conv2d_impl<int>(x, w, bias, y, p);
-  else conv2d_impl<int64_t>(x, w, bias, y, p);
+// One thread per output element; grouped and depthwise convolutions (and any other shape). All
+// tensors of dtype code dt (fe_ld), accumulated in float.
+template <int DT>
+__device__ __forceinline__ void conv2d_dt(const void* x, const void* w, const void* bias, void* y,
+                                          const ConvParams& p) {
+  if (fe_fits32(p)) conv2d_impl<int, DT>(x, w, bias, y, p);
+  else conv2d_impl<int64_t, DT>(x, w, bias, y, p);
+}
+extern "C" __global__ void fe_conv2d(const void* __restrict__ x, const void* __restrict__ w,
+                                     const void* __restrict__ bias, void* __restrict__ y,
+                                     ConvParams p, int dt) {
+  if (dt == 0) conv2d_dt<0>(x, w, bias, y, p);
+  else if (dt == 1) conv2d_dt<1>(x, w, bias, y, p);
+  else conv2d_dt<2>(x, w, bias, y, p);
 }
 
 // col[c*KH*KW + kh*KW + kw][n*OH*OW + oh*OW + ow] (groups == 1): the images side by side, so
 // one GEMM covers the batch.
-template <class I>
-__device__ __forceinline__ void im2col_impl(const float* __restrict__ x, float* __restrict__ col,
+template <class I, int DT>
+__device__ __forceinline__ void im2col_impl(const void* __restrict__ x, void* __restrict__ col,
                                             const ConvParams& p) {
   const I OW = (I)p.OW, OH = (I)p.OH, KW = (I)p.KW, KH = (I)p.KH, H = (I)p.H, W = (I)p.W, C = (I)p.C;
   const I ohw = OH * OW, cols = (I)p.N * ohw;
@@ -103,21 +137,28 @@ __device__ __forceinline__ void im2col_impl(const float* __restrict__ x, float* 
     const I kw = row % KW, t = row / KW;
     const I kh = t % KH, c = t / KH;
     const I ih = oh * (I)p.sh - (I)p.ph + kh * (I)p.dh, iw = ow * (I)p.sw - (I)p.pw + kw * (I)p.dw;
-    col[i] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? x[((n * C + c) * H + ih) * W + iw] : 0.f;
+    // A copy: bf16 / f16 values pass through float exactly.
+    fe_st(col, i, (ih >= 0 && ih < H && iw >= 0 && iw < W) ? fe_ld(x, ((n * C + c) * H + ih) * W + iw, DT) : 0.f, DT);
   }
 }
 
-extern "C" __global__ void fe_im2col(const float* __restrict__ x, float* __restrict__ col,
-                                     ConvParams p) {
-  if (fe_fits32(p)) im2col_impl<int>(x, col, p);
-  else im2col_impl<int64_t>(x, col, p);
+template <int DT>
+__device__ __forceinline__ void im2col_dt(const void* x, void* col, const ConvParams& p) {
+  if (fe_fits32(p)) im2col_impl<int, DT>(x, col, p);
+  else im2col_impl<int64_t, DT>(x, col, p);
+}
+extern "C" __global__ void fe_im2col(const void* __restrict__ x, void* __restrict__ col,
+                                     ConvParams p, int dt) {
+  if (dt == 0) im2col_dt<0>(x, col, p);
+  else if (dt == 1) im2col_dt<1>(x, col, p);
+  else im2col_dt<2>(x, col, p);
 }
 
 // y[n][k][pix] = act(t[k][n*plane + pix] + bias[k]): the batched GEMM's [K, N*plane] result
 // back to NCHW, with the bias and activation.
-extern "C" __global__ void fe_bias_act_unfold(const float* __restrict__ t, float* __restrict__ y,
-                                              const float* __restrict__ bias, int64_t n_img,
-                                              int64_t channels, int64_t plane, int act) {
+extern "C" __global__ void fe_bias_act_unfold(const void* __restrict__ t, void* __restrict__ y,
+                                              const void* __restrict__ bias, int64_t n_img,
+                                              int64_t channels, int64_t plane, int act, int dt) {
   const int64_t total = n_img * channels * plane;
   const bool small = total + (int64_t)gridDim.x * blockDim.x < 0x7fffffffLL;
   GRID_STRIDE(i, total) {
@@ -133,32 +174,33 @@ extern "C" __global__ void fe_bias_act_unfold(const float* __restrict__ t, float
       k = (i / plane) % channels;
       n = i / (plane * channels);
     }
-    float v = t[k * n_img * plane + n * plane + pix];
-    if (bias) v += bias[k];
-    y[i] = fe_act(v, act, 0.f, 0.f);
+    float v = fe_ld(t, k * n_img * plane + n * plane + pix, dt);
+    if (bias) v += fe_ld(bias, k, dt);
+    fe_st(y, i, fe_act(v, act, 0.f, 0.f), dt);
   }
 }
 
-extern "C" __global__ void fe_bias_act_nchw(float* __restrict__ y, const float* __restrict__ bias,
+extern "C" __global__ void fe_bias_act_nchw(void* __restrict__ y, const void* __restrict__ bias,
                                             int64_t total, int64_t channels, int64_t plane, int act,
-                                            float lo, float hi) {
+                                            float lo, float hi, int dt) {
   const bool small = total + (int64_t)gridDim.x * blockDim.x < 0x7fffffffLL;
   GRID_STRIDE(i, total) {
-    float v = y[i];
-    if (bias) v += bias[small ? ((int)i / (int)plane) % (int)channels : (i / plane) % channels];
-    y[i] = fe_act(v, act, lo, hi);
+    float v = fe_ld(y, i, dt);
+    if (bias) v += fe_ld(bias, small ? ((int)i / (int)plane) % (int)channels : (i / plane) % channels, dt);
+    fe_st(y, i, fe_act(v, act, lo, hi), dt);
   }
 }
 
 // As the reference: the first tap inside the input, then any larger one (NaN first stays).
-extern "C" __global__ void fe_maxpool2d(const float* __restrict__ x, float* __restrict__ y, PoolParams p) {
+extern "C" __global__ void fe_maxpool2d(const void* __restrict__ x, void* __restrict__ y, PoolParams p,
+                                        int dt) {
   const int64_t total = p.planes * p.OH * p.OW;
   GRID_STRIDE(i, total) {
     int64_t r = i;
     const int64_t ow = r % p.OW; r /= p.OW;
     const int64_t oh = r % p.OH;
     const int64_t pl = r / p.OH;
-    const float* xp = x + pl * p.H * p.W;
+    const int64_t xp = pl * p.H * p.W;
     float best = -3.402823466e+38f;
     bool any = false;
     for (int64_t kh = 0; kh < p.KH; ++kh) {
@@ -167,11 +209,11 @@ extern "C" __global__ void fe_maxpool2d(const float* __restrict__ x, float* __re
       for (int64_t kw = 0; kw < p.KW; ++kw) {
         const int64_t iw = ow * p.sw - p.pw + kw * p.dw;
         if (iw < 0 || iw >= p.W) continue;
-        const float v = xp[ih * p.W + iw];
+        const float v = fe_ld(x, xp + ih * p.W + iw, dt);
         if (!any || v > best) { best = v; any = true; }
       }
     }
-    y[i] = best;
+    fe_st(y, i, best, dt);
   }
 }
 
@@ -185,21 +227,22 @@ __device__ __forceinline__ int64_t fe_bcast_offset(int64_t i, const BroadcastDim
   return off;
 }
 
-extern "C" __global__ void fe_epilogue(float* __restrict__ y, const float* __restrict__ bias,
-                                       const float* __restrict__ res, BroadcastDims rb,
-                                       int64_t rows, int64_t cols, int act) {
+// y, bias and res share the dtype code dt (see fe_ld).
+extern "C" __global__ void fe_epilogue(void* __restrict__ y, const void* __restrict__ bias,
+                                       const void* __restrict__ res, BroadcastDims rb,
+                                       int64_t rows, int64_t cols, int act, int dt) {
   GRID_STRIDE(i, rows * cols) {
-    float v = y[i];
-    if (bias) v += bias[i % cols];
+    float v = fe_ld(y, i, dt);
+    if (bias) v += fe_ld(bias, i % cols, dt);
     v = fe_act(v, act, 0.f, 0.f);
-    if (res) v += res[fe_bcast_offset(i, rb)];
-    y[i] = v;
+    if (res) v += fe_ld(res, fe_bcast_offset(i, rb), dt);
+    fe_st(y, i, v, dt);
   }
 }
 
-extern "C" __global__ void fe_broadcast_fill(float* __restrict__ y, const float* __restrict__ c,
-                                             BroadcastDims b, int64_t total, float beta) {
-  GRID_STRIDE(i, total) y[i] = beta * c[fe_bcast_offset(i, b)];
+extern "C" __global__ void fe_broadcast_fill(void* __restrict__ y, const void* __restrict__ c,
+                                             BroadcastDims b, int64_t total, float beta, int dt) {
+  GRID_STRIDE(i, total) fe_st(y, i, beta * fe_ld(c, fe_bcast_offset(i, b), dt), dt);
 }
 
 // out[o][j][i] = data[o][idx[j]][i]; a negative index counts from the end; an index out of range
@@ -246,13 +289,14 @@ extern "C" __global__ void fe_gather(const void* data, const void* idx, int idx6
   gather_impl((const unsigned long long*)data, idx, idx64, (unsigned long long*)out, outer, axis_len, n_idx, inner, err, tag);
 }
 
-// y = a (op) b with NumPy broadcasting (f32): 0 add, 1 sub, 2 mul, 3 div.
-extern "C" __global__ void fe_binary_f32(const float* __restrict__ a, BroadcastDims ab,
-                                         const float* __restrict__ b, BroadcastDims bb,
-                                         float* __restrict__ y, int64_t total, int op) {
+// y = a (op) b with NumPy broadcasting, all of dtype code dt, in float: 0 add, 1 sub, 2 mul,
+// 3 div.
+extern "C" __global__ void fe_binary_f32(const void* __restrict__ a, BroadcastDims ab,
+                                         const void* __restrict__ b, BroadcastDims bb,
+                                         void* __restrict__ y, int64_t total, int op, int dt) {
   GRID_STRIDE(i, total) {
-    const float x = a[fe_bcast_offset(i, ab)], z = b[fe_bcast_offset(i, bb)];
-    y[i] = op == 0 ? x + z : op == 1 ? x - z : op == 2 ? x * z : x / z;
+    const float x = fe_ld(a, fe_bcast_offset(i, ab), dt), z = fe_ld(b, fe_bcast_offset(i, bb), dt);
+    fe_st(y, i, op == 0 ? x + z : op == 1 ? x - z : op == 2 ? x * z : x / z, dt);
   }
 }
 
@@ -341,6 +385,13 @@ bool broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t
   return true;
 }
 
+const char* library_source() { return kLibrarySource; }
+
+// The kernels' dtype code (see fe_ld): 0 f32, 1 bf16, 2 f16.
+static int dtype_code(DType t) {
+  return t == DType::kBF16 ? 1 : (t == DType::kF16 ? 2 : 0);
+}
+
 bool parse_act(const std::string& s, Act* a) {
   if (s.empty() || s == "none")
     *a = Act::kNone;
@@ -411,28 +462,32 @@ Status LibraryKernels::launch(CUfunction f, int64_t grid, int64_t block, void** 
       "library kernel launch");
 }
 
-Status LibraryKernels::conv2d_direct(const float* x, const float* w, const float* bias, float* y,
-                                     const ConvParams& p) {
+Status LibraryKernels::conv2d_direct(const void* x, const void* w, const void* bias, void* y,
+                                     const ConvParams& p, DType dtype) {
   ConvParams q = p;
-  void* args[] = {&x, &w, &bias, &y, &q};
+  int dt = dtype_code(dtype);
+  void* args[] = {&x, &w, &bias, &y, &q, &dt};
   return launch(conv_, grid_for(p.N * p.K * p.OH * p.OW, 256, sms_), 256, args);
 }
 
-Status LibraryKernels::im2col(const float* x, float* col, const ConvParams& p) {
+Status LibraryKernels::im2col(const void* x, void* col, const ConvParams& p, DType dtype) {
   ConvParams q = p;
-  void* args[] = {&x, &col, &q};
+  int dt = dtype_code(dtype);
+  void* args[] = {&x, &col, &q, &dt};
   return launch(im2col_, grid_for(p.N * p.C * p.KH * p.KW * p.OH * p.OW, 256, sms_), 256, args);
 }
 
-Status LibraryKernels::bias_act_nchw(float* y, const float* bias, int64_t total, int64_t channels,
-                                     int64_t plane, int act, float lo, float hi) {
-  void* args[] = {&y, &bias, &total, &channels, &plane, &act, &lo, &hi};
+Status LibraryKernels::bias_act_nchw(void* y, const void* bias, int64_t total, int64_t channels,
+                                     int64_t plane, int act, float lo, float hi, DType dtype) {
+  int dt = dtype_code(dtype);
+  void* args[] = {&y, &bias, &total, &channels, &plane, &act, &lo, &hi, &dt};
   return launch(bias_act_, grid_for(total, 256, sms_), 256, args);
 }
 
-Status LibraryKernels::bias_act_unfold(const float* t, float* y, const float* bias, int64_t n_img,
-                                       int64_t channels, int64_t plane, int act) {
-  void* args[] = {&t, &y, &bias, &n_img, &channels, &plane, &act};
+Status LibraryKernels::bias_act_unfold(const void* t, void* y, const void* bias, int64_t n_img,
+                                       int64_t channels, int64_t plane, int act, DType dtype) {
+  int dt = dtype_code(dtype);
+  void* args[] = {&t, &y, &bias, &n_img, &channels, &plane, &act, &dt};
   return launch(unfold_, grid_for(n_img * channels * plane, 256, sms_), 256, args);
 }
 
@@ -445,31 +500,37 @@ Status LibraryKernels::gather(const void* data, const void* idx, bool idx64, voi
   return launch(f, grid_for(outer * n_idx * inner, 256, sms_), 256, args);
 }
 
-Status LibraryKernels::binary_f32(const float* a, const BroadcastDims& ab, const float* b,
-                                  const BroadcastDims& bb, float* y, int64_t total, int op) {
+Status LibraryKernels::binary_f32(const void* a, const BroadcastDims& ab, const void* b,
+                                  const BroadcastDims& bb, void* y, int64_t total, int op,
+                                  DType dtype) {
   BroadcastDims x = ab, z = bb;
-  void* args[] = {&a, &x, &b, &z, &y, &total, &op};
+  int dt = dtype_code(dtype);
+  void* args[] = {&a, &x, &b, &z, &y, &total, &op, &dt};
   return launch(binary_, grid_for(total, 256, sms_), 256, args);
 }
 
-Status LibraryKernels::maxpool2d(const float* x, float* y, const PoolParams& p) {
+Status LibraryKernels::maxpool2d(const void* x, void* y, const PoolParams& p, DType dtype) {
   PoolParams q = p;
-  void* args[] = {&x, &y, &q};
+  int dt = dtype_code(dtype);
+  void* args[] = {&x, &y, &q, &dt};
   return launch(maxpool_, grid_for(p.planes * p.OH * p.OW, 256, sms_), 256, args);
 }
 
-Status LibraryKernels::epilogue(float* y, const float* bias, const float* residual,
-                                const BroadcastDims* res, int64_t rows, int64_t cols, int act) {
+Status LibraryKernels::epilogue(void* y, const void* bias, const void* residual,
+                                const BroadcastDims* res, int64_t rows, int64_t cols, int act,
+                                DType dtype) {
   BroadcastDims rb{};
   if (res) rb = *res;
-  void* args[] = {&y, &bias, &residual, &rb, &rows, &cols, &act};
+  int dt = dtype_code(dtype);
+  void* args[] = {&y, &bias, &residual, &rb, &rows, &cols, &act, &dt};
   return launch(epilogue_, grid_for(rows * cols, 256, sms_), 256, args);
 }
 
-Status LibraryKernels::broadcast_fill(float* y, const float* c, const BroadcastDims& bd,
-                                      int64_t total, float beta) {
+Status LibraryKernels::broadcast_fill(void* y, const void* c, const BroadcastDims& bd,
+                                      int64_t total, float beta, DType dtype) {
   BroadcastDims b = bd;
-  void* args[] = {&y, &c, &b, &total, &beta};
+  int dt = dtype_code(dtype);
+  void* args[] = {&y, &c, &b, &total, &beta, &dt};
   return launch(fill_, grid_for(total, 256, sms_), 256, args);
 }
 

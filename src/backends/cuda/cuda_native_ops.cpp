@@ -14,10 +14,24 @@ int64_t prod(const std::vector<int64_t>& v, size_t b = 0, size_t e = SIZE_MAX) {
   return p;
 }
 
+// Attention at bf16 / fp16 takes the fused kernel (generic over the storage type); what it
+// declines runs on the host (the 3-step path is f32 only).
 bool all_f32(const NativeIO& io) {
   for (const auto& v : io.in)
     if (v && v->dtype != DType::kF32) return false;
   return true;
+}
+
+// The one float dtype of every present input that cuBLASLt multiplies (f32, bf16, f16), or
+// kUndefined.
+DType gemm_dtype(const NativeIO& io) {
+  DType t = DType::kUndefined;
+  for (const auto& v : io.in) {
+    if (!v) continue;
+    if (t != DType::kUndefined && v->dtype != t) return DType::kUndefined;
+    t = v->dtype;
+  }
+  return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16 ? t : DType::kUndefined;
 }
 
 // Right-aligned broadcast of two batch shapes; nullopt when they do not broadcast.
@@ -43,9 +57,9 @@ bool same_batch(const std::vector<int64_t>& a, const std::vector<int64_t>& out) 
 
 // Batched row-major matmul C[batch, M, N] = A[batchA, M, K] * op(B)[batchB, K, N] with NumPy
 // batch broadcasting; picks one (batched) cuBLASLt call where the layouts allow it.
-Status matmul(CudaBackend& be, const float* a, const std::vector<int64_t>& ab, const float* b,
+Status matmul(CudaBackend& be, const void* a, const std::vector<int64_t>& ab, const void* b,
               const std::vector<int64_t>& bb, const std::vector<int64_t>& batch, int64_t M,
-              int64_t N, int64_t K, bool trans_b, float* c, GemmCall base) {
+              int64_t N, int64_t K, bool trans_b, void* c, GemmCall base) {
   base.k = K;
   base.n = N;
   base.a = a;
@@ -82,17 +96,18 @@ Status matmul(CudaBackend& be, const float* a, const std::vector<int64_t>& ab, c
       r /= da.dims[d];
     }
     GemmCall g = base;
-    g.a = a + oa * M * K;
-    g.b = b + ob * K * N;
-    g.c = c + i * M * N;
-    if (base.c_in) g.c_in = base.c_in + i * M * N;
+    g.a = elem_offset(a, oa * M * K, base.dtype);
+    g.b = elem_offset(b, ob * K * N, base.dtype);
+    g.c = elem_offset(c, i * M * N, base.dtype);
+    if (base.c_in) g.c_in = elem_offset(base.c_in, i * M * N, base.dtype);
     FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
   }
   return Status::ok();
 }
 
 Expected<bool> run_matmul(const Node& node, NativeIO& io, CudaBackend& be) {
-  if (!all_f32(io) || !io.in[0] || !io.in[1]) return false;
+  const DType dt = gemm_dtype(io);
+  if (dt == DType::kUndefined || !io.in[0] || !io.in[1]) return false;
   std::vector<int64_t> ad = io.in[0]->dims, bd = io.in[1]->dims;
   if (ad.empty() || bd.empty()) return false;
   const bool a1 = ad.size() == 1, b1 = bd.size() == 1;
@@ -106,14 +121,18 @@ Expected<bool> run_matmul(const Node& node, NativeIO& io, CudaBackend& be) {
   std::vector<int64_t> out = *batch;
   if (!a1) out.push_back(M);
   if (!b1) out.push_back(N);
-  FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, DType::kF32, out));
-  FERRITE_RETURN_IF_ERROR(matmul(be, io.in[0]->f32(), ab, io.in[1]->f32(), bb, *batch, M, N, K,
-                                 false, static_cast<float*>(y), GemmCall{}));
+  FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, dt, out));
+  GemmCall g;
+  g.dtype = dt;
+  g.tf32 = io.tf32;
+  FERRITE_RETURN_IF_ERROR(
+      matmul(be, io.in[0]->ptr, ab, io.in[1]->ptr, bb, *batch, M, N, K, false, y, g));
   return true;
 }
 
 Expected<bool> run_fused_matmul(const Node& node, NativeIO& io, CudaBackend& be) {
-  if (!all_f32(io) || !io.in[0] || !io.in[1]) return false;
+  const DType dt = gemm_dtype(io);
+  if (dt == DType::kUndefined || !io.in[0] || !io.in[1]) return false;
   Act act;
   if (!parse_act(node.attr_string("activation", "none"), &act)) return false;
   const bool tb = node.attr_int("transB") != 0;
@@ -134,29 +153,31 @@ Expected<bool> run_fused_matmul(const Node& node, NativeIO& io, CudaBackend& be)
   if (bias && prod(bias->dims) != N) return false;
   BroadcastDims rb{};
   if (res && !broadcast_strides(res->dims, out, &rb)) return false;
-  FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, DType::kF32, out));
-  float* y = static_cast<float*>(yv);
+  FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, dt, out));
   GemmCall g;
-  g.bias = bias ? bias->f32() : nullptr;
+  g.dtype = dt;
+  g.tf32 = io.tf32;
+  g.bias = bias ? bias->ptr : nullptr;
   g.relu = act == Act::kRelu;
   const bool simple_act = act == Act::kNone || act == Act::kRelu;
   bool res_done = false;
   if (res && act == Act::kNone && res->dims == out) {
-    g.c_in = res->f32();  // y = A B + residual + bias in the GEMM itself
+    g.c_in = res->ptr;  // y = A B + residual + bias in the GEMM itself
     g.beta = 1;
     res_done = true;
   }
   FERRITE_RETURN_IF_ERROR(
-      matmul(be, io.in[0]->f32(), ab, io.in[1]->f32(), bb, *batch, M, N, K, tb, y, g));
+      matmul(be, io.in[0]->ptr, ab, io.in[1]->ptr, bb, *batch, M, N, K, tb, y, g));
   if (!simple_act || (res && !res_done))
-    FERRITE_RETURN_IF_ERROR(be.lib->epilogue(y, nullptr, res && !res_done ? res->f32() : nullptr,
+    FERRITE_RETURN_IF_ERROR(be.lib->epilogue(y, nullptr, res && !res_done ? res->ptr : nullptr,
                                              &rb, prod(out) / N, N,
-                                             simple_act ? 0 : static_cast<int>(act)));
+                                             simple_act ? 0 : static_cast<int>(act), dt));
   return true;
 }
 
 Expected<bool> run_gemm(const Node& node, NativeIO& io, CudaBackend& be) {
-  if (!all_f32(io) || !io.in[0] || !io.in[1]) return false;
+  const DType dt = gemm_dtype(io);
+  if (dt == DType::kUndefined || !io.in[0] || !io.in[1]) return false;
   const auto& ad = io.in[0]->dims;
   const auto& bd = io.in[1]->dims;
   if (ad.size() != 2 || bd.size() != 2) return false;
@@ -168,16 +189,17 @@ Expected<bool> run_gemm(const Node& node, NativeIO& io, CudaBackend& be) {
   const DevView* c = io.in.size() > 2 && io.in[2] ? &*io.in[2] : nullptr;
   BroadcastDims cb{};
   if (c && !broadcast_strides(c->dims, {M, N}, &cb)) return false;
-  FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, DType::kF32, {M, N}));
-  float* y = static_cast<float*>(yv);
+  FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, dt, {M, N}));
   GemmCall g;
+  g.dtype = dt;
+  g.tf32 = io.tf32;
   g.m = M;
   g.n = N;
   g.k = K;
-  g.a = io.in[0]->f32();
+  g.a = io.in[0]->ptr;
   g.lda = ad[1];
   g.trans_a = ta;
-  g.b = io.in[1]->f32();
+  g.b = io.in[1]->ptr;
   g.ldb = bd[1];
   g.trans_b = tb;
   g.c = y;
@@ -185,9 +207,9 @@ Expected<bool> run_gemm(const Node& node, NativeIO& io, CudaBackend& be) {
   g.alpha = alpha;
   if (c && beta != 0) {
     if (beta == 1 && prod(c->dims) == N && c->dims.back() == N) {
-      g.bias = c->f32();
+      g.bias = c->ptr;
     } else {
-      FERRITE_RETURN_IF_ERROR(be.lib->broadcast_fill(y, c->f32(), cb, M * N, beta));
+      FERRITE_RETURN_IF_ERROR(be.lib->broadcast_fill(y, c->ptr, cb, M * N, beta, dt));
       g.c_in = y;
       g.beta = 1;
     }
@@ -197,7 +219,9 @@ Expected<bool> run_gemm(const Node& node, NativeIO& io, CudaBackend& be) {
 }
 
 Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be) {
-  if (!all_f32(io) || !io.in[0] || !io.in[1]) return false;
+  const DType dt = gemm_dtype(io);
+  if (dt == DType::kUndefined || !io.in[0] || !io.in[1]) return false;
+  const size_t es = dtype_size(dt);
   const auto& xd = io.in[0]->dims;
   const auto& wd = io.in[1]->dims;
   if (xd.size() != 4 || wd.size() != 4) return false;
@@ -215,27 +239,28 @@ Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be) {
   p.sh = win->strides[0], p.sw = win->strides[1], p.ph = win->pads[0], p.pw = win->pads[1];
   p.dh = win->dilations[0], p.dw = win->dilations[1], p.groups = groups;
   p.act = 0;
-  FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, DType::kF32, {p.N, p.K, p.OH, p.OW}));
-  float* y = static_cast<float*>(yv);
-  const float* bp = bias ? bias->f32() : nullptr;
+  FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, dt, {p.N, p.K, p.OH, p.OW}));
+  const void* bp = bias ? bias->ptr : nullptr;
   if (groups != 1) {
-    FERRITE_RETURN_IF_ERROR(be.lib->conv2d_direct(io.in[0]->f32(), io.in[1]->f32(), bp, y, p));
+    FERRITE_RETURN_IF_ERROR(be.lib->conv2d_direct(io.in[0]->ptr, io.in[1]->ptr, bp, y, p, dt));
     return true;
   }
   const int64_t ohw = p.OH * p.OW, ckk = p.C * p.KH * p.KW;
   const bool pointwise = p.KH == 1 && p.KW == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 &&
                          p.pw == 0 && win->pads[2] == 0 && win->pads[3] == 0;
   GemmCall g;
+  g.dtype = dt;
+  g.tf32 = io.tf32;
   g.m = p.K;
   g.k = ckk;
-  g.a = io.in[1]->f32();
+  g.a = io.in[1]->ptr;
   g.lda = ckk;
   if (pointwise) {
     // y[n] (K x HW) = W (K x C) * x[n] (C x HW): the input is its own column matrix.
     g.n = ohw;
     g.batch = p.N;
     g.stride_a = 0;
-    g.b = io.in[0]->f32();
+    g.b = io.in[0]->ptr;
     g.ldb = ohw;
     g.stride_b = ckk * ohw;
     g.c = y;
@@ -243,28 +268,28 @@ Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be) {
     g.stride_c = p.K * ohw;
     FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
     if (bp)
-      FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, bp, p.N * p.K * ohw, p.K, ohw, 0, 0, 0));
+      FERRITE_RETURN_IF_ERROR(
+          be.lib->bias_act_nchw(y, bp, p.N * p.K * ohw, p.K, ohw, 0, 0, 0, dt));
     return true;
   }
   // One GEMM for the whole batch: T (K x N*OHW) = W (K x CKK) * col (CKK x N*OHW), then T goes
   // back to NCHW with the bias (directly into y when there is one image).
-  FERRITE_ASSIGN_OR_RETURN(void* cv, io.scratch(static_cast<size_t>(p.N * ckk * ohw) * 4));
-  FERRITE_RETURN_IF_ERROR(be.lib->im2col(io.in[0]->f32(), static_cast<float*>(cv), p));
-  float* t = y;
+  FERRITE_ASSIGN_OR_RETURN(void* cv, io.scratch(static_cast<size_t>(p.N * ckk * ohw) * es));
+  FERRITE_RETURN_IF_ERROR(be.lib->im2col(io.in[0]->ptr, cv, p, dt));
+  void* t = y;
   if (p.N > 1) {
-    FERRITE_ASSIGN_OR_RETURN(void* tv, io.scratch(static_cast<size_t>(p.N * p.K * ohw) * 4));
-    t = static_cast<float*>(tv);
+    FERRITE_ASSIGN_OR_RETURN(t, io.scratch(static_cast<size_t>(p.N * p.K * ohw) * es));
   }
   g.n = p.N * ohw;
-  g.b = static_cast<const float*>(cv);
+  g.b = cv;
   g.ldb = p.N * ohw;
   g.c = t;
   g.ldc = p.N * ohw;
   FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
   if (p.N > 1)
-    FERRITE_RETURN_IF_ERROR(be.lib->bias_act_unfold(t, y, bp, p.N, p.K, ohw, 0));
+    FERRITE_RETURN_IF_ERROR(be.lib->bias_act_unfold(t, y, bp, p.N, p.K, ohw, 0, dt));
   else if (bp)
-    FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, bp, p.K * ohw, p.K, ohw, 0, 0, 0));
+    FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, bp, p.K * ohw, p.K, ohw, 0, 0, 0, dt));
   return true;
 }
 
@@ -329,7 +354,8 @@ Expected<bool> run_split(const Node& node, NativeIO& io, CudaBackend& be) {
 }
 
 Expected<bool> run_maxpool(const Node& node, NativeIO& io, CudaBackend& be) {
-  if (!all_f32(io) || !io.in[0] || node.output(1) != nullptr) return false;
+  const DType dt = gemm_dtype(io);
+  if (dt == DType::kUndefined || !io.in[0] || node.output(1) != nullptr) return false;
   const auto& xd = io.in[0]->dims;
   if (xd.size() != 4) return false;
   auto ks = node.attr_ints("kernel_shape");
@@ -342,8 +368,8 @@ Expected<bool> run_maxpool(const Node& node, NativeIO& io, CudaBackend& be) {
   p.planes = xd[0] * xd[1], p.H = xd[2], p.W = xd[3], p.OH = (*outsp)[0], p.OW = (*outsp)[1];
   p.KH = ks[0], p.KW = ks[1], p.sh = win->strides[0], p.sw = win->strides[1];
   p.ph = win->pads[0], p.pw = win->pads[1], p.dh = win->dilations[0], p.dw = win->dilations[1];
-  FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, DType::kF32, {xd[0], xd[1], p.OH, p.OW}));
-  FERRITE_RETURN_IF_ERROR(be.lib->maxpool2d(io.in[0]->f32(), static_cast<float*>(yv), p));
+  FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, dt, {xd[0], xd[1], p.OH, p.OW}));
+  FERRITE_RETURN_IF_ERROR(be.lib->maxpool2d(io.in[0]->ptr, yv, p, dt));
   return true;
 }
 
@@ -354,8 +380,7 @@ Expected<bool> run_attention(const Node& node, NativeIO& io, CudaBackend& be) {
   const DType dt = io.in[0]->dtype;
   for (const auto& v : io.in)
     if (v && v->dtype != dt) return false;
-  // Other storage types: FlashAttention::run takes bf16 / f16 once the backend feeds them.
-  if (dt != DType::kF32) return false;
+  if (dt != DType::kF32 && dt != DType::kBF16 && dt != DType::kF16) return false;
   const auto& qd = io.in[0]->dims;
   const auto& kd = io.in[1]->dims;
   const auto& vd = io.in[2]->dims;
@@ -419,7 +444,8 @@ Expected<bool> run_attention(const Node& node, NativeIO& io, CudaBackend& be) {
                                     : "attention on the host (broadcast batch dims)") +
                        ": the fused kernel does not take it: " + why,
                    true);
-  if (!equal_batch) return false;
+  // The 3-step path is f32 only; low-precision calls the fused kernel declines run on the host.
+  if (!equal_batch || dt != DType::kF32) return false;
   FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, DType::kF32, out));
   FERRITE_ASSIGN_OR_RETURN(void* sv, io.scratch(static_cast<size_t>(prod(*batch) * S * T) * 4));
   FERRITE_RETURN_IF_ERROR(attention_three_step(be, p, io.in[0]->f32(), io.in[1]->f32(),
@@ -453,7 +479,8 @@ Expected<bool> run_gather(const Node& node, NativeIO& io, CudaBackend& be) {
 }
 
 Expected<bool> run_binary(const Node& node, NativeIO& io, CudaBackend& be) {
-  if (!all_f32(io) || io.in.size() != 2 || !io.in[0] || !io.in[1]) return false;
+  const DType dt = gemm_dtype(io);
+  if (dt == DType::kUndefined || io.in.size() != 2 || !io.in[0] || !io.in[1]) return false;
   auto out = broadcast(io.in[0]->dims, io.in[1]->dims);
   if (!out) return false;
   BroadcastDims ab{}, bb{};
@@ -462,10 +489,10 @@ Expected<bool> run_binary(const Node& node, NativeIO& io, CudaBackend& be) {
     return false;
   const std::string& op = node.op_type;
   int code = op == "Add" ? 0 : op == "Sub" ? 1 : op == "Mul" ? 2 : 3;
-  FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, DType::kF32, *out));
+  FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, dt, *out));
   if (prod(*out) == 0) return true;
-  FERRITE_RETURN_IF_ERROR(be.lib->binary_f32(io.in[0]->f32(), ab, io.in[1]->f32(), bb,
-                                             static_cast<float*>(y), prod(*out), code));
+  FERRITE_RETURN_IF_ERROR(
+      be.lib->binary_f32(io.in[0]->ptr, ab, io.in[1]->ptr, bb, y, prod(*out), code, dt));
   return true;
 }
 

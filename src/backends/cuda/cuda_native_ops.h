@@ -32,6 +32,7 @@ struct NativeIO {
   // checks it after the run and reports the step.
   int* error_flag = nullptr;
   int error_tag = 0;
+  bool tf32 = false;  // f32 GEMMs on TF32 tensor cores (--precision tf32)
 };
 
 // Returns false when the op declines the node (nothing was written).

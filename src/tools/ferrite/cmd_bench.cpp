@@ -63,6 +63,8 @@ Options
                       not a performance device: its numbers are a baseline only
   --threads N         RunOptions.threads for ferrite and intra_op_num_threads for ONNX Runtime
                       (default 0: each runtime's own default)
+  --precision P       f32 (default), tf32, bf16 or fp16 for ferrite (see `ferrite run --help`);
+                      ONNX Runtime always runs the f32 model
   --warmup K          warm-up runs per runtime (default 2)
   --runs R            minimum timed runs per runtime (default 10)
   --min-seconds S     minimum summed run time per runtime (default 1; 0: stop after R runs)
@@ -404,7 +406,7 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 int bench_command(int argc, char** argv) {
   auto args = Args::parse(argc, argv, {"help", "quiet"},
                           {"inputs", "input", "device", "threads", "warmup", "runs", "min-seconds",
-                           "block", "compare", "json"});
+                           "block", "compare", "json", "precision"});
   if (!args) return fail(args.status());
   if (args->flag("help")) {
     std::fputs(kBenchHelp, stdout);
@@ -434,6 +436,11 @@ int bench_command(int argc, char** argv) {
   const std::string json_path = args->get("json");
   RunOptions opts;
   opts.threads = static_cast<int>(*threads);
+  if (std::string p = args->get("precision"); !p.empty()) {
+    auto prec = precision_from_name(p);
+    if (!prec) return fail(err("--precision expects f32, tf32, bf16 or fp16, got '", p, "'"));
+    opts.precision = *prec;
+  }
   Progress progress(args->flag("quiet"));
   signal(SIGPIPE, SIG_IGN);  // a dead child must give an error, not kill us
 
@@ -612,8 +619,9 @@ int bench_command(int argc, char** argv) {
   for (const auto& in : inputs)
     in_text += str_cat(in_text.empty() ? "" : ", ", in.name, " ", in.tensor.type_string());
   std::printf("model        %s\n", model.c_str());
-  std::printf("device       %s (threads %s)\n", device.c_str(),
-              opts.threads ? std::to_string(opts.threads).c_str() : "default");
+  std::printf("device       %s (threads %s, precision %s)\n", device.c_str(),
+              opts.threads ? std::to_string(opts.threads).c_str() : "default",
+              std::string(precision_name(opts.precision)).c_str());
   std::printf("inputs       %s\n", in_text.c_str());
   std::printf(
       "compile      cold %.3f s (import %.3f + prepare %.3f), warm %.3f s (import %.3f + "
@@ -655,6 +663,7 @@ int bench_command(int argc, char** argv) {
   if (!json_path.empty()) {
     std::ostringstream js;
     js << "{\"model\": \"" << json_escape(model) << "\", \"device\": \"" << json_escape(device)
+       << "\", \"precision\": \"" << precision_name(opts.precision)
        << "\", \"threads\": " << opts.threads << ", \"warmup\": " << *warmup
        << ", \"min_runs\": " << min_runs << ", \"min_seconds\": " << jnum(*min_s)
        << ", \"inputs\": [";

@@ -23,7 +23,13 @@ const char* kRunHelp = R"(usage: ferrite run MODEL [--inputs DIR]... [--input NA
   --output-dir OUT    write OUT/<k>/output_<i>.pb for run k and OUT/run.json
   --device NAME       device to run on (default: reference; see `ferrite devices`)
   --check             compare each run's outputs with DIR/output_*.pb (when present) using the
-                      per-dtype tolerances of `ferrite test-onnx --help`; exit 1 on a mismatch
+                      per-dtype tolerances of `ferrite test-onnx --help` (at bf16 / fp16 / tf32,
+                      float outputs use that precision's tolerance, see --precision); exit 1 on
+                      a mismatch
+  --precision P       f32 (default; TF32 off), tf32 (f32 storage, TF32 tensor-core GEMMs; cuda),
+                      bf16 or fp16 (weights and activations stored in the low dtype, float32
+                      compute and accumulation; inputs and outputs stay f32). --check tolerances
+                      (atol = rtol): bf16 0.0625, fp16 and tf32 0.0078 (docs/cuda-backend.md)
   --passes LIST       graph passes before preparing: "default", "none" or a comma-separated list
                       (see `ferrite info --list-passes`); by default none on `reference` (the
                       oracle) and the default pipeline on compiling devices such as `cpu`
@@ -50,7 +56,7 @@ int fail(const Status& s) {
 }  // namespace
 
 int run_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"help", "quiet", "check", "autotune"}, {"inputs", "input", "output-dir", "device", "passes", "threads", "dump"});
+  auto args = Args::parse(argc, argv, {"help", "quiet", "check", "autotune"}, {"inputs", "input", "output-dir", "device", "passes", "threads", "dump", "precision"});
   if (!args) return fail(args.status());
   if (args->flag("help")) {
     std::fputs(kRunHelp, stdout);
@@ -80,6 +86,11 @@ int run_command(int argc, char** argv) {
     run_opts.passes = pipeline;
   }
   run_opts.autotune = args->flag("autotune");
+  if (std::string p = args->get("precision"); !p.empty()) {
+    auto prec = precision_from_name(p);
+    if (!prec) return fail(err("--precision expects f32, tf32, bf16 or fp16, got '", p, "'"));
+    run_opts.precision = *prec;
+  }
   if (std::string threads = args->get("threads"); !threads.empty()) {
     if (threads.find_first_not_of("0123456789") != std::string::npos || threads.size() > 4)
       return fail(err("--threads expects a positive integer, got '", threads, "'"));
@@ -149,7 +160,7 @@ int run_command(int argc, char** argv) {
       } else {
         for (size_t i = 0; i < expected->size(); ++i) {
           const Tensor& want = (*expected)[i].tensor;
-          auto cmp = compare_tensors((*outs)[i], want, default_tolerance(want.dtype()));
+          auto cmp = compare_tensors((*outs)[i], want, precision_tolerance(run_opts.precision, want.dtype()));
           if (!cmp.ok) {
             checks[k] = str_cat("fail: output ", i, " (", g.outputs()[i]->name, "): ", cmp.message);
             break;
