@@ -272,9 +272,10 @@ g (float[8] x) => (float[8] y, float[8] z) <float lowest = {-3.4028234663852886e
   EXPECT_TRUE(std::isfinite(l)) << l;
   EXPECT_LT(l, -3.3e38f);
   // Range has no bf16 kernel: it keeps f32 inputs and its result is cast for the Add.
-  for (const auto& n : g->nodes())
-    if (n->op_type == "Range")
-      for (const Value* v : n->inputs) EXPECT_EQ(v->type.dtype, DType::kF32);
+  for (const auto& n : g->nodes()) {
+    if (n->op_type != "Range") continue;
+    for (const Value* v : n->inputs) EXPECT_EQ(v->type.dtype, DType::kF32);
+  }
   for (const Value* o : g->outputs()) EXPECT_EQ(o->type.dtype, DType::kF32);
   EXPECT_EQ(g->outputs()[0]->name, "y");
 
