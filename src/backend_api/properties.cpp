@@ -31,13 +31,16 @@ int64_t LaunchLimits::clamp_grid(int64_t g) const {
 std::string DeviceProperties::cache_key() const {
   std::ostringstream os;
   os << "name=" << name << ";kind=" << kind << ";model=" << model << ";arch=" << arch
-     << ";cu=" << compute_units << ";res=" << resident_threads_per_unit << ";smem=" << shared_memory_per_block << ";vec=" << vector_bytes
-     << ";block=" << launch.max_block << ";warp=" << launch.warp_size
-     << ";align=" << alignment << ";pref=" << [&] {
-          std::string b;
-          for (int64_t x : preferred_blocks) b += std::to_string(x) + ",";
-          return b;
-        }() << ";warps=" << launch.max_warps_per_block << ";grid=" << launch.max_grid << ","
+     << ";cu=" << compute_units << ";res=" << resident_threads_per_unit
+     << ";smem=" << shared_memory_per_block << ";vec=" << vector_bytes
+     << ";block=" << launch.max_block << ";warp=" << launch.warp_size << ";align=" << alignment
+     << ";pref=" <<
+      [&] {
+        std::string b;
+        for (int64_t x : preferred_blocks) b += std::to_string(x) + ",";
+        return b;
+      }()
+     << ";warps=" << launch.max_warps_per_block << ";grid=" << launch.max_grid << ","
      << launch.grid_any_upto << "," << launch.grid_multiple << ";host=" << host_addressable
      << ";dtypes=";
   for (DType d : dtypes) os << dtype_name(d) << ",";

@@ -16,8 +16,8 @@ namespace ferrite {
 // grid, e.g. "at most 48 blocks, or a multiple of 48" and "one warp per block":
 //   LaunchLimits{.max_block = 32, .warp_size = 32, .grid_any_upto = 48, .grid_multiple = 48}.
 struct LaunchLimits {
-  int64_t max_block = 1;   // threads per block (1: the block is one host thread)
-  int64_t warp_size = 1;   // SIMT width; blocks are made of whole warps
+  int64_t max_block = 1;  // threads per block (1: the block is one host thread)
+  int64_t warp_size = 1;  // SIMT width; blocks are made of whole warps
   int64_t max_warps_per_block = std::numeric_limits<int64_t>::max();
   int64_t max_grid = std::numeric_limits<int64_t>::max();
   // A grid g is allowed when g <= grid_any_upto or g % grid_multiple == 0 (and g <= max_grid).
@@ -31,23 +31,23 @@ struct LaunchLimits {
 };
 
 struct DeviceProperties {
-  std::string name;        // registry name: "cpu", "cuda", "gxu"
-  std::string kind;        // "host", "gpu", "accelerator"
-  std::string model;       // "Intel Xeon ...", "NVIDIA H200"
-  std::string arch;        // what code is generated for: "x86-64 native", "sm_90"
-  int compute_units = 1;   // cores, SMs, tiles
+  std::string name;       // registry name: "cpu", "cuda", "gxu"
+  std::string kind;       // "host", "gpu", "accelerator"
+  std::string model;      // "Intel Xeon ...", "NVIDIA H200"
+  std::string arch;       // what code is generated for: "x86-64 native", "sm_90"
+  int compute_units = 1;  // cores, SMs, tiles
   // Threads one compute unit keeps resident at once (GPUs: max threads per SM); 0 = unknown.
   // Heuristics size grids to fill the device in one wave.
   int64_t resident_threads_per_unit = 0;
   int64_t memory_bytes = 0;
-  int64_t shared_memory_per_block = 0;  // on-chip scratch a block may use (0: none / n.a.)
-  int64_t vector_bytes = 16;            // natural vector width of one thread
-  int64_t alignment = 64;               // of device allocations, bytes
+  int64_t shared_memory_per_block = 0;    // on-chip scratch a block may use (0: none / n.a.)
+  int64_t vector_bytes = 16;              // natural vector width of one thread
+  int64_t alignment = 64;                 // of device allocations, bytes
   std::vector<int64_t> preferred_blocks;  // block sizes (threads) heuristics and tuning try first
   LaunchLimits launch;
-  std::vector<DType> dtypes;            // element types kernels may be generated for
-  std::vector<std::string> features;    // "avx512f", "bf16", "tensor_cores", ...
-  bool host_addressable = false;        // device pointers are host pointers (cpu, emulators)
+  std::vector<DType> dtypes;          // element types kernels may be generated for
+  std::vector<std::string> features;  // "avx512f", "bf16", "tensor_cores", ...
+  bool host_addressable = false;      // device pointers are host pointers (cpu, emulators)
 
   // Canonical text of every field: part of compile-cache keys, so that code compiled for one
   // device is never loaded for another.

@@ -20,7 +20,9 @@ int64_t wrap_mul(int64_t a, int64_t b) {
   __builtin_mul_overflow(a, b, &r);
   return r;
 }
-int64_t wrap_neg(int64_t a) { return wrap_mul(a, -1); }
+int64_t wrap_neg(int64_t a) {
+  return wrap_mul(a, -1);
+}
 // b != 0. INT64_MIN / -1 wraps to INT64_MIN.
 int64_t floor_div(int64_t a, int64_t b) {
   if (b == -1) return wrap_neg(a);
@@ -33,7 +35,9 @@ int64_t floor_mod(int64_t a, int64_t b) {
   int64_t r = a % b;
   return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
 }
-bool divisible(int64_t a, int64_t b) { return b == -1 || a % b == 0; }
+bool divisible(int64_t a, int64_t b) {
+  return b == -1 || a % b == 0;
+}
 }  // namespace
 
 SymExpr::SymExpr(int64_t constant) {
@@ -88,7 +92,9 @@ SymExpr SymExpr::operator-() const {
   for (auto& [m, c] : r.terms_) c = wrap_neg(c);
   return r;
 }
-SymExpr SymExpr::operator-(const SymExpr& o) const { return *this + (-o); }
+SymExpr SymExpr::operator-(const SymExpr& o) const {
+  return *this + (-o);
+}
 SymExpr SymExpr::operator*(const SymExpr& o) const {
   SymExpr r;
   r.atoms_ = atoms_;
@@ -125,7 +131,9 @@ SymExpr SymExpr::floordiv(const SymExpr& o) const {
   atom->b = o;
   return from_atom(atom);
 }
-SymExpr SymExpr::ceildiv(const SymExpr& o) const { return -((-*this).floordiv(o)); }
+SymExpr SymExpr::ceildiv(const SymExpr& o) const {
+  return -((-*this).floordiv(o));
+}
 SymExpr SymExpr::mod(const SymExpr& o) const {
   auto a = constant(), b = o.constant();
   if (a && b && *b != 0) return SymExpr(floor_mod(*a, *b));
@@ -186,9 +194,14 @@ std::optional<int64_t> SymExpr::evaluate(const SymBindings& bindings) const {
             if (*b == 0) return std::nullopt;
             x = floor_mod(*a, *b);
             break;
-          case SymAtom::Kind::kMax: x = std::max(*a, *b); break;
-          case SymAtom::Kind::kMin: x = std::min(*a, *b); break;
-          default: return std::nullopt;
+          case SymAtom::Kind::kMax:
+            x = std::max(*a, *b);
+            break;
+          case SymAtom::Kind::kMin:
+            x = std::min(*a, *b);
+            break;
+          default:
+            return std::nullopt;
         }
       }
       if (__builtin_mul_overflow(v, *x, &v)) return std::nullopt;
@@ -223,11 +236,16 @@ bool SymExpr::uses(const std::string& name) const {
 
 std::string SymAtom::key() const {
   switch (kind) {
-    case Kind::kSymbol: return name;
-    case Kind::kFloorDiv: return "(" + a.to_string() + ")//(" + b.to_string() + ")";
-    case Kind::kMod: return "(" + a.to_string() + ")%(" + b.to_string() + ")";
-    case Kind::kMax: return "max(" + a.to_string() + "," + b.to_string() + ")";
-    case Kind::kMin: return "min(" + a.to_string() + "," + b.to_string() + ")";
+    case Kind::kSymbol:
+      return name;
+    case Kind::kFloorDiv:
+      return "(" + a.to_string() + ")//(" + b.to_string() + ")";
+    case Kind::kMod:
+      return "(" + a.to_string() + ")%(" + b.to_string() + ")";
+    case Kind::kMax:
+      return "max(" + a.to_string() + "," + b.to_string() + ")";
+    case Kind::kMin:
+      return "min(" + a.to_string() + "," + b.to_string() + ")";
   }
   return "?";
 }
@@ -241,9 +259,12 @@ std::string atom_text(const SymAtom& atom) {
     return simple ? s : "(" + s + ")";
   };
   switch (atom.kind) {
-    case SymAtom::Kind::kFloorDiv: return wrap(atom.a) + "//" + wrap(atom.b);
-    case SymAtom::Kind::kMod: return wrap(atom.a) + "%" + wrap(atom.b);
-    default: return atom.key();
+    case SymAtom::Kind::kFloorDiv:
+      return wrap(atom.a) + "//" + wrap(atom.b);
+    case SymAtom::Kind::kMod:
+      return wrap(atom.a) + "%" + wrap(atom.b);
+    default:
+      return atom.key();
   }
 }
 }  // namespace
@@ -303,7 +324,9 @@ std::string SymExpr::to_c_code(const std::function<std::string(const std::string
       const SymAtom& atom = *atoms_.at(k);
       std::string a;
       switch (atom.kind) {
-        case SymAtom::Kind::kSymbol: a = ident(atom.name); break;
+        case SymAtom::Kind::kSymbol:
+          a = ident(atom.name);
+          break;
         case SymAtom::Kind::kFloorDiv:
           a = "fe_floordiv(" + atom.a.to_c_code(ident) + ", " + atom.b.to_c_code(ident) + ")";
           break;
@@ -320,8 +343,10 @@ std::string SymExpr::to_c_code(const std::function<std::string(const std::string
       term += (term.empty() ? "" : "*") + a;
     }
     std::string coeff = std::to_string(c < 0 ? -c : c) + "LL";
-    if (term.empty()) term = coeff;
-    else if (c != 1 && c != -1) term = term + "*" + coeff;
+    if (term.empty())
+      term = coeff;
+    else if (c != 1 && c != -1)
+      term = term + "*" + coeff;
     s += (s.empty() ? (c < 0 ? "-" : "") : (c < 0 ? " - " : " + ")) + term;
   }
   return "(" + s + ")";

@@ -24,8 +24,8 @@ struct SymAtom;
 
 class SymExpr {
  public:
-  SymExpr() = default;                  // 0
-  SymExpr(int64_t constant);            // NOLINT: implicit from integers on purpose
+  SymExpr() = default;        // 0
+  SymExpr(int64_t constant);  // NOLINT: implicit from integers on purpose
   static SymExpr symbol(const std::string& name);
 
   bool is_constant() const;

@@ -37,9 +37,9 @@ struct RunOptions {
 
 // Memory of the intermediate buffers of the last run, for devices that plan it.
 struct MemoryStats {
-  int64_t planned_peak_bytes = 0;    // arena bytes the plan needs
-  int64_t intermediate_bytes = 0;    // sum of the planned buffers (a fresh allocation each)
-  int64_t live_peak_bytes = 0;       // most bytes live at one step (lower bound for the plan)
+  int64_t planned_peak_bytes = 0;  // arena bytes the plan needs
+  int64_t intermediate_bytes = 0;  // sum of the planned buffers (a fresh allocation each)
+  int64_t live_peak_bytes = 0;     // most bytes live at one step (lower bound for the plan)
   int64_t planned_buffers = 0;
   int64_t in_place = 0;              // buffers written over an input that died there
   int64_t unplanned_buffers = 0;     // intermediates allocated on the heap (unknown size, ...)
@@ -51,7 +51,7 @@ struct TuningStats {
   int kernels_tuned = 0;   // timed this run
   int kernels_reused = 0;  // taken from the tuning database
   int configs_timed = 0;
-  double seconds = 0;      // spent timing
+  double seconds = 0;  // spent timing
 };
 
 // Runs timed by the device itself, with the inputs resident in device memory and the outputs
@@ -64,14 +64,14 @@ struct DeviceTiming {
 // Device memory a model holds through a caching allocator (devices that keep one), cumulative
 // over the model's life except the current values.
 struct DeviceMemoryStats {
-  int64_t in_use_bytes = 0;         // handed out now (arena, constants, pooled buffers)
+  int64_t in_use_bytes = 0;  // handed out now (arena, constants, pooled buffers)
   int64_t peak_in_use_bytes = 0;
-  int64_t reserved_bytes = 0;       // held from the driver: in use + cached
+  int64_t reserved_bytes = 0;  // held from the driver: in use + cached
   int64_t peak_reserved_bytes = 0;
-  int64_t driver_allocs = 0;        // blocks allocated from / freed to the driver
+  int64_t driver_allocs = 0;  // blocks allocated from / freed to the driver
   int64_t driver_frees = 0;
-  int64_t requests = 0;             // pooled allocations asked for
-  int64_t cache_hits = 0;           // of those, served from cached blocks
+  int64_t requests = 0;    // pooled allocations asked for
+  int64_t cache_hits = 0;  // of those, served from cached blocks
 };
 
 struct ModelStats {

@@ -48,7 +48,8 @@ std::string run(const TempDir& dir, const fs::path& model, const std::string& de
 // "autotune: T kernel launches timed (...), R reused ..."
 std::pair<int, int> tuned_reused(const std::string& out) {
   std::smatch m;
-  if (!std::regex_search(out, m, std::regex(R"(autotune: (\d+) kernel launches timed .*, (\d+) reused)")))
+  if (!std::regex_search(out, m,
+                         std::regex(R"(autotune: (\d+) kernel launches timed .*, (\d+) reused)")))
     return {-1, -1};
   return {std::stoi(m[1]), std::stoi(m[2])};
 }
@@ -84,8 +85,12 @@ void check_device(const std::string& device) {
   EXPECT_NE(read(dir / "out-first" / "run.json").find("\"autotune\""), std::string::npos);
 }
 
-TEST(AutotuneCli, CpuSecondProcessReusesTheDatabase) { check_device("cpu"); }
-TEST(AutotuneCli, GxuSecondProcessReusesTheDatabase) { check_device("gxu"); }
+TEST(AutotuneCli, CpuSecondProcessReusesTheDatabase) {
+  check_device("cpu");
+}
+TEST(AutotuneCli, GxuSecondProcessReusesTheDatabase) {
+  check_device("gxu");
+}
 
 TEST(TuningCandidates, AllLegalForTheVendorSpec) {
   DeviceProperties p;

@@ -54,13 +54,14 @@ CliResult run_cli(const TempDir& dir, const std::vector<std::string>& args) {
 // fragment.
 ::testing::AssertionResult clean_failure(const CliResult& r,
                                          std::initializer_list<std::string> fragments) {
-  if (!r.exited) return ::testing::AssertionFailure() << "killed by signal " << r.signal << "\n" << r.err;
+  if (!r.exited)
+    return ::testing::AssertionFailure() << "killed by signal " << r.signal << "\n" << r.err;
   if (r.code == 0) return ::testing::AssertionFailure() << "exit code 0";
-  if (r.code >= 128) return ::testing::AssertionFailure() << "exit code " << r.code << "\n" << r.err;
+  if (r.code >= 128)
+    return ::testing::AssertionFailure() << "exit code " << r.code << "\n" << r.err;
   if (r.err.rfind("error: ", 0) != 0)
     return ::testing::AssertionFailure() << "stderr does not start with 'error: ': " << r.err;
-  if (r.err.empty() || r.err.back() != '\n' ||
-      r.err.find('\n') != r.err.size() - 1)
+  if (r.err.empty() || r.err.back() != '\n' || r.err.find('\n') != r.err.size() - 1)
     return ::testing::AssertionFailure() << "stderr is not exactly one line: [" << r.err << "]";
   for (const auto& f : fragments)
     if (r.err.find(f) == std::string::npos)
@@ -80,8 +81,8 @@ std::string add_model() {
 TEST(Cli, ValidRunSucceeds) {
   TempDir dir;
   auto model = dir.write("m.onnx", add_model());
-  auto r = run_cli(dir, {"run", model.string(), "--input", "a=random:2x3", "--input", "b=random:2x3",
-                         "--output-dir", (dir / "out").string()});
+  auto r = run_cli(dir, {"run", model.string(), "--input", "a=random:2x3", "--input",
+                         "b=random:2x3", "--output-dir", (dir / "out").string()});
   ASSERT_TRUE(r.exited);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("y: f32[2,3]"), std::string::npos) << r.out;
@@ -99,8 +100,9 @@ TEST(Cli, GarbageEmptyAndMissingModels) {
   auto empty = dir.write("empty.onnx", "");
   EXPECT_TRUE(clean_failure(run_cli(dir, {"run", empty.string(), "--input", "a=random:1x3"}),
                             {"model file is empty"}));
-  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", (dir / "absent.onnx").string(), "--input", "a=random:1"}),
-                            {"absent.onnx", "not a readable file"}));
+  EXPECT_TRUE(
+      clean_failure(run_cli(dir, {"run", (dir / "absent.onnx").string(), "--input", "a=random:1"}),
+                    {"absent.onnx", "not a readable file"}));
   std::string bytes = add_model();
   auto truncated = dir.write("trunc.onnx", bytes.substr(0, bytes.size() / 2));
   EXPECT_TRUE(clean_failure(run_cli(dir, {"run", truncated.string(), "--input", "a=random:1x3"}),
@@ -179,9 +181,9 @@ TEST(Cli, RuntimeInputErrors) {
   EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--input", "a=random:2x3"}),
                             {"missing input 'b'"}));
   // Wrong rank via a random input.
-  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--input", "a=random:2x3x1",
-                                          "--input", "b=random:2x3"}),
-                            {"input 'a' has rank 3"}));
+  EXPECT_TRUE(clean_failure(
+      run_cli(dir, {"run", model.string(), "--input", "a=random:2x3x1", "--input", "b=random:2x3"}),
+      {"input 'a' has rank 3"}));
   // A corrupt input file.
   fs::path in3 = dir / "in3";
   fs::create_directories(in3);
@@ -205,13 +207,15 @@ TEST(Cli, RuntimeInputErrors) {
 TEST(Cli, OversizedRandomInputAndInfoOnGarbage) {
   TempDir dir;
   auto model = dir.write("m.onnx", add_model());
-  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--input",
-                                          "a=random:999999999999x999999999999"}),
-                            {"overflowing"}));
-  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--input", "a=random:10000000x10000000"}),
-                            {"too large"}));
+  EXPECT_TRUE(clean_failure(
+      run_cli(dir, {"run", model.string(), "--input", "a=random:999999999999x999999999999"}),
+      {"overflowing"}));
+  EXPECT_TRUE(
+      clean_failure(run_cli(dir, {"run", model.string(), "--input", "a=random:10000000x10000000"}),
+                    {"too large"}));
   auto garbage = dir.write("garbage.onnx", std::string(100, '\xff'));
-  EXPECT_TRUE(clean_failure(run_cli(dir, {"info", garbage.string()}), {"not a valid ONNX protobuf"}));
+  EXPECT_TRUE(
+      clean_failure(run_cli(dir, {"info", garbage.string()}), {"not a valid ONNX protobuf"}));
 }
 
 TEST(Cli, RuntimeKernelError) {
@@ -222,9 +226,9 @@ TEST(Cli, RuntimeKernelError) {
   b.node("Add", {"a", "b"}, {"y"}, "late_add");
   b.output("y");
   auto model = dir.write("m.onnx", b.bytes());
-  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--input", "a=random:3",
-                                          "--input", "b=random:4"}),
-                            {"node 'late_add' (Add)", "cannot broadcast [3] with [4]"}));
+  EXPECT_TRUE(clean_failure(
+      run_cli(dir, {"run", model.string(), "--input", "a=random:3", "--input", "b=random:4"}),
+      {"node 'late_add' (Add)", "cannot broadcast [3] with [4]"}));
 }
 
 // x[?,4] -> MatMul (a library step) -> Softmax -> Relu (one generated kernel, Relu fused into
@@ -248,7 +252,8 @@ TEST(Cli, DumpWritesKernelsAndPlans) {
                          "--dump", dump.string(), "--quiet"});
   ASSERT_TRUE(r.exited);
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* f : {"kernels.cpp", "fusion_plan.txt", "memory_plan.txt", "graph.txt", "guards.txt"})
+  for (const char* f :
+       {"kernels.cpp", "fusion_plan.txt", "memory_plan.txt", "graph.txt", "guards.txt"})
     EXPECT_TRUE(fs::exists(dump / f)) << f;
   std::string kernels = slurp(dump / "kernels.cpp");
   // Every step names its ONNX nodes and op types: the library MatMul and the fused kernel.
@@ -261,13 +266,14 @@ TEST(Cli, DumpWritesKernelsAndPlans) {
   std::string memory = slurp(dump / "memory_plan.txt");
   EXPECT_NE(memory.find("live ["), std::string::npos) << memory;
   EXPECT_NE(memory.find("planned peak"), std::string::npos) << memory;
-  EXPECT_NE(slurp(dump / "guards.txt").find("specialised: input 'x' dim 0 == 5"), std::string::npos);
+  EXPECT_NE(slurp(dump / "guards.txt").find("specialised: input 'x' dim 0 == 5"),
+            std::string::npos);
   std::string graph = slurp(dump / "graph.txt");
   EXPECT_NE(graph.find("proj"), std::string::npos) << graph;
   // The reference device compiles nothing and says so.
   fs::path none = dir / "none";
-  r = run_cli(dir, {"run", model.string(), "--input", "x=random:5x4", "--dump", none.string(),
-                    "--quiet"});
+  r = run_cli(
+      dir, {"run", model.string(), "--input", "x=random:5x4", "--dump", none.string(), "--quiet"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("note: --dump: device 'reference' compiles nothing"), std::string::npos)
       << r.err;

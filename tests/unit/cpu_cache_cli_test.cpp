@@ -56,7 +56,8 @@ TEST(CpuCompileCache, SecondProcessHitsDiskCache) {
   EXPECT_NE(first.find("C++ compile"), std::string::npos) << first;
   std::string second = run_cpu(dir, model, cache, "second");
   EXPECT_NE(second.find("compile cache hit"), std::string::npos) << second;
-  EXPECT_EQ(read(dir / "out-first" / "0" / "output_0.pb"), read(dir / "out-second" / "0" / "output_0.pb"));
+  EXPECT_EQ(read(dir / "out-first" / "0" / "output_0.pb"),
+            read(dir / "out-second" / "0" / "output_0.pb"));
 
   // A corrupted entry is detected and rebuilt, never loaded.
   for (const auto& e : fs::recursive_directory_iterator(cache))

@@ -80,9 +80,12 @@ class RefusingDevice : public Device {
 void register_test_devices() {
   static bool done = [] {
     auto& r = DeviceRegistry::global();
-    r.add("cts-test-relu-broken", []() -> std::unique_ptr<Device> { return std::make_unique<PerturbingDevice>("Relu"); });
-    r.add("cts-test-unsupported", []() -> std::unique_ptr<Device> { return std::make_unique<RefusingDevice>(true); });
-    r.add("cts-test-erroring", []() -> std::unique_ptr<Device> { return std::make_unique<RefusingDevice>(false); });
+    r.add("cts-test-relu-broken",
+          []() -> std::unique_ptr<Device> { return std::make_unique<PerturbingDevice>("Relu"); });
+    r.add("cts-test-unsupported",
+          []() -> std::unique_ptr<Device> { return std::make_unique<RefusingDevice>(true); });
+    r.add("cts-test-erroring",
+          []() -> std::unique_ptr<Device> { return std::make_unique<RefusingDevice>(false); });
     return true;
   }();
   (void)done;

@@ -38,14 +38,7 @@ namespace {
 #if FERRITE_HAVE_CUDA
 
 std::unique_ptr<Graph> parse(const std::string& text) {
-  onnx::ModelProto model;
-  auto status = onnx::OnnxParser::Parse(model, text.c_str());
-  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
-  std::string bytes;
-  model.SerializeToString(&bytes);
-  auto g = import_onnx_bytes(bytes, "");
-  EXPECT_TRUE(g) << g.status().message();
-  return g ? std::move(*g) : nullptr;
+  return ferrite::testing::parse_onnx_text(text);
 }
 
 // Two pairs of kernels that differ only in the buffers they read (same types and shapes), and a

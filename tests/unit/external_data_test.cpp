@@ -80,7 +80,8 @@ TEST_F(ExternalData, AbsolutePath) {
 
 TEST_F(ExternalData, DotDotPath) {
   write(outside_ / "w.bin", f32_bytes(kWeights));
-  EXPECT_TRUE(failed_with(load(external_model("../outside/w.bin")), {"initializer 'w'", "contains '..'"}));
+  EXPECT_TRUE(
+      failed_with(load(external_model("../outside/w.bin")), {"initializer 'w'", "contains '..'"}));
   write(model_dir_ / "sub" / "w.bin", f32_bytes(kWeights));
   EXPECT_TRUE(failed_with(load(external_model("sub/../sub/w.bin")), {"contains '..'"}));
 }
@@ -101,11 +102,13 @@ TEST_F(ExternalData, SymlinkResolvingOutside) {
 }
 
 TEST_F(ExternalData, MissingFileAndNotAFile) {
-  EXPECT_TRUE(failed_with(load(external_model("absent.bin")), {"initializer 'w'", "'absent.bin' does not exist"}));
+  EXPECT_TRUE(failed_with(load(external_model("absent.bin")),
+                          {"initializer 'w'", "'absent.bin' does not exist"}));
   fs::create_directories(model_dir_ / "adir");
   EXPECT_TRUE(failed_with(load(external_model("adir")), {"initializer 'w'", "not a regular file"}));
   fs::create_symlink("nowhere.bin", model_dir_ / "dangling.bin");
-  EXPECT_TRUE(failed_with(load(external_model("dangling.bin")), {"initializer 'w'", "does not exist"}));
+  EXPECT_TRUE(
+      failed_with(load(external_model("dangling.bin")), {"initializer 'w'", "does not exist"}));
   EXPECT_TRUE(failed_with(load(external_model("")), {"initializer 'w'", "no location"}));
 }
 
@@ -115,8 +118,8 @@ TEST_F(ExternalData, RangeOutsideFile) {
                           {"initializer 'w'", "range [4, +24)", "(24 bytes)"}));
   EXPECT_TRUE(failed_with(load(external_model("w.bin", "100", "24")), {"lies outside 'w.bin'"}));
   // offset + length overflows int64.
-  EXPECT_TRUE(failed_with(load(external_model("w.bin", "9223372036854775807", "24")),
-                          {"lies outside"}));
+  EXPECT_TRUE(
+      failed_with(load(external_model("w.bin", "9223372036854775807", "24")), {"lies outside"}));
   write(model_dir_ / "short.bin", std::string(10, '\0'));
   EXPECT_TRUE(failed_with(load(external_model("short.bin")), {"lies outside 'short.bin'"}));
 }

@@ -33,8 +33,8 @@ const LoadedPlugin* gxu() {
   return plugin ? &*plugin : nullptr;
 }
 
-#define REQUIRE_GXU()                                                         \
-  const LoadedPlugin* plugin = gxu();                                         \
+#define REQUIRE_GXU()                                                          \
+  const LoadedPlugin* plugin = gxu();                                          \
   if (!plugin) GTEST_SKIP() << "GXU plugin not built (FERRITE_BUILD_PLUGINS)"; \
   const fe_device_plugin& api = *plugin->api
 

@@ -53,7 +53,8 @@ TEST(HorizontalFusion, MergesIndependentKernelsSharingInputs) {
     if (s.kind == Step::Kind::kKernel && !s.kernel.extra_outputs.empty()) {
       ++with_extra;
       EXPECT_EQ(s.kernel.extra_outputs.size(), 1u);
-      EXPECT_EQ(s.kernel.source_nodes.size(), 4u) << print_lowered(*fused);  // Sigmoid, Mul, Add, Tanh
+      EXPECT_EQ(s.kernel.source_nodes.size(), 4u)
+          << print_lowered(*fused);  // Sigmoid, Mul, Add, Tanh
     }
   EXPECT_EQ(with_extra, 1);
 }

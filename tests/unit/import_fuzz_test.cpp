@@ -66,10 +66,12 @@ void try_run(std::unique_ptr<Graph> g) {
     inputs.push_back({v->name, std::move(t).value()});
   }
   auto s = Session::from_graph(std::move(g), "reference");
-  if (!s && std::getenv("FERRITE_FUZZ_VERBOSE")) std::printf("session: %s\n", s.status().message().c_str());
+  if (!s && std::getenv("FERRITE_FUZZ_VERBOSE"))
+    std::printf("session: %s\n", s.status().message().c_str());
   if (!s) return;
   auto out = (*s)->run(inputs);
-  if (!out && std::getenv("FERRITE_FUZZ_VERBOSE")) std::printf("run: %s\n", out.status().message().c_str());
+  if (!out && std::getenv("FERRITE_FUZZ_VERBOSE"))
+    std::printf("run: %s\n", out.status().message().c_str());
   if (!out) {
     EXPECT_EQ(out.status().message().find('\n'), std::string::npos);
   } else {
@@ -108,10 +110,18 @@ TEST(ImportFuzz, ByteMutations) {
     for (int e = 0; e < edits && !b.empty(); ++e) {
       size_t pos = rng() % b.size();
       switch (rng() % 5) {
-        case 0: b[pos] = static_cast<char>(rng()); break;
-        case 1: b[pos] ^= static_cast<char>(1u << (rng() % 8)); break;
-        case 2: b.insert(pos, 1, static_cast<char>(rng())); break;
-        case 3: b.erase(pos, 1 + rng() % 8); break;
+        case 0:
+          b[pos] = static_cast<char>(rng());
+          break;
+        case 1:
+          b[pos] ^= static_cast<char>(1u << (rng() % 8));
+          break;
+        case 2:
+          b.insert(pos, 1, static_cast<char>(rng()));
+          break;
+        case 3:
+          b.erase(pos, 1 + rng() % 8);
+          break;
         case 4: {
           size_t len = 1 + rng() % 16;
           b.insert(pos, b.substr(rng() % b.size(), len));
@@ -130,8 +140,9 @@ TEST(ImportFuzz, ByteMutations) {
 TEST(ImportFuzz, FieldMutations) {
   g_imports_ok = g_runs_ok = 0;
   std::mt19937 rng(99);
-  const int64_t interesting[] = {0, 1, 2, 3, -1, -2, 4, 5, 1 << 20, int64_t{1} << 31,
-                                 int64_t{1} << 62, INT64_MAX, INT64_MIN, 1000000007};
+  const int64_t interesting[] = {
+      0,         1,         2,         3, -1, -2, 4, 5, 1 << 20, int64_t{1} << 31, int64_t{1} << 62,
+      INT64_MAX, INT64_MIN, 1000000007};
   auto pick = [&] { return interesting[rng() % std::size(interesting)]; };
   for (int iter = 0; iter < kIterations; ++iter) {
     ModelBuilder mb = seed_model();
@@ -151,19 +162,25 @@ TEST(ImportFuzz, FieldMutations) {
         }
         case 2: {  // an input dim
           auto* d = g->mutable_input(static_cast<int>(rng() % g->input_size()))
-                        ->mutable_type()->mutable_tensor_type()->mutable_shape();
-          if (d->dim_size()) d->mutable_dim(static_cast<int>(rng() % d->dim_size()))->set_dim_value(pick());
+                        ->mutable_type()
+                        ->mutable_tensor_type()
+                        ->mutable_shape();
+          if (d->dim_size())
+            d->mutable_dim(static_cast<int>(rng() % d->dim_size()))->set_dim_value(pick());
           break;
         }
         case 3: {  // an input dtype
           g->mutable_input(static_cast<int>(rng() % g->input_size()))
-              ->mutable_type()->mutable_tensor_type()->set_elem_type(static_cast<int>(rng() % 26) - 1);
+              ->mutable_type()
+              ->mutable_tensor_type()
+              ->set_elem_type(static_cast<int>(rng() % 26) - 1);
           break;
         }
         case 4: {  // rewire a node input to another name
           auto* n = g->mutable_node(static_cast<int>(rng() % g->node_size()));
           const char* names[] = {"x", "i", "w", "c", "k", "h", "t", "d", "m", "q", "g", "", "zz"};
-          if (n->input_size()) n->set_input(static_cast<int>(rng() % n->input_size()), names[rng() % 13]);
+          if (n->input_size())
+            n->set_input(static_cast<int>(rng() % n->input_size()), names[rng() % 13]);
           break;
         }
         case 5: {  // rename a node output
@@ -173,7 +190,8 @@ TEST(ImportFuzz, FieldMutations) {
           break;
         }
         case 6: {  // change an op type
-          const char* ops[] = {"Add", "MatMul", "Gemm", "Relu", "Erf", "Equal", "Less", "Neg", "Sqrt", "Log", "Foo"};
+          const char* ops[] = {"Add",  "MatMul", "Gemm", "Relu", "Erf", "Equal",
+                               "Less", "Neg",    "Sqrt", "Log",  "Foo"};
           g->mutable_node(static_cast<int>(rng() % g->node_size()))->set_op_type(ops[rng() % 11]);
           break;
         }
@@ -189,8 +207,10 @@ TEST(ImportFuzz, FieldMutations) {
         }
         case 8: {  // add or drop node inputs
           auto* n = g->mutable_node(static_cast<int>(rng() % g->node_size()));
-          if (rng() % 2) n->add_input("c");
-          else if (n->input_size()) n->mutable_input()->RemoveLast();
+          if (rng() % 2)
+            n->add_input("c");
+          else if (n->input_size())
+            n->mutable_input()->RemoveLast();
           break;
         }
         case 9: {  // raw data length

@@ -10,8 +10,12 @@
 namespace ferrite::testing {
 namespace {
 
-Shape shape(std::vector<Dim> dims) { return Shape(std::move(dims)); }
-Dim sym(const char* s) { return Dim::symbol(s); }
+Shape shape(std::vector<Dim> dims) {
+  return Shape(std::move(dims));
+}
+Dim sym(const char* s) {
+  return Dim::symbol(s);
+}
 
 std::string bcast(const Shape& a, const Shape& b) {
   std::string e;
@@ -55,7 +59,9 @@ TEST(ShapeBasics, NumelAndStatic) {
 
 // --- verifier ---------------------------------------------------------------------------------
 
-const OpSchema* schema(const char* op) { return OpRegistry::global().find("", op, 17); }
+const OpSchema* schema(const char* op) {
+  return OpRegistry::global().find("", op, 17);
+}
 
 // x -> Relu -> y, hand-built and fully typed.
 struct HandGraph {
@@ -93,7 +99,8 @@ TEST(Verifier, AcceptsWellFormedGraph) {
 TEST(Verifier, ValueDefinedTwice) {
   HandGraph h;
   h.g.inputs().push_back(h.x);
-  EXPECT_TRUE(failed_with(verify_graph(h.g), {"value 'x' is defined more than once (graph input)"}));
+  EXPECT_TRUE(
+      failed_with(verify_graph(h.g), {"value 'x' is defined more than once (graph input)"}));
   HandGraph h2;
   Value* c = h2.g.add_value("c", {DType::kF32, Shape::of({2})});
   c->constant = Tensor::zeros(DType::kF32, {2});
@@ -112,7 +119,8 @@ TEST(Verifier, DuplicateDefinition) {
   n2->schema = schema("Relu");
   n2->inputs = {h.x};
   n2->outputs = {h.y};  // y is already produced by relu
-  EXPECT_TRUE(failed_with(verify_graph(h.g), {"node 'relu2' (Relu)", "output 'y'", "inconsistent producer"}));
+  EXPECT_TRUE(failed_with(verify_graph(h.g),
+                          {"node 'relu2' (Relu)", "output 'y'", "inconsistent producer"}));
   h.y->producer = n2;
   h.y->producer_output = 0;
   // Now relu's claim is the inconsistent one.
@@ -137,7 +145,8 @@ TEST(Verifier, UseBeforeDefinition) {
   // Make `early` consume `y` but sit before `relu` in node order.
   first->inputs = {h.y};
   std::swap(h.g.nodes()[0], h.g.nodes()[1]);
-  EXPECT_TRUE(failed_with(verify_graph(h.g), {"node 'early' (Relu)", "input 'y' is not defined before use"}));
+  EXPECT_TRUE(failed_with(verify_graph(h.g),
+                          {"node 'early' (Relu)", "input 'y' is not defined before use"}));
 }
 
 TEST(Verifier, UndefinedValueAndOutput) {
@@ -251,13 +260,17 @@ float from_bits(uint32_t u) {
   std::memcpy(&f, &u, 4);
   return f;
 }
-uint16_t half_bits(float f) { return Half(f).bits; }
+uint16_t half_bits(float f) {
+  return Half(f).bits;
+}
 float half_value(uint16_t b) {
   Half h;
   h.bits = b;
   return static_cast<float>(h);
 }
-uint16_t bf16_bits(float f) { return BFloat16(f).bits; }
+uint16_t bf16_bits(float f) {
+  return BFloat16(f).bits;
+}
 float bf16_value(uint16_t b) {
   BFloat16 h;
   h.bits = b;
@@ -293,10 +306,10 @@ TEST(Half, SpecialValues) {
   EXPECT_TRUE(std::isnan(half_value(half_bits(std::nanf("")))));
   // A NaN whose payload lives only in the low float bits must stay NaN, not become inf.
   EXPECT_TRUE(std::isnan(half_value(half_bits(from_bits(0x7f800001)))));
-  EXPECT_EQ(half_value(0x0001), std::ldexp(1.f, -24));  // smallest subnormal
+  EXPECT_EQ(half_value(0x0001), std::ldexp(1.f, -24));     // smallest subnormal
   EXPECT_EQ(half_value(0x03ff), std::ldexp(1023.f, -24));  // largest subnormal
-  EXPECT_EQ(half_value(0x0400), std::ldexp(1.f, -14));  // smallest normal
-  EXPECT_EQ(half_bits(from_bits(1)), 0x0000);  // float subnormal underflows
+  EXPECT_EQ(half_value(0x0400), std::ldexp(1.f, -14));     // smallest normal
+  EXPECT_EQ(half_bits(from_bits(1)), 0x0000);              // float subnormal underflows
 }
 
 TEST(Half, RoundToNearestEven) {
@@ -351,10 +364,10 @@ TEST(BFloat16, RoundTripAndSpecials) {
   EXPECT_TRUE(std::isnan(bf16_value(bf16_bits(from_bits(0x7f800001)))));
   EXPECT_TRUE(std::isnan(bf16_value(bf16_bits(from_bits(0xff800001)))));
   EXPECT_EQ(bf16_bits(std::numeric_limits<float>::max()), 0x7f80);  // rounds up to inf
-  EXPECT_EQ(bf16_bits(from_bits(0x00000001)), 0x0000);  // tiny subnormal rounds to 0
-  EXPECT_EQ(bf16_bits(from_bits(0x00008000)), 0x0000);  // tie to even (0)
-  EXPECT_EQ(bf16_bits(from_bits(0x00018000)), 0x0002);  // tie to even (2)
-  EXPECT_EQ(bf16_value(0x0001), from_bits(0x00010000));  // bf16 subnormal
+  EXPECT_EQ(bf16_bits(from_bits(0x00000001)), 0x0000);              // tiny subnormal rounds to 0
+  EXPECT_EQ(bf16_bits(from_bits(0x00008000)), 0x0000);              // tie to even (0)
+  EXPECT_EQ(bf16_bits(from_bits(0x00018000)), 0x0002);              // tie to even (2)
+  EXPECT_EQ(bf16_value(0x0001), from_bits(0x00010000));             // bf16 subnormal
 }
 
 TEST(BFloat16, RoundToNearestEven) {

@@ -155,8 +155,8 @@ TEST(LargeGraph, ModestNestingParsesThenIsUnsupported) {
     inner = aa->mutable_g();
   }
   b.output("y");
-  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"outer_if", "control flow"},
-                          StatusCode::kUnsupported));
+  EXPECT_TRUE(
+      failed_with(import_bytes(b.bytes()), {"outer_if", "control flow"}, StatusCode::kUnsupported));
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
 // Memory planning: arena layouts (reuse, alignment, in-place chains, the no-overlap invariant on
 // random lifetimes), plan caching per symbol binding, the in-place predicate of generated
 // kernels, and the cpu device running models out of its arena.
-#include <cmath>
 #include <gtest/gtest.h>
 #include <onnx/defs/parser.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <random>

@@ -38,7 +38,8 @@ TEST(OnnxImport, EmptyFile) {
 
 TEST(OnnxImport, MissingFileAndDirectory) {
   TempDir dir;
-  EXPECT_TRUE(failed_with(import_onnx_file(dir / "nope.onnx"), {"nope.onnx", "not a readable file"}));
+  EXPECT_TRUE(
+      failed_with(import_onnx_file(dir / "nope.onnx"), {"nope.onnx", "not a readable file"}));
   EXPECT_TRUE(failed_with(import_onnx_file(dir.path()), {"not a readable file"}));
 }
 
@@ -142,7 +143,8 @@ TEST(OnnxImport, OutputListedTwiceByOneNode) {
   b.input("x", kOnnxFloat, {2});
   b.node("Relu", {"x"}, {"y", "y"}, "twice");
   b.output("y");
-  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"node 'twice' (Relu)", "lists output 'y' twice"}));
+  EXPECT_TRUE(
+      failed_with(import_bytes(b.bytes()), {"node 'twice' (Relu)", "lists output 'y' twice"}));
 }
 
 TEST(OnnxImport, NodeRedefinesInputOrInitializer) {
@@ -177,7 +179,8 @@ TEST(OnnxImport, UnknownDomain) {
   ModelBuilder b = valid_model();
   b.node("Relu", {"y"}, {"z"}, "foreign")->set_domain("com.example");
   b.output("z");
-  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"node 'foreign'", "'com.example' is not imported"}));
+  EXPECT_TRUE(
+      failed_with(import_bytes(b.bytes()), {"node 'foreign'", "'com.example' is not imported"}));
 }
 
 TEST(OnnxImport, UnsupportedOpsets) {
@@ -229,7 +232,8 @@ TEST(OnnxImport, BadInitializerDtype) {
   EXPECT_TRUE(failed_with(import_bytes(c.bytes()), {"initializer 'w'", "invalid data_type 0"}));
   ModelBuilder d = valid_model();
   d.graph()->mutable_initializer(0)->set_data_type(kOnnxString);
-  EXPECT_TRUE(failed_with(import_bytes(d.bytes()), {"initializer 'w'", "data_type 8 (string) is not supported"},
+  EXPECT_TRUE(failed_with(import_bytes(d.bytes()),
+                          {"initializer 'w'", "data_type 8 (string) is not supported"},
                           StatusCode::kUnsupported));
 }
 
@@ -242,7 +246,8 @@ TEST(OnnxImport, BadInputElemType) {
   }
   ModelBuilder c = valid_model();
   c.graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(kOnnxString);
-  EXPECT_TRUE(failed_with(import_bytes(c.bytes()), {"value 'x'", "elem_type 8 (string) is not supported"},
+  EXPECT_TRUE(failed_with(import_bytes(c.bytes()),
+                          {"value 'x'", "elem_type 8 (string) is not supported"},
                           StatusCode::kUnsupported));
 }
 
@@ -256,10 +261,16 @@ TEST(OnnxImport, NonTensorInput) {
 TEST(OnnxImport, NegativeDims) {
   ModelBuilder b = valid_model();
   b.graph()->mutable_initializer(0)->set_dims(0, -2);
-  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"initializer 'w'", "negative dimension", "[-2,3]"}));
+  EXPECT_TRUE(
+      failed_with(import_bytes(b.bytes()), {"initializer 'w'", "negative dimension", "[-2,3]"}));
   ModelBuilder c = valid_model();
-  c.graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()
-      ->mutable_dim(1)->set_dim_value(-3);
+  c.graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(1)
+      ->set_dim_value(-3);
   EXPECT_TRUE(failed_with(import_bytes(c.bytes()), {"value 'x'", "negative dimension -3"}));
 }
 
@@ -275,7 +286,8 @@ TEST(OnnxImport, ElementCountOverflow) {
   // Count fits int64 but the byte size does not.
   ModelBuilder d = valid_model();
   d.init_raw("wide", kOnnxDouble, {int64_t{1} << 61}, "");
-  EXPECT_TRUE(failed_with(import_bytes(d.bytes()), {"initializer 'wide'", "byte size", "overflows"}));
+  EXPECT_TRUE(
+      failed_with(import_bytes(d.bytes()), {"initializer 'wide'", "byte size", "overflows"}));
 }
 
 TEST(OnnxImport, EmptyButHugeTypedTensorIsFine) {
@@ -292,7 +304,8 @@ TEST(OnnxImport, RawDataSizeMismatch) {
                           {"initializer 'short'", "raw_data has 23 bytes", "f32[2,3] needs 24"}));
   ModelBuilder c = valid_model();
   c.init_raw("long", kOnnxFloat, {2, 3}, std::string(25, '\0'));
-  EXPECT_TRUE(failed_with(import_bytes(c.bytes()), {"initializer 'long'", "raw_data has 25 bytes"}));
+  EXPECT_TRUE(
+      failed_with(import_bytes(c.bytes()), {"initializer 'long'", "raw_data has 25 bytes"}));
   // Huge dims with a tiny payload are refused before any allocation.
   ModelBuilder d = valid_model();
   d.init_raw("liar", kOnnxFloat, {int64_t{1} << 40}, std::string(4, '\0'));
@@ -302,7 +315,8 @@ TEST(OnnxImport, RawDataSizeMismatch) {
 TEST(OnnxImport, TypedFieldCountMismatch) {
   ModelBuilder b = valid_model();
   b.init_f32("five", {2, 3}, {1, 2, 3, 4, 5});
-  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"initializer 'five'", "has 5 values", "need 6"}));
+  EXPECT_TRUE(
+      failed_with(import_bytes(b.bytes()), {"initializer 'five'", "has 5 values", "need 6"}));
   ModelBuilder c = valid_model();
   c.init_f32("seven", {2, 3}, {1, 2, 3, 4, 5, 6, 7});
   EXPECT_TRUE(failed_with(import_bytes(c.bytes()), {"initializer 'seven'", "has 7 values"}));
@@ -314,7 +328,8 @@ TEST(OnnxImport, TypedFieldCountMismatch) {
   t->add_dims(2);
   t->add_int64_data(1);
   t->add_int64_data(2);
-  EXPECT_TRUE(failed_with(import_bytes(d.bytes()), {"initializer 'misfiled'", "float_data has 0 values"}));
+  EXPECT_TRUE(
+      failed_with(import_bytes(d.bytes()), {"initializer 'misfiled'", "float_data has 0 values"}));
   // Huge dims and no data at all.
   ModelBuilder e = valid_model();
   auto* u = e.graph()->add_initializer();
@@ -414,7 +429,8 @@ TEST(OnnxImport, MatMulWrongInnerDims) {
   b.init_f32("w", {5, 3}, std::vector<float>(15, 1.f));
   b.node("MatMul", {"a", "w"}, {"y"}, "mm");
   b.output("y");
-  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"node 'mm' (MatMul)", "inner dimensions differ"}));
+  EXPECT_TRUE(
+      failed_with(import_bytes(b.bytes()), {"node 'mm' (MatMul)", "inner dimensions differ"}));
 }
 
 TEST(OnnxImport, StaticBroadcastMismatch) {
@@ -431,13 +447,15 @@ TEST(OnnxImport, WrongArityAndAttributes) {
   b.input("a", kOnnxFloat, {2});
   b.node("Add", {"a"}, {"y"}, "one_armed");
   b.output("y");
-  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"node 'one_armed' (Add)", "expects 2 inputs, got 1"}));
+  EXPECT_TRUE(
+      failed_with(import_bytes(b.bytes()), {"node 'one_armed' (Add)", "expects 2 inputs, got 1"}));
 
   ModelBuilder c;
   c.input("a", kOnnxFloat, {2});
   add_int_attr(c.node("Relu", {"a"}, {"y"}, "decorated"), "alpha", 3);
   c.output("y");
-  EXPECT_TRUE(failed_with(import_bytes(c.bytes()), {"node 'decorated' (Relu)", "unknown attribute 'alpha'"}));
+  EXPECT_TRUE(failed_with(import_bytes(c.bytes()),
+                          {"node 'decorated' (Relu)", "unknown attribute 'alpha'"}));
 
   ModelBuilder d;
   d.input("a", kOnnxFloat, {2, 2});
@@ -448,7 +466,8 @@ TEST(OnnxImport, WrongArityAndAttributes) {
   attr->set_type(onnx::AttributeProto::STRING);
   attr->set_s("one");
   d.output("y");
-  EXPECT_TRUE(failed_with(import_bytes(d.bytes()), {"node 'typo' (Gemm)", "'alpha' must be float, got string"}));
+  EXPECT_TRUE(failed_with(import_bytes(d.bytes()),
+                          {"node 'typo' (Gemm)", "'alpha' must be float, got string"}));
 
   ModelBuilder e;
   e.input("a", kOnnxFloat, {2});
@@ -471,7 +490,8 @@ TEST(OnnxImport, TypeConstraintViolated) {
   b.input("b", kOnnxInt64, {2});
   b.node("Add", {"a", "b"}, {"y"}, "mixed");
   b.output("y");
-  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"node 'mixed' (Add)", "share one dtype", "f32", "i64"}));
+  EXPECT_TRUE(failed_with(import_bytes(b.bytes()),
+                          {"node 'mixed' (Add)", "share one dtype", "f32", "i64"}));
   ModelBuilder c;
   c.input("a", kOnnxInt64, {2});
   c.node("Exp", {"a"}, {"y"}, "int_exp");
@@ -484,8 +504,8 @@ TEST(OnnxImport, ControlCharactersInNamesAreRefused) {
   b.input("x", kOnnxFloat, {2});
   b.node("Relu", {"x"}, {"y"}, "evil\nerror: forged line");
   b.output("y");
-  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"node name 'evil\\x0aerror: forged line'",
-                                                    "control character"}));
+  EXPECT_TRUE(failed_with(import_bytes(b.bytes()),
+                          {"node name 'evil\\x0aerror: forged line'", "control character"}));
   ModelBuilder c;
   c.input("x\r", kOnnxFloat, {2});
   c.node("Relu", {"x\r"}, {"y"}, "r");
@@ -524,7 +544,8 @@ TEST(OnnxImport, ExternalDataRefusedWithoutModelDir) {
   auto* kv = t->add_external_data();
   kv->set_key("location");
   kv->set_value("w.bin");
-  EXPECT_TRUE(failed_with(import_onnx_bytes(b.bytes(), ""), {"initializer 'w'", "external data is not allowed"}));
+  EXPECT_TRUE(failed_with(import_onnx_bytes(b.bytes(), ""),
+                          {"initializer 'w'", "external data is not allowed"}));
 }
 
 TEST(OnnxImport, AllowUnknownOpsReportsAllAndSessionRefusesTheGraph) {
@@ -556,8 +577,9 @@ TEST(OnnxImport, BadTensorAttributeNamesNodeAndAttribute) {
   ImportOptions opts;
   opts.allow_unknown_ops = true;
   ImportReport report;
-  EXPECT_TRUE(failed_with(import_onnx_bytes(b.bytes(), "", opts, &report),
-                          {"node 'const0' (MyConstant): attribute 'value': invalid data_type 999"}));
+  EXPECT_TRUE(
+      failed_with(import_onnx_bytes(b.bytes(), "", opts, &report),
+                  {"node 'const0' (MyConstant): attribute 'value': invalid data_type 999"}));
   a->mutable_t()->set_data_type(kOnnxFloat);
   a->mutable_t()->add_dims(4);
   a->mutable_t()->set_raw_data("abc");
@@ -607,7 +629,8 @@ TEST(TensorFiles, HostileInputFiles) {
 TEST(OnnxImport, UnknownDevice) {
   auto g = import_bytes(valid_model().bytes());
   ASSERT_TRUE(g);
-  EXPECT_TRUE(failed_with(Session::from_graph(std::move(g).value(), "quantum"), {"unknown device 'quantum'"}));
+  EXPECT_TRUE(failed_with(Session::from_graph(std::move(g).value(), "quantum"),
+                          {"unknown device 'quantum'"}));
 }
 
 }  // namespace

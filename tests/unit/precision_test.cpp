@@ -18,6 +18,7 @@
 #include "memory/in_place.h"
 #include "passes/pass.h"
 #include "runtime/session.h"
+#include "test_util.h"
 
 #if FERRITE_HAVE_CUDA
 #include "backends/cuda/cuda_dialect.h"
@@ -29,14 +30,7 @@ namespace ferrite {
 namespace {
 
 std::unique_ptr<Graph> parse(const std::string& text) {
-  onnx::ModelProto model;
-  auto status = onnx::OnnxParser::Parse(model, text.c_str());
-  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
-  std::string bytes;
-  model.SerializeToString(&bytes);
-  auto g = import_onnx_bytes(bytes, "");
-  EXPECT_TRUE(g) << g.status().message();
-  return g ? std::move(*g) : nullptr;
+  return ferrite::testing::parse_onnx_text(text);
 }
 
 // `float[dims] name = {...}` with values uniform in [-scale, scale] (fixed seed per name).

@@ -15,14 +15,7 @@ namespace ferrite {
 namespace {
 
 std::unique_ptr<Graph> parse(const std::string& text) {
-  onnx::ModelProto model;
-  auto status = onnx::OnnxParser::Parse(model, text.c_str());
-  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
-  std::string bytes;
-  model.SerializeToString(&bytes);
-  auto g = import_onnx_bytes(bytes, "");
-  EXPECT_TRUE(g) << g.status().message();
-  return g ? std::move(*g) : nullptr;
+  return ferrite::testing::parse_onnx_text(text);
 }
 
 Tensor random_tensor(DType dt, const std::vector<int64_t>& dims, std::mt19937& rng, double scale) {

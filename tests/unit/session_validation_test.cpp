@@ -43,7 +43,8 @@ TEST_F(SessionInputs, ValidRunByNameAndByPosition) {
 }
 
 TEST_F(SessionInputs, MissingInput) {
-  EXPECT_TRUE(failed_with(session_->run({{"a", f32({3, 4})}}), {"missing input 'b'", "f32[batch,4]"}));
+  EXPECT_TRUE(
+      failed_with(session_->run({{"a", f32({3, 4})}}), {"missing input 'b'", "f32[batch,4]"}));
   EXPECT_TRUE(failed_with(session_->run({}), {"missing input 'a'"}));
 }
 
@@ -84,7 +85,8 @@ TEST_F(SessionInputs, OverflowingDimsAreRefused) {
   // tensor cannot even be created, so it can never reach a session or a kernel.
   auto t = Tensor::create(DType::kF32, {0, int64_t{1} << 40, int64_t{1} << 40});
   ASSERT_FALSE(t);
-  EXPECT_NE(t.status().message().find("strides overflow"), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find("strides overflow"), std::string::npos)
+      << t.status().message();
 }
 
 TEST_F(SessionInputs, SessionStaysUsableAfterErrors) {
@@ -118,8 +120,9 @@ TEST(SessionRuntime, MatMulInnerDimMismatch) {
   b.output("y");
   auto s = session_from(b.bytes());
   ASSERT_TRUE(s) << s.status().message();
-  EXPECT_TRUE(failed_with((*s)->run({{"a", f32({2, 3})}, {"b", f32({4, 5})}}),
-                          {"node 'late_mm' (MatMul)", "inner dimensions differ", "f32[2,3]", "f32[4,5]"}));
+  EXPECT_TRUE(
+      failed_with((*s)->run({{"a", f32({2, 3})}, {"b", f32({4, 5})}}),
+                  {"node 'late_mm' (MatMul)", "inner dimensions differ", "f32[2,3]", "f32[4,5]"}));
   auto ok = (*s)->run({{"a", f32({2, 3}, 1)}, {"b", f32({3, 5}, 2)}});
   ASSERT_TRUE(ok) << ok.status().message();
   EXPECT_EQ((*ok)[0].dims(), (std::vector<int64_t>{2, 5}));
@@ -221,7 +224,8 @@ TEST(SessionEdgeCases, Scalars) {
   const Graph& g = (*s)->graph();
   EXPECT_EQ(g.outputs()[0]->type.to_string(), "f32[]");
   EXPECT_EQ(g.outputs()[1]->type.to_string(), "f32[3]");
-  auto out = (*s)->run({{"a", Tensor::scalar<float>(3)}, {"b", Tensor::scalar<float>(3)},
+  auto out = (*s)->run({{"a", Tensor::scalar<float>(3)},
+                        {"b", Tensor::scalar<float>(3)},
                         {"v", Tensor::from_vector<float>({1, 2, 3}, {3})}});
   ASSERT_TRUE(out) << out.status().message();
   EXPECT_EQ((*out)[0].rank(), 0u);
@@ -229,9 +233,9 @@ TEST(SessionEdgeCases, Scalars) {
   EXPECT_EQ(values_of<float>((*out)[1]), (std::vector<float>{10, 11, 12}));
   EXPECT_EQ((*out)[2].data<float>()[0], 3.f);
   // A rank-1 tensor of one element is not a scalar.
-  EXPECT_TRUE(failed_with((*s)->run({{"a", f32({1})}, {"b", Tensor::scalar<float>(1)},
-                                     {"v", f32({3})}}),
-                          {"input 'a' has rank 1"}));
+  EXPECT_TRUE(
+      failed_with((*s)->run({{"a", f32({1})}, {"b", Tensor::scalar<float>(1)}, {"v", f32({3})}}),
+                  {"input 'a' has rank 1"}));
 }
 
 TEST(SessionEdgeCases, GraphInputPassedStraightThrough) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <onnx/defs/parser.h>
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -49,8 +51,7 @@ class ModelBuilder {
   onnx::ModelProto& model() { return model_; }
   onnx::GraphProto* graph() { return model_.mutable_graph(); }
 
-  onnx::ValueInfoProto* input(const std::string& name, int elem_type,
-                              std::vector<DimSpec> dims) {
+  onnx::ValueInfoProto* input(const std::string& name, int elem_type, std::vector<DimSpec> dims) {
     auto* vi = graph()->add_input();
     set_type(vi, name, elem_type, dims);
     return vi;
@@ -167,13 +168,11 @@ inline ::testing::AssertionResult failed_with(const Status& status,
                                               StatusCode code = StatusCode::kError) {
   if (status.is_ok()) return ::testing::AssertionFailure() << "expected an error, got OK";
   if (status.code() != code)
-    return ::testing::AssertionFailure()
-           << "wrong status code " << static_cast<int>(status.code()) << " for: "
-           << status.message();
+    return ::testing::AssertionFailure() << "wrong status code " << static_cast<int>(status.code())
+                                         << " for: " << status.message();
   for (const auto& f : fragments)
     if (status.message().find(f) == std::string::npos)
-      return ::testing::AssertionFailure()
-             << "message lacks '" << f << "': " << status.message();
+      return ::testing::AssertionFailure() << "message lacks '" << f << "': " << status.message();
   if (status.message().find('\n') != std::string::npos)
     return ::testing::AssertionFailure() << "message spans lines: " << status.message();
   return ::testing::AssertionSuccess();
@@ -210,6 +209,19 @@ template <class T>
 std::vector<T> values_of(const Tensor& t) {
   auto s = t.span<T>();
   return std::vector<T>(s.begin(), s.end());
+}
+
+// Imports a model written in ONNX's textual syntax (onnx/defs/parser.h); null (with a test
+// failure) when it does not parse or import.
+inline std::unique_ptr<Graph> parse_onnx_text(const std::string& text) {
+  onnx::ModelProto model;
+  auto status = onnx::OnnxParser::Parse(model, text.c_str());
+  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
+  std::string bytes;
+  model.SerializeToString(&bytes);
+  auto g = import_onnx_bytes(bytes, "");
+  EXPECT_TRUE(g) << g.status().message();
+  return g ? std::move(*g) : nullptr;
 }
 
 }  // namespace ferrite::testing

@@ -297,7 +297,8 @@ void emit_pointwise(std::ostringstream& os, const Kernel& k, const Gen& g) {
       }
     os << ") {\n"
        << "    const bool fe_small = fe_total + fe_stride * " << V << " < 0xffffffffLL;\n"
-       << "    for (int64_t fe_q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; fe_q < fe_total / "
+       << "    for (int64_t fe_q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; fe_q < fe_total "
+          "/ "
        << V << "; fe_q += fe_stride) {\n"
        << "      const int64_t fe_i = fe_q * " << V << ";\n";
     emit_split(os, "      ", "fe_i", 0, rank, "fe_small");
@@ -346,7 +347,8 @@ void emit_pointwise(std::ostringstream& os, const Kernel& k, const Gen& g) {
          << store("fe_o.v[" + std::to_string(u) + "]",
                   dep[k.root] ? t[k.root] + "_" + std::to_string(u) : t[k.root])
          << "\n";
-    os << "      *(fe_vec<" << oty << ", " << V << ">*)(out + fe_i) = fe_o;\n    }\n    return;\n  }\n";
+    os << "      *(fe_vec<" << oty << ", " << V
+       << ">*)(out + fe_i) = fe_o;\n    }\n    return;\n  }\n";
   }
   os << "  const bool fe_small = fe_total + fe_stride < 0xffffffffLL;\n"
      << "  for (int64_t fe_i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; fe_i < fe_total; "
@@ -360,8 +362,8 @@ void emit_pointwise(std::ostringstream& os, const Kernel& k, const Gen& g) {
 // transcendental results; casts and arithmetic are cheaper to redo than to hold (registers).
 bool worth_caching(const ScalarExpr& e) {
   if (e.kind == ScalarKind::kLoad) return true;
-  static const char* kCostly[] = {"exp", "log", "tanh", "erf", "sin", "cos", "pow",
-                                  "sigmoid", "softplus", "sqrt"};
+  static const char* kCostly[] = {"exp", "log", "tanh",    "erf",      "sin",
+                                  "cos", "pow", "sigmoid", "softplus", "sqrt"};
   for (const char* f : kCostly)
     if (e.fn == f) return true;
   return false;
@@ -533,7 +535,8 @@ void emit_row(std::ostringstream& os, const Kernel& k, const Gen& g) {
           os << lp << "fe_vec<" << oty << ", " << V << "> fe_o;\n";
           for (int u = 0; u < V; ++u)
             os << lp << store("fe_o.v[" + std::to_string(u) + "]", roots[u]) << "\n";
-          os << lp << "*(fe_vec<" << oty << ", " << V << ">*)(out + fe_row * fe_row_len + fe_j) = fe_o;\n";
+          os << lp << "*(fe_vec<" << oty << ", " << V
+             << ">*)(out + fe_row * fe_row_len + fe_j) = fe_o;\n";
         }
         os << in << "  }\n" << in << "}\n";
         for (size_t i = 0; i < n; ++i) have[i] = have[i] || fresh[i];
