@@ -148,8 +148,8 @@ Expected<std::shared_ptr<CudaBackend>> open_cuda_backend(int ordinal) {
   const std::string key = b->parts.properties.cache_key();
   FERRITE_RETURN_IF_ERROR(nvrtc().status());
   // NVRTC needs no context: the library compiles while the context and cuBLASLt start.
-  auto lib_cubin =
-      std::async(std::launch::async, [arch, key] { return LibraryKernels::compile(arch, key); });
+  auto lib_cubin = std::async(std::launch::async,
+                              [arch, key] { return LibraryKernels::compile(arch, key); });
   auto t1 = Clock::now();
   FERRITE_ASSIGN_OR_RETURN(auto rt, CudaRuntime::open(ordinal));
   const double t_context = since(t1);

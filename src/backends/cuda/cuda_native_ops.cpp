@@ -169,8 +169,8 @@ Expected<bool> run_fused_matmul(const Node& node, NativeIO& io, CudaBackend& be)
   FERRITE_RETURN_IF_ERROR(
       matmul(be, io.in[0]->ptr, ab, io.in[1]->ptr, bb, *batch, M, N, K, tb, y, g));
   if (!simple_act || (res && !res_done))
-    FERRITE_RETURN_IF_ERROR(be.lib->epilogue(y, nullptr, res && !res_done ? res->ptr : nullptr, &rb,
-                                             prod(out) / N, N,
+    FERRITE_RETURN_IF_ERROR(be.lib->epilogue(y, nullptr, res && !res_done ? res->ptr : nullptr,
+                                             &rb, prod(out) / N, N,
                                              simple_act ? 0 : static_cast<int>(act), dt));
   return true;
 }
@@ -290,7 +290,8 @@ Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be) {
     g.stride_c = p.K * ohw;
     FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
     if (bp)
-      FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, bp, p.N * p.K * ohw, p.K, ohw, 0, 0, 0, dt));
+      FERRITE_RETURN_IF_ERROR(
+          be.lib->bias_act_nchw(y, bp, p.N * p.K * ohw, p.K, ohw, 0, 0, 0, dt));
     return true;
   }
   // One GEMM for the whole batch: T (K x N*OHW) = W (K x CKK) * col (CKK x N*OHW), then T goes
