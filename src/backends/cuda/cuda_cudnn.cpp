@@ -198,12 +198,17 @@ Expected<std::shared_ptr<CudnnConv::Plan>> CudnnConv::plan(const CudnnConvProble
                std::to_string(static_cast<int>(r.status));
     if (pl->usable || r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxWorkspace) continue;
     if (!accurate_algo(r.algo)) continue;
-    if (f32 && !q.tf32 && r.mathType != CUDNN_FMA_MATH) continue;
+    // Strict f32: the heuristics may label FMA-capable algorithms DEFAULT_MATH; the descriptor
+    // stays FMA_MATH, which restricts cuDNN to FMA kernels (a combination it cannot run is
+    // refused by cudnnConvolutionForward and the call falls back, see run()).
+    const bool strict = f32 && !q.tf32;
+    if (strict && r.mathType != CUDNN_FMA_MATH && r.mathType != CUDNN_DEFAULT_MATH) continue;
     pl->algo = r.algo;
     pl->workspace = r.memory;
     pl->usable = true;
-    FERRITE_CUDNN_CHECK(d, d.cudnnSetConvolutionMathType(pl->conv, r.mathType),
-                        "cudnnSetConvolutionMathType");
+    FERRITE_CUDNN_CHECK(
+        d, d.cudnnSetConvolutionMathType(pl->conv, strict ? CUDNN_FMA_MATH : r.mathType),
+        "cudnnSetConvolutionMathType");
   }
   if (!pl->usable)
     pl->why = "no accepted algorithm among cuDNN's (algo/mathType/status: " +
@@ -232,11 +237,21 @@ Expected<bool> CudnnConv::run(const CudnnConvProblem& q, const void* x, const vo
     FERRITE_ASSIGN_OR_RETURN(ws, scratch(pl->workspace));
   }
   const float alpha = 1.0f, beta = 0.0f;
-  FERRITE_CUDNN_CHECK(
-      d,
+  cudnnStatus_t s =
       d.cudnnConvolutionForward(static_cast<cudnnHandle_t>(handle_), &alpha, pl->x, x, pl->w, w,
-                                pl->conv, pl->algo, ws, pl->workspace, &beta, pl->y, y),
-      "cudnnConvolutionForward");
+                                pl->conv, pl->algo, ws, pl->workspace, &beta, pl->y, y);
+  if (s >= CUDNN_STATUS_NOT_SUPPORTED && s < CUDNN_STATUS_NOT_SUPPORTED + 1000) {
+    // Nothing was launched: the plan is dropped for good and this call takes the other path.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pl->usable = false;
+      pl->why = "cudnnConvolutionForward (algo " + std::to_string(static_cast<int>(pl->algo)) +
+                "): " + status_text(d, s);
+    }
+    note(pl->why);
+    return false;
+  }
+  if (s != CUDNN_STATUS_SUCCESS) return err("cuDNN cudnnConvolutionForward: ", status_text(d, s));
   ++calls_;
   return true;
 }
