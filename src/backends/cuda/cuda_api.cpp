@@ -73,6 +73,20 @@ Expected<CublasLt> load_cublaslt() {
   return d;
 }
 
+#if FERRITE_HAVE_CUDNN
+Expected<Cudnn> load_cudnn() {
+  Cudnn d;
+  FERRITE_ASSIGN_OR_RETURN(void* h,
+                           open_first("cuDNN", {"libcudnn.so.9", "libcudnn.so"}, &d.library));
+  FERRITE_CUDNN_FNS(FERRITE_RESOLVE)
+  d.version = d.cudnnGetVersion();
+  // The legacy API used here is cuDNN 9's; an 8.x library has other entry points' semantics.
+  if (d.version < 90000)
+    return err(d.library, " is cuDNN ", d.version, ": version 9 or later is needed");
+  return d;
+}
+#endif
+
 #undef FERRITE_RESOLVE
 
 template <class T>
@@ -95,6 +109,11 @@ Expected<const Nvrtc*> nvrtc() {
 Expected<const CublasLt*> cublaslt() {
   return once<CublasLt>(load_cublaslt);
 }
+#if FERRITE_HAVE_CUDNN
+Expected<const Cudnn*> cudnn() {
+  return once<Cudnn>(load_cudnn);
+}
+#endif
 
 std::string driver_error(CUresult r) {
   auto d = driver();

@@ -1,4 +1,5 @@
-// The CUDA libraries, opened at run time: the driver (libcuda.so.1), NVRTC and cuBLASLt. Nothing
+// The CUDA libraries, opened at run time: the driver (libcuda.so.1), NVRTC, cuBLASLt and (optional)
+// cuDNN. Nothing
 // links against them, so a binary built with the CUDA headers starts on machines without a
 // driver or a GPU; each loader returns an error naming the library (or symbol) it could not find.
 #pragma once
@@ -6,6 +7,14 @@
 #include <cublasLt.h>
 #include <cuda.h>
 #include <nvrtc.h>
+
+// cuDNN is optional at build time too: without its headers there is simply no cuDNN path.
+#if __has_include(<cudnn.h>)
+#include <cudnn.h>
+#define FERRITE_HAVE_CUDNN 1
+#else
+#define FERRITE_HAVE_CUDNN 0
+#endif
 
 #include <string>
 
@@ -84,6 +93,30 @@ namespace ferrite::cuda {
   X(cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute") \
   X(cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic")
 
+#if FERRITE_HAVE_CUDNN
+// The legacy convolution API that cuDNN 9 still ships (libcudnn.so.9 forwards it to its engines).
+#define FERRITE_CUDNN_FNS(X)                                                          \
+  X(cudnnGetVersion, "cudnnGetVersion")                                               \
+  X(cudnnGetErrorString, "cudnnGetErrorString")                                       \
+  X(cudnnCreate, "cudnnCreate")                                                       \
+  X(cudnnDestroy, "cudnnDestroy")                                                     \
+  X(cudnnSetStream, "cudnnSetStream")                                                 \
+  X(cudnnCreateTensorDescriptor, "cudnnCreateTensorDescriptor")                       \
+  X(cudnnDestroyTensorDescriptor, "cudnnDestroyTensorDescriptor")                     \
+  X(cudnnSetTensor4dDescriptor, "cudnnSetTensor4dDescriptor")                         \
+  X(cudnnCreateFilterDescriptor, "cudnnCreateFilterDescriptor")                       \
+  X(cudnnDestroyFilterDescriptor, "cudnnDestroyFilterDescriptor")                     \
+  X(cudnnSetFilter4dDescriptor, "cudnnSetFilter4dDescriptor")                         \
+  X(cudnnCreateConvolutionDescriptor, "cudnnCreateConvolutionDescriptor")             \
+  X(cudnnDestroyConvolutionDescriptor, "cudnnDestroyConvolutionDescriptor")           \
+  X(cudnnSetConvolution2dDescriptor, "cudnnSetConvolution2dDescriptor")               \
+  X(cudnnSetConvolutionGroupCount, "cudnnSetConvolutionGroupCount")                   \
+  X(cudnnSetConvolutionMathType, "cudnnSetConvolutionMathType")                       \
+  X(cudnnGetConvolution2dForwardOutputDim, "cudnnGetConvolution2dForwardOutputDim")   \
+  X(cudnnGetConvolutionForwardAlgorithm_v7, "cudnnGetConvolutionForwardAlgorithm_v7") \
+  X(cudnnConvolutionForward, "cudnnConvolutionForward")
+#endif
+
 #define FERRITE_DECLARE_FN(name, sym) decltype(&::name) name = nullptr;
 
 struct Driver {
@@ -101,6 +134,13 @@ struct CublasLt {
   size_t version = 0;
   std::string library;
 };
+#if FERRITE_HAVE_CUDNN
+struct Cudnn {
+  FERRITE_CUDNN_FNS(FERRITE_DECLARE_FN)
+  size_t version = 0;
+  std::string library;
+};
+#endif
 #undef FERRITE_DECLARE_FN
 
 // Each loads once per process (thread-safe) and returns the same result afterwards. The driver
@@ -108,6 +148,11 @@ struct CublasLt {
 Expected<const Driver*> driver();
 Expected<const Nvrtc*> nvrtc();
 Expected<const CublasLt*> cublaslt();
+#if FERRITE_HAVE_CUDNN
+// libcudnn.so.9, then libcudnn.so (FERRITE_CUDA_LIB_cuDNN overrides); optional: callers fall back
+// to their own kernels when it is missing.
+Expected<const Cudnn*> cudnn();
+#endif
 
 // "CUDA_ERROR_OUT_OF_MEMORY: out of memory" etc.
 std::string driver_error(CUresult r);

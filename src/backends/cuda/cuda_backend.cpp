@@ -110,6 +110,32 @@ LaunchConfig CudaHeuristics::choose(const Kernel& kernel, int64_t rows, int64_t 
   return c;
 }
 
+CudnnConv* CudaBackend::conv_library() {
+  if (!cudnn_enabled()) return nullptr;
+  if (!cudnn_tried) {
+    // cudnnCreate allocates and synchronises: never inside a CUDA graph capture (a binding's
+    // first run, which always precedes its capture, creates it).
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (rt->api().cuStreamIsCapturing(rt->stream(), &cs) != CUDA_SUCCESS ||
+        cs != CU_STREAM_CAPTURE_STATUS_NONE)
+      return nullptr;
+    cudnn_tried = true;
+    Status cur = rt->make_current();
+    auto c = cur.is_ok() ? CudnnConv::create(*rt) : Expected<std::unique_ptr<CudnnConv>>(cur);
+    if (c) {
+      cudnn = std::move(*c);
+    } else {
+      // A library that loads but cannot start: the im2col path still works, say why once.
+      const char* log = std::getenv("FERRITE_LOG");
+      if (log && (std::string(log).find("fallback") != std::string::npos ||
+                  std::string(log).find("conv") != std::string::npos || std::string(log) == "all"))
+        std::fprintf(stderr, "[fallback] cuda: cuDNN did not start: %s\n",
+                     c.status().message().c_str());
+    }
+  }
+  return cudnn.get();
+}
+
 Expected<std::shared_ptr<CudaBackend>> open_cuda_backend(int ordinal) {
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t) {

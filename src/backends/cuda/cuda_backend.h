@@ -7,6 +7,7 @@
 
 #include "backend_api/backend.h"
 #include "backends/cuda/cuda_attention.h"
+#include "backends/cuda/cuda_cudnn.h"
 #include "backends/cuda/cuda_gemm.h"
 #include "backends/cuda/cuda_library.h"
 #include "backends/cuda/cuda_runtime.h"
@@ -38,6 +39,12 @@ struct CudaBackend {
   std::unique_ptr<LibraryKernels> lib;
   std::unique_ptr<CublasGemm> gemm;
   std::unique_ptr<FlashAttention> flash;  // fused attention (modules compiled on first use)
+  // cuDNN convolution: created on the first convolution (start-up of conv-free models is
+  // unchanged); null after that when cuDNN is disabled or missing (im2col path).
+  std::unique_ptr<CudnnConv> cudnn;
+  bool cudnn_tried = false;
+  // The cuDNN object, created on first use. Called from library steps (runs take turns).
+  CudnnConv* conv_library();
   // Models of one device share its stream, cuBLASLt plans and library kernels; their runs take
   // turns (a graph capture on the shared stream must not record another model's work).
   std::mutex run_mutex;

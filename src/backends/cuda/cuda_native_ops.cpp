@@ -241,6 +241,28 @@ Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be) {
   p.act = 0;
   FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, dt, {p.N, p.K, p.OH, p.OW}));
   const void* bp = bias ? bias->ptr : nullptr;
+  if (CudnnConv* dnn = be.conv_library()) {
+    CudnnConvProblem q;
+    q.p = p;
+    q.ph_end = win->pads[2];
+    q.pw_end = win->pads[3];
+    q.dtype = dt;
+    q.tf32 = io.tf32 || be.gemm->tf32();
+    std::string why = CudnnConv::unsupported(q);
+    if (!why.empty()) {
+      dnn->note("node " + node.name + ": " + why);
+    } else {
+      FERRITE_ASSIGN_OR_RETURN(bool done, dnn->run(q, io.in[0]->ptr, io.in[1]->ptr, y, io.scratch));
+      if (done) {
+        // The bias in a second pass: cudnnConvolutionBiasActivationForward takes only
+        // IMPLICIT_PRECOMP_GEMM for f32, and this node has no activation to fuse.
+        if (bp)
+          FERRITE_RETURN_IF_ERROR(
+              be.lib->bias_act_nchw(y, bp, p.N * p.K * p.OH * p.OW, p.K, p.OH * p.OW, 0, 0, 0, dt));
+        return true;
+      }
+    }
+  }
   if (groups != 1) {
     FERRITE_RETURN_IF_ERROR(be.lib->conv2d_direct(io.in[0]->ptr, io.in[1]->ptr, bp, y, p, dt));
     return true;

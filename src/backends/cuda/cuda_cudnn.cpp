@@ -1,0 +1,290 @@
+#include "backends/cuda/cuda_cudnn.h"
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+namespace ferrite::cuda {
+
+namespace {
+
+bool log_on(const char* topic) {
+  const char* v = std::getenv("FERRITE_LOG");
+  if (!v) return false;
+  std::string s(v);
+  return s == "all" || s.find(topic) != std::string::npos;
+}
+
+// Logged once per process: why there is no cuDNN path at all.
+void note_unavailable(const std::string& why) {
+  static std::once_flag flag;
+  std::call_once(flag, [&] {
+    if (log_on("fallback") || log_on("conv"))
+      std::fprintf(stderr, "[fallback] cuda: no cuDNN convolution (%s): im2col + cuBLASLt\n",
+                   why.c_str());
+  });
+}
+
+// At most this much workspace per convolution: larger algorithms are skipped.
+constexpr size_t kMaxWorkspace = size_t{256} << 20;
+
+}  // namespace
+
+bool cudnn_enabled() {
+  const char* v = std::getenv("FERRITE_CUDA_CUDNN");
+  return !(v && std::string(v) == "0");
+}
+
+std::string CudnnConv::unsupported(const CudnnConvProblem& q) {
+  const ConvParams& p = q.p;
+  if (q.dtype != DType::kF32 && q.dtype != DType::kBF16 && q.dtype != DType::kF16)
+    return "dtype " + std::string(dtype_name(q.dtype));
+  if (p.ph != q.ph_end || p.pw != q.pw_end)
+    return "asymmetric pads (cuDNN pads both sides equally)";
+  if (p.N * p.C * p.H * p.W == 0 || p.N * p.K * p.OH * p.OW == 0 || p.KH * p.KW == 0)
+    return "an empty tensor";
+  // The legacy API takes int dims and strides.
+  for (int64_t v : {p.N * p.C * p.H * p.W, p.N * p.K * p.OH * p.OW, p.K * p.C * p.KH * p.KW, p.sh,
+                    p.sw, p.ph, p.pw, p.dh, p.dw, p.groups})
+    if (v > INT_MAX) return "dims beyond 32 bits";
+  return "";
+}
+
+#if FERRITE_HAVE_CUDNN
+
+namespace {
+
+std::string status_text(const Cudnn& d, cudnnStatus_t s) {
+  const char* t = d.cudnnGetErrorString(s);
+  return t ? t : ("cudnnStatus " + std::to_string(static_cast<int>(s)));
+}
+
+#define FERRITE_CUDNN_CHECK(api, call, what)                                                \
+  do {                                                                                      \
+    cudnnStatus_t s_ = (call);                                                              \
+    if (s_ != CUDNN_STATUS_SUCCESS) return err("cuDNN ", what, ": ", status_text(api, s_)); \
+  } while (0)
+
+cudnnDataType_t data_type(DType t) {
+  return t == DType::kBF16  ? CUDNN_DATA_BFLOAT16
+         : t == DType::kF16 ? CUDNN_DATA_HALF
+                            : CUDNN_DATA_FLOAT;
+}
+
+bool accurate_algo(cudnnConvolutionFwdAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_GEMM || a == CUDNN_CONVOLUTION_FWD_ALGO_DIRECT;
+}
+
+}  // namespace
+
+struct CudnnConv::Plan {
+  const Cudnn* api = nullptr;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  size_t workspace = 0;
+  bool usable = false;  // false: cuDNN offered no algorithm we accept (why)
+  std::string why;
+  ~Plan() {
+    if (!api) return;
+    if (conv) api->cudnnDestroyConvolutionDescriptor(conv);
+    if (w) api->cudnnDestroyFilterDescriptor(w);
+    if (y) api->cudnnDestroyTensorDescriptor(y);
+    if (x) api->cudnnDestroyTensorDescriptor(x);
+  }
+};
+
+Expected<std::unique_ptr<CudnnConv>> CudnnConv::create(const CudaRuntime& rt) {
+  if (!cudnn_enabled()) {
+    note_unavailable("FERRITE_CUDA_CUDNN=0");
+    return std::unique_ptr<CudnnConv>();
+  }
+  auto lib = cudnn();
+  if (!lib) {
+    note_unavailable(lib.status().message());
+    return std::unique_ptr<CudnnConv>();
+  }
+  const Cudnn& d = **lib;
+  std::unique_ptr<CudnnConv> c(new CudnnConv());
+  c->rt_ = &rt;
+  c->api_ = &d;
+  cudnnHandle_t h = nullptr;
+  FERRITE_CUDNN_CHECK(d, d.cudnnCreate(&h), "cudnnCreate");
+  c->handle_ = h;
+  // CUstream and cudaStream_t are the same type (struct CUstream_st*).
+  FERRITE_CUDNN_CHECK(d, d.cudnnSetStream(h, rt.stream()), "cudnnSetStream");
+  if (log_on("conv") || log_on("compile"))
+    std::fprintf(stderr, "[conv] cuda: %s\n", c->describe().c_str());
+  return c;
+}
+
+CudnnConv::~CudnnConv() {
+  plans_.clear();
+  if (handle_) static_cast<const Cudnn*>(api_)->cudnnDestroy(static_cast<cudnnHandle_t>(handle_));
+}
+
+std::string CudnnConv::describe() const {
+  const Cudnn& d = *static_cast<const Cudnn*>(api_);
+  return "cuDNN " + std::to_string(d.version) + " (" + d.library + ")";
+}
+
+Expected<std::shared_ptr<CudnnConv::Plan>> CudnnConv::plan(const CudnnConvProblem& q) {
+  const ConvParams& p = q.p;
+  const bool f32 = q.dtype == DType::kF32;
+  std::ostringstream key;
+  key << p.N << "," << p.C << "," << p.H << "," << p.W << "," << p.K << "," << p.KH << "," << p.KW
+      << "," << p.sh << "," << p.sw << "," << p.ph << "," << p.pw << "," << p.dh << "," << p.dw
+      << "," << p.groups << "," << static_cast<int>(q.dtype) << "," << (f32 && q.tf32);
+  std::shared_ptr<Plan>& slot = plans_[key.str()];
+  if (slot) return slot;
+  const Cudnn& d = *static_cast<const Cudnn*>(api_);
+  auto pl = std::make_shared<Plan>();
+  pl->api = &d;
+  const cudnnDataType_t dt = data_type(q.dtype);
+  auto i = [](int64_t v) { return static_cast<int>(v); };
+  FERRITE_CUDNN_CHECK(d, d.cudnnCreateTensorDescriptor(&pl->x), "cudnnCreateTensorDescriptor");
+  FERRITE_CUDNN_CHECK(d, d.cudnnCreateTensorDescriptor(&pl->y), "cudnnCreateTensorDescriptor");
+  FERRITE_CUDNN_CHECK(d, d.cudnnCreateFilterDescriptor(&pl->w), "cudnnCreateFilterDescriptor");
+  FERRITE_CUDNN_CHECK(d, d.cudnnCreateConvolutionDescriptor(&pl->conv),
+                      "cudnnCreateConvolutionDescriptor");
+  FERRITE_CUDNN_CHECK(
+      d, d.cudnnSetTensor4dDescriptor(pl->x, CUDNN_TENSOR_NCHW, dt, i(p.N), i(p.C), i(p.H), i(p.W)),
+      "input descriptor");
+  FERRITE_CUDNN_CHECK(d,
+                      d.cudnnSetFilter4dDescriptor(pl->w, dt, CUDNN_TENSOR_NCHW, i(p.K),
+                                                   i(p.C / p.groups), i(p.KH), i(p.KW)),
+                      "filter descriptor");
+  // ONNX Conv is a cross-correlation, as CUDNN_CROSS_CORRELATION; accumulation is always f32.
+  FERRITE_CUDNN_CHECK(
+      d,
+      d.cudnnSetConvolution2dDescriptor(pl->conv, i(p.ph), i(p.pw), i(p.sh), i(p.sw), i(p.dh),
+                                        i(p.dw), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+      "convolution descriptor");
+  FERRITE_CUDNN_CHECK(d, d.cudnnSetConvolutionGroupCount(pl->conv, i(p.groups)),
+                      "cudnnSetConvolutionGroupCount");
+  // f32: FMA only (DEFAULT_MATH would allow TF32 on Ampere and later) unless --precision tf32.
+  const cudnnMathType_t want =
+      f32 ? (q.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH) : CUDNN_TENSOR_OP_MATH;
+  FERRITE_CUDNN_CHECK(d, d.cudnnSetConvolutionMathType(pl->conv, want),
+                      "cudnnSetConvolutionMathType");
+  int n = 0, c = 0, h = 0, w = 0;
+  FERRITE_CUDNN_CHECK(
+      d, d.cudnnGetConvolution2dForwardOutputDim(pl->conv, pl->x, pl->w, &n, &c, &h, &w),
+      "cudnnGetConvolution2dForwardOutputDim");
+  if (n != p.N || c != p.K || h != p.OH || w != p.OW) {
+    pl->why = "cuDNN's output dims differ from the node's";
+    slot = pl;
+    return slot;
+  }
+  FERRITE_CUDNN_CHECK(d, d.cudnnSetTensor4dDescriptor(pl->y, CUDNN_TENSOR_NCHW, dt, n, c, h, w),
+                      "output descriptor");
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT * 4];
+  int found = 0;
+  // Heuristics only (no kernels run): safe on any stream state, including graph capture.
+  FERRITE_CUDNN_CHECK(d,
+                      d.cudnnGetConvolutionForwardAlgorithm_v7(
+                          static_cast<cudnnHandle_t>(handle_), pl->x, pl->w, pl->conv, pl->y,
+                          static_cast<int>(sizeof perf / sizeof perf[0]), &found, perf),
+                      "cudnnGetConvolutionForwardAlgorithm_v7");
+  std::string offered;
+  for (int k = 0; k < found; ++k) {
+    const auto& r = perf[k];
+    offered += (offered.empty() ? "" : " ") + std::to_string(static_cast<int>(r.algo)) + "/m" +
+               std::to_string(static_cast<int>(r.mathType)) + "/s" +
+               std::to_string(static_cast<int>(r.status));
+    if (pl->usable || r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxWorkspace) continue;
+    if (!accurate_algo(r.algo)) continue;
+    // Strict f32: the heuristics may label FMA-capable algorithms DEFAULT_MATH; the descriptor
+    // stays FMA_MATH, which restricts cuDNN to FMA kernels (a combination it cannot run is
+    // refused by cudnnConvolutionForward and the call falls back, see run()).
+    const bool strict = f32 && !q.tf32;
+    if (strict && r.mathType != CUDNN_FMA_MATH && r.mathType != CUDNN_DEFAULT_MATH) continue;
+    pl->algo = r.algo;
+    pl->workspace = r.memory;
+    pl->usable = true;
+    FERRITE_CUDNN_CHECK(
+        d, d.cudnnSetConvolutionMathType(pl->conv, strict ? CUDNN_FMA_MATH : r.mathType),
+        "cudnnSetConvolutionMathType");
+  }
+  if (!pl->usable)
+    pl->why = "no accepted algorithm among cuDNN's (algo/mathType/status: " +
+              (offered.empty() ? std::string("none") : offered) + ")";
+  else if (log_on("conv"))
+    std::fprintf(stderr, "[conv] cuda: cuDNN plan %s: algo %d, workspace %zu B (offered %s)\n",
+                 key.str().c_str(), static_cast<int>(pl->algo), pl->workspace, offered.c_str());
+  slot = pl;
+  return slot;
+}
+
+Expected<bool> CudnnConv::run(const CudnnConvProblem& q, const void* x, const void* w, void* y,
+                              const std::function<Expected<void*>(size_t)>& scratch) {
+  std::shared_ptr<Plan> pl;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    FERRITE_ASSIGN_OR_RETURN(pl, plan(q));
+  }
+  if (!pl->usable) {
+    note(pl->why);
+    return false;
+  }
+  const Cudnn& d = *static_cast<const Cudnn*>(api_);
+  void* ws = nullptr;
+  if (pl->workspace > 0) {
+    FERRITE_ASSIGN_OR_RETURN(ws, scratch(pl->workspace));
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  cudnnStatus_t s =
+      d.cudnnConvolutionForward(static_cast<cudnnHandle_t>(handle_), &alpha, pl->x, x, pl->w, w,
+                                pl->conv, pl->algo, ws, pl->workspace, &beta, pl->y, y);
+  if (s >= CUDNN_STATUS_NOT_SUPPORTED && s < CUDNN_STATUS_NOT_SUPPORTED + 1000) {
+    // Nothing was launched: the plan is dropped for good and this call takes the other path.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pl->usable = false;
+      pl->why = "cudnnConvolutionForward (algo " + std::to_string(static_cast<int>(pl->algo)) +
+                "): " + status_text(d, s);
+    }
+    note(pl->why);
+    return false;
+  }
+  if (s != CUDNN_STATUS_SUCCESS) return err("cuDNN cudnnConvolutionForward: ", status_text(d, s));
+  ++calls_;
+  return true;
+}
+
+#undef FERRITE_CUDNN_CHECK
+
+#else  // !FERRITE_HAVE_CUDNN
+
+struct CudnnConv::Plan {};
+
+Expected<std::unique_ptr<CudnnConv>> CudnnConv::create(const CudaRuntime&) {
+  note_unavailable("built without cudnn.h");
+  return std::unique_ptr<CudnnConv>();
+}
+CudnnConv::~CudnnConv() = default;
+std::string CudnnConv::describe() const {
+  return "no cuDNN";
+}
+Expected<std::shared_ptr<CudnnConv::Plan>> CudnnConv::plan(const CudnnConvProblem&) {
+  return err("cuDNN: not built");
+}
+Expected<bool> CudnnConv::run(const CudnnConvProblem&, const void*, const void*, void*,
+                              const std::function<Expected<void*>(size_t)>&) {
+  return false;
+}
+
+#endif  // FERRITE_HAVE_CUDNN
+
+void CudnnConv::note(const std::string& msg) {
+  if (!log_on("fallback") && !log_on("conv")) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!noted_.insert(msg).second) return;
+  std::fprintf(stderr, "[fallback] cuda: convolution not on cuDNN: %s\n", msg.c_str());
+}
+
+}  // namespace ferrite::cuda

@@ -1,0 +1,70 @@
+// 2-D convolution through cuDNN 9's legacy API (opened with dlopen, see cuda_api.h). Optional:
+// when the headers were absent at build time, the library is missing at run time, or
+// FERRITE_CUDA_CUDNN=0, `create` returns null and the convolution keeps its im2col + cuBLASLt /
+// direct-kernel path. The handle is created lazily (first convolution), so models without Conv
+// start as fast as before.
+//
+// Math modes: f32 uses CUDNN_FMA_MATH (cuDNN's DEFAULT_MATH allows TF32 tensor cores on Ampere and
+// later, which rounds inputs to 10 mantissa bits: results would leave the f32 tolerance), and
+// TF32 only under --precision tf32; bf16 / f16 storage uses tensor cores with f32 accumulation.
+// FFT and Winograd algorithms are excluded for f32 (not TF32): their rounding error exceeds the
+// f32 tolerances against the reference.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "backends/cuda/cuda_library.h"
+#include "backends/cuda/cuda_runtime.h"
+#include "ir/dtype.h"
+
+namespace ferrite::cuda {
+
+struct CudnnConvProblem {
+  ConvParams p{};                  // N, C, H, W, K, KH, KW, OH, OW, strides, dilations, groups
+  int64_t ph_end = 0, pw_end = 0;  // cuDNN pads symmetrically: must equal p.ph / p.pw
+  DType dtype = DType::kF32;
+  bool tf32 = false;
+};
+
+class CudnnConv {
+ public:
+  // Null (no error) when cuDNN is disabled (FERRITE_CUDA_CUDNN=0) or not available; the reason is
+  // logged once under FERRITE_LOG=fallback. Errors only for a library that loads but fails.
+  static Expected<std::unique_ptr<CudnnConv>> create(const CudaRuntime& rt);
+  ~CudnnConv();
+
+  // Empty when cuDNN can take the problem (pads, dims, dtype), else why not.
+  static std::string unsupported(const CudnnConvProblem& q);
+
+  // y = conv(x, w), no bias. Returns false (nothing launched) when cuDNN's heuristics offer no
+  // usable algorithm for the problem; `scratch` provides the workspace (valid for the step).
+  Expected<bool> run(const CudnnConvProblem& q, const void* x, const void* w, void* y,
+                     const std::function<Expected<void*>(size_t)>& scratch);
+
+  // Logs once per distinct message under FERRITE_LOG=fallback (or conv).
+  void note(const std::string& msg);
+  int64_t calls() const { return calls_; }
+  std::string describe() const;
+
+ private:
+  CudnnConv() = default;
+  struct Plan;
+  Expected<std::shared_ptr<Plan>> plan(const CudnnConvProblem& q);
+  const CudaRuntime* rt_ = nullptr;
+  const void* api_ = nullptr;  // const Cudnn* (cuda_api.h; opaque here for builds without cuDNN)
+  void* handle_ = nullptr;     // cudnnHandle_t
+  std::map<std::string, std::shared_ptr<Plan>> plans_;  // per shape / dtype / math key
+  std::mutex mu_;
+  std::set<std::string> noted_;
+  int64_t calls_ = 0;
+};
+
+// FERRITE_CUDA_CUDNN != "0" (read per call, like FERRITE_CUDA_FLASH).
+bool cudnn_enabled();
+
+}  // namespace ferrite::cuda
