@@ -36,6 +36,14 @@ bool cudnn_enabled() {
   return !(v && std::string(v) == "0");
 }
 
+bool cudnn_for(DType dtype) {
+  const char* v = std::getenv("FERRITE_CUDA_CUDNN");
+  const std::string mode = v ? v : "";
+  if (mode == "0") return false;
+  if (mode == "1") return true;
+  return dtype == DType::kBF16 || dtype == DType::kF16;
+}
+
 std::string CudnnConv::unsupported(const CudnnConvProblem& q) {
   const ConvParams& p = q.p;
   if (q.dtype != DType::kF32 && q.dtype != DType::kBF16 && q.dtype != DType::kF16)

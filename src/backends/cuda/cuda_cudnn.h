@@ -66,5 +66,10 @@ class CudnnConv {
 
 // FERRITE_CUDA_CUDNN != "0" (read per call, like FERRITE_CUDA_FLASH).
 bool cudnn_enabled();
+// Whether convolutions stored as `dtype` go to cuDNN: by default bf16 / f16 only (tensor cores;
+// measured faster than im2col + cuBLASLt), not f32, where cuDNN's FMA-math algorithms were
+// slower on the zoo (resnet18 1.28 vs 0.81 ms on an H100); FERRITE_CUDA_CUDNN=1 sends every
+// dtype, =0 none.
+bool cudnn_for(DType dtype);
 
 }  // namespace ferrite::cuda

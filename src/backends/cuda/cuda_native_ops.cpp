@@ -241,7 +241,7 @@ Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be) {
   p.act = 0;
   FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, dt, {p.N, p.K, p.OH, p.OW}));
   const void* bp = bias ? bias->ptr : nullptr;
-  if (CudnnConv* dnn = be.conv_library()) {
+  if (CudnnConv* dnn = cudnn_for(dt) ? be.conv_library() : nullptr) {
     CudnnConvProblem q;
     q.p = p;
     q.ph_end = win->pads[2];
