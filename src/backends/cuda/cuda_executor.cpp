@@ -1,865 +1,471 @@
+// The cuda device's step-by-step executor: binding shape symbols, kernel and library steps,
+// where each buffer lives (host, device, both), fallbacks to the host. See cuda_executor.h.
 #include "backends/cuda/cuda_executor.h"
 
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <map>
-#include <mutex>
-#include <optional>
-
-#include "backends/cuda/cuda_native_ops.h"
-#include "backends/cuda/cuda_pool.h"
-#include "backends/cuda/cuda_profile.h"
-#include "memory/lowered_memory.h"
-#include "memory/planner.h"
-#include "ops/context.h"
-#include "ops/op_schema.h"
+#include "backends/cuda/cuda_model.h"
 
 namespace ferrite::cuda {
+namespace detail {
 
-namespace {
-
-bool log_enabled(const char* topic) {
-  const char* v = std::getenv("FERRITE_LOG");
-  return v && (std::string(v).find(topic) != std::string::npos || std::string(v) == "all");
+Status CudaModel::init() {
+  for (const Step& s : lg_.steps) {
+    CUfunction f = nullptr;
+    if (s.kind == Step::Kind::kKernel) {
+      f = reinterpret_cast<CUfunction>(module_->symbol(s.kernel.name));
+      if (!f) return err("cuda: kernel ", s.kernel.name, " is missing from the compiled module");
+    }
+    fns_.push_back(f);
+  }
+  const size_t nb = lg_.buffers.size();
+  last_use_.assign(nb, -1);
+  for (size_t i = 0; i < lg_.steps.size(); ++i) {
+    const Step& s = lg_.steps[i];
+    for (int b : s.kind == Step::Kind::kKernel ? s.kernel.input_buffers : s.inputs)
+      if (b >= 0) last_use_[b] = static_cast<int>(i);
+  }
+  for (int b : lg_.outputs) last_use_[b] = INT32_MAX;
+  dying_.assign(lg_.steps.size(), {});
+  for (size_t b = 0; b < nb; ++b)
+    if (last_use_[b] >= 0 && last_use_[b] < static_cast<int>(lg_.steps.size()) &&
+        lg_.buffers[b].kind != Buffer::Kind::kOutput)
+      dying_[last_use_[b]].push_back(static_cast<int>(b));
+  int unplanned = 0;
+  std::vector<int> buffer_of_request;
+  auto reqs = arena_requests(lg_, last_use_, request_of_buffer_, buffer_of_request, unplanned);
+  planner_ = std::make_unique<SymbolicMemoryPlanner>(std::move(reqs), lg_.symbols);
+  const_dev_.assign(nb, nullptr);
+  // Values fixed by the binding of the shape symbols (shape arithmetic): constants, Shape of a
+  // buffer whose dims the lowering knows, and deterministic steps over such values. Host steps
+  // producing them run once per binding; their results are reused (and kept on the GPU).
+  det_.assign(nb, false);
+  det_step_.assign(lg_.steps.size(), false);
+  for (size_t b = 0; b < nb; ++b) det_[b] = lg_.buffers[b].kind == Buffer::Kind::kConstant;
+  for (size_t i = 0; i < lg_.steps.size(); ++i) {
+    const Step& s = lg_.steps[i];
+    if (s.kind == Step::Kind::kKernel) {
+      bool d = true;
+      for (int b : s.kernel.input_buffers) d = d && det_[b];
+      det_[s.kernel.output_buffer] = d;
+      continue;
+    }
+    bool d = !nondeterministic(*s.node);
+    const std::string& op = s.node->op_type;
+    if (s.node->domain.empty() && (op == "Shape" || op == "Size") && !s.inputs.empty() &&
+        s.inputs[0] >= 0) {
+      const Shape& sh = lg_.buffers[s.inputs[0]].shape;
+      d = sh.rank_known();
+      for (size_t k = 0; d && k < sh.rank(); ++k) d = sh[k].is_known();
+    } else {
+      for (int b : s.inputs) d = d && (b < 0 || det_[b]);
+    }
+    for (int b : s.outputs)
+      if (b >= 0) det_[b] = d && lg_.buffers[b].kind == Buffer::Kind::kIntermediate;
+    det_step_[i] = d;
+  }
+  FERRITE_ASSIGN_OR_RETURN(flag_, pool_.get_persistent(sizeof(int)));
+  return Status::ok();
 }
 
-bool env_off(const char* name) {
-  const char* v = std::getenv(name);
-  return v && (std::string(v) == "0" || std::string(v) == "off");
+Expected<std::vector<Tensor>> CudaModel::run(const std::vector<Tensor>& inputs) {
+  std::lock_guard<std::mutex> device_lock(be_->run_mutex);
+  std::lock_guard<std::mutex> lock(mutex_);
+  FERRITE_RETURN_IF_ERROR(rt_.make_current());
+  FERRITE_RETURN_IF_ERROR(bind(inputs));
+  std::vector<std::vector<int64_t>> in_dims;
+  for (const Tensor& t : inputs) in_dims.push_back(t.dims());
+  BindingState& st = *state_;
+  if (st.exec && st.input_dims == in_dims) return replay(inputs);
+  if (graphs_ && !profile_ && st.graphable && st.clean_runs > 0 && !st.exec) {
+    auto r = capture(inputs, in_dims);
+    if (r || !capture_failed_) return r;
+    capture_failed_ = false;  // not capturable: run step by step from now on
+  }
+  prepare_slots(inputs, nullptr);
+  FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
+  Status s = execute_steps();
+  auto out = finish(s);
+  if (out && run_stats_.nondet_host == 0) ++st.clean_runs;
+  if (run_stats_.nondet_host > 0) st.graphable = false;
+  return out;
 }
 
-size_t nbytes(DType t, const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return static_cast<size_t>(n) * dtype_size(t);
-}
-
-bool nondeterministic(const Node& n) {
-  const std::string& op = n.op_type;
-  return op.rfind("Random", 0) == 0 || op == "Bernoulli" || op == "Multinomial";
-}
-
-// Embedding tables and other large constants stay on the GPU: a Gather from one runs there.
-constexpr size_t kLargeConstantBytes = 64 << 10;
-
-class CudaModel : public PreparedModel {
- public:
-  CudaModel(const Graph& g, LoweredGraph lg, std::unique_ptr<LoadedModule> module,
-            std::shared_ptr<CudaBackend> be)
-      : graph_(g),
-        lg_(std::move(lg)),
-        be_(std::move(be)),
-        module_(std::move(module)),
-        rt_(*be_->rt),
-        pool_(rt_) {}
-
-  ~CudaModel() override {
-    if (profile_) profile_table_.print();
-    if (!rt_.make_current()) return;
-    rt_.synchronize();
-    states_.clear();
-    if (log_enabled("memory")) std::fprintf(stderr, "%s\n", pool_.describe("at exit").c_str());
-    // The pool gives the arena, the constants and its cached blocks back as it is destroyed.
-  }
-
-  Status init() {
-    for (const Step& s : lg_.steps) {
-      CUfunction f = nullptr;
-      if (s.kind == Step::Kind::kKernel) {
-        f = reinterpret_cast<CUfunction>(module_->symbol(s.kernel.name));
-        if (!f) return err("cuda: kernel ", s.kernel.name, " is missing from the compiled module");
+Status CudaModel::bind(const std::vector<Tensor>& inputs) {
+  bind_.clear();
+  for (size_t i = 0; i < graph_.inputs().size() && i < inputs.size(); ++i) {
+    const Shape& s = graph_.inputs()[i]->type.shape;
+    if (!s.rank_known()) continue;
+    for (size_t d = 0; d < s.rank() && d < inputs[i].rank(); ++d)
+      if (s[d].is_known() && s[d].expr().is_symbol()) {
+        std::vector<std::string> names;
+        s[d].expr().collect_symbols(names);
+        bind_[names[0]] = inputs[i].dim(d);
       }
-      fns_.push_back(f);
-    }
-    const size_t nb = lg_.buffers.size();
-    last_use_.assign(nb, -1);
-    for (size_t i = 0; i < lg_.steps.size(); ++i) {
-      const Step& s = lg_.steps[i];
-      for (int b : s.kind == Step::Kind::kKernel ? s.kernel.input_buffers : s.inputs)
-        if (b >= 0) last_use_[b] = static_cast<int>(i);
-    }
-    for (int b : lg_.outputs) last_use_[b] = INT32_MAX;
-    dying_.assign(lg_.steps.size(), {});
-    for (size_t b = 0; b < nb; ++b)
-      if (last_use_[b] >= 0 && last_use_[b] < static_cast<int>(lg_.steps.size()) &&
-          lg_.buffers[b].kind != Buffer::Kind::kOutput)
-        dying_[last_use_[b]].push_back(static_cast<int>(b));
-    int unplanned = 0;
-    std::vector<int> buffer_of_request;
-    auto reqs = arena_requests(lg_, last_use_, request_of_buffer_, buffer_of_request, unplanned);
-    planner_ = std::make_unique<SymbolicMemoryPlanner>(std::move(reqs), lg_.symbols);
-    const_dev_.assign(nb, nullptr);
-    // Values fixed by the binding of the shape symbols (shape arithmetic): constants, Shape of a
-    // buffer whose dims the lowering knows, and deterministic steps over such values. Host steps
-    // producing them run once per binding; their results are reused (and kept on the GPU).
-    det_.assign(nb, false);
-    det_step_.assign(lg_.steps.size(), false);
-    for (size_t b = 0; b < nb; ++b) det_[b] = lg_.buffers[b].kind == Buffer::Kind::kConstant;
-    for (size_t i = 0; i < lg_.steps.size(); ++i) {
-      const Step& s = lg_.steps[i];
-      if (s.kind == Step::Kind::kKernel) {
-        bool d = true;
-        for (int b : s.kernel.input_buffers) d = d && det_[b];
-        det_[s.kernel.output_buffer] = d;
-        continue;
-      }
-      bool d = !nondeterministic(*s.node);
-      const std::string& op = s.node->op_type;
-      if (s.node->domain.empty() && (op == "Shape" || op == "Size") && !s.inputs.empty() &&
-          s.inputs[0] >= 0) {
-        const Shape& sh = lg_.buffers[s.inputs[0]].shape;
-        d = sh.rank_known();
-        for (size_t k = 0; d && k < sh.rank(); ++k) d = sh[k].is_known();
-      } else {
-        for (int b : s.inputs) d = d && (b < 0 || det_[b]);
-      }
-      for (int b : s.outputs)
-        if (b >= 0) det_[b] = d && lg_.buffers[b].kind == Buffer::Kind::kIntermediate;
-      det_step_[i] = d;
-    }
-    FERRITE_ASSIGN_OR_RETURN(flag_, pool_.get_persistent(sizeof(int)));
-    return Status::ok();
   }
-
-  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) override {
-    std::lock_guard<std::mutex> device_lock(be_->run_mutex);
-    std::lock_guard<std::mutex> lock(mutex_);
-    FERRITE_RETURN_IF_ERROR(rt_.make_current());
-    FERRITE_RETURN_IF_ERROR(bind(inputs));
-    std::vector<std::vector<int64_t>> in_dims;
-    for (const Tensor& t : inputs) in_dims.push_back(t.dims());
-    BindingState& st = *state_;
-    if (st.exec && st.input_dims == in_dims) return replay(inputs);
-    if (graphs_ && !profile_ && st.graphable && st.clean_runs > 0 && !st.exec) {
-      auto r = capture(inputs, in_dims);
-      if (r || !capture_failed_) return r;
-      capture_failed_ = false;  // not capturable: run step by step from now on
-    }
-    prepare_slots(inputs, nullptr);
-    FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
-    Status s = execute_steps();
-    auto out = finish(s);
-    if (out && run_stats_.nondet_host == 0) ++st.clean_runs;
-    if (run_stats_.nondet_host > 0) st.graphable = false;
-    return out;
+  syms_.clear();
+  for (const auto& name : lg_.symbols) {
+    auto it = bind_.find(name);
+    if (it == bind_.end()) return err("cuda: shape symbol '", name, "' is not bound by any input");
+    syms_.push_back(it->second);
   }
-
-  // Device time of whole runs, CUDA events around them. With a CUDA graph for these shapes the
-  // inputs are copied into the graph's buffers once and each sample is one graph launch (no
-  // copies); otherwise each sample is a whole step-by-step run, copies included.
-  Expected<DeviceTiming> time_resident(const std::vector<Tensor>& inputs, int runs) override {
-    // Steady state for this binding: run 1 is step by step, run 2 captures, run 3 replays.
-    for (int i = 0; i < 2; ++i) FERRITE_RETURN_IF_ERROR(run(inputs).status());
-    std::lock_guard<std::mutex> device_lock(be_->run_mutex);
-    std::lock_guard<std::mutex> lock(mutex_);
-    FERRITE_RETURN_IF_ERROR(rt_.make_current());
-    FERRITE_RETURN_IF_ERROR(bind(inputs));
-    const Driver& d = rt_.api();
-    BindingState& st = *state_;
-    std::vector<std::vector<int64_t>> in_dims;
-    for (const Tensor& t : inputs) in_dims.push_back(t.dims());
-    const bool graph = st.exec && st.input_dims == in_dims;
-    DeviceTiming out;
-    out.method = graph ? "CUDA events around one CUDA-graph launch; inputs resident on the GPU, "
-                         "outputs left there"
-                       : "CUDA events around a step-by-step run (no CUDA graph for these shapes), "
-                         "input and output copies included";
-    if (graph)
-      for (size_t i = 0; i < inputs.size(); ++i)
-        FERRITE_RETURN_IF_ERROR(
-            rt_.copy_to_device(st.input_dev[i], inputs[i].raw(), inputs[i].nbytes()));
-    CUevent e0 = nullptr, e1 = nullptr;
-    Status s = check(d.cuEventCreate(&e0, 0), "cuEventCreate");
-    if (s) s = check(d.cuEventCreate(&e1, 0), "cuEventCreate");
-    for (int r = 0; r < runs && s; ++r) {
-      if (graph && st.checks_flag) s = rt_.fill(flag_, 0, sizeof(int));
-      if (s) s = check(d.cuEventRecord(e0, rt_.stream()), "cuEventRecord");
-      if (!s) break;
-      if (graph) {
-        s = check(d.cuGraphLaunch(st.exec, rt_.stream()), "cuGraphLaunch");
-      } else {
-        prepare_slots(inputs, nullptr);
-        s = rt_.fill(flag_, 0, sizeof(int));
-        if (s) s = execute_steps();
-        s = finish(s).status();
-      }
-      if (s) s = check(d.cuEventRecord(e1, rt_.stream()), "cuEventRecord");
-      if (s) s = check(d.cuEventSynchronize(e1), "cuEventSynchronize");
-      float ms = 0;
-      if (s) s = check(d.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime");
-      if (s) out.seconds.push_back(ms * 1e-3);
-      if (s && graph && st.checks_flag) s = check_flag();
-    }
-    if (e0) d.cuEventDestroy(e0);
-    if (e1) d.cuEventDestroy(e1);
-    FERRITE_RETURN_IF_ERROR(s);
-    return out;
-  }
-
-  ModelStats stats() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return ModelStats{mem_stats_, std::nullopt, pool_.stats()};
-  }
-
- private:
-  struct Slot {
-    DType dtype = DType::kUndefined;
-    std::vector<int64_t> dims;
-    Tensor host;
-    bool host_valid = false;
-    void* dev = nullptr;
-    bool dev_valid = false;
-    bool pooled = false;  // dev came from the pool (returned at release)
-  };
-  struct KernelLaunch {
-    std::vector<int64_t> out_dims;
-    bool empty = false;
-    LaunchConfig lc;
-  };
-  struct GraphOutput {
-    const void* dev = nullptr;
-    DType dtype = DType::kUndefined;
-    std::vector<int64_t> dims;
-    Tensor host;  // an output the graph does not compute (a host value)
-  };
-  // What the model keeps per binding of the shape symbols.
-  struct BindingState {
-    CudaRuntime* rt = nullptr;
-    DevicePool* pool = nullptr;
-    std::vector<std::optional<KernelLaunch>> launches;  // per kernel step
-    std::map<size_t, std::vector<Tensor>> det_outputs;  // per deterministic host step
-    std::map<int, void*> det_dev;                       // device copies of those values
-    bool graphable = true;  // no step needs the host for input-dependent data
-    int clean_runs = 0;
-    // The captured run: stable input buffers, outputs, and the blocks its addresses point to.
-    CUgraphExec exec = nullptr;
-    std::vector<std::vector<int64_t>> input_dims;
-    std::vector<void*> input_dev;
-    std::vector<GraphOutput> outputs;
-    std::vector<void*> owned;
-    void* pinned = nullptr;  // staging for the replay's copies
-    bool checks_flag = false;
-    void drop_graph() {
-      if (exec) rt->api().cuGraphExecDestroy(exec);
-      exec = nullptr;
-      if (pinned) rt->api().cuMemFreeHost(pinned);
-      pinned = nullptr;
-      pool->release_owned(owned);
-      owned.clear();
-      input_dev.clear();
-      outputs.clear();
-    }
-    ~BindingState() {
-      drop_graph();
-      for (auto& [b, p] : det_dev) pool->put(p);
-    }
-  };
-  struct RunStats {
-    int kernels = 0, native = 0, host_resident = 0, fallbacks = 0, cached = 0, nondet_host = 0;
-    int64_t d2h_bytes = 0;
-    std::string fallback_ops;
-    bool gathers = false;
-  };
-
-  Status bind(const std::vector<Tensor>& inputs) {
-    bind_.clear();
-    for (size_t i = 0; i < graph_.inputs().size() && i < inputs.size(); ++i) {
-      const Shape& s = graph_.inputs()[i]->type.shape;
-      if (!s.rank_known()) continue;
-      for (size_t d = 0; d < s.rank() && d < inputs[i].rank(); ++d)
-        if (s[d].is_known() && s[d].expr().is_symbol()) {
-          std::vector<std::string> names;
-          s[d].expr().collect_symbols(names);
-          bind_[names[0]] = inputs[i].dim(d);
-        }
-    }
-    syms_.clear();
-    for (const auto& name : lg_.symbols) {
-      auto it = bind_.find(name);
-      if (it == bind_.end())
-        return err("cuda: shape symbol '", name, "' is not bound by any input");
-      syms_.push_back(it->second);
-    }
-    auto& slot = states_[syms_];
-    if (!slot) {
-      if (states_.size() > 64) {  // bounded, like the memory plans
-        FERRITE_RETURN_IF_ERROR(rt_.synchronize());
-        auto keep = std::move(slot);
-        states_.clear();
-        states_[syms_] = std::move(keep);
-      }
-      auto& fresh = states_[syms_];
-      fresh = std::make_unique<BindingState>();
-      fresh->rt = &rt_;
-      fresh->pool = &pool_;
-      fresh->launches.resize(lg_.steps.size());
-    }
-    state_ = states_[syms_].get();
-    plan_ = nullptr;
-    mem_stats_ = {};
-    auto plan = planner_->plan_for(syms_);
-    if (!plan) return Status::ok();  // everything from the pool
-    int64_t need = std::max<int64_t>((*plan)->arena_bytes, 256);
-    if (need > arena_bytes_) {
+  auto& slot = states_[syms_];
+  if (!slot) {
+    if (states_.size() > 64) {  // bounded, like the memory plans
       FERRITE_RETURN_IF_ERROR(rt_.synchronize());
-      // Captured graphs hold addresses in the old arena.
-      for (auto& [k, s] : states_) s->drop_graph();
-      if (arena_) FERRITE_RETURN_IF_ERROR(pool_.put(arena_));
-      arena_ = nullptr;
-      arena_bytes_ = 0;
-      FERRITE_ASSIGN_OR_RETURN(arena_, pool_.get_persistent(static_cast<size_t>(need)));
-      arena_bytes_ = need;
+      auto keep = std::move(slot);
+      states_.clear();
+      states_[syms_] = std::move(keep);
     }
-    plan_ = *plan;
-    mem_stats_.planned_peak_bytes = plan_->arena_bytes;
-    mem_stats_.intermediate_bytes = plan_->total_bytes;
-    mem_stats_.live_peak_bytes = plan_->live_peak_bytes;
-    mem_stats_.planned_buffers = plan_->buffers;
-    mem_stats_.in_place = plan_->in_place;
-    mem_stats_.arena_capacity_bytes = arena_bytes_;
-    return Status::ok();
+    auto& fresh = states_[syms_];
+    fresh = std::make_unique<BindingState>();
+    fresh->rt = &rt_;
+    fresh->pool = &pool_;
+    fresh->launches.resize(lg_.steps.size());
   }
+  state_ = states_[syms_].get();
+  plan_ = nullptr;
+  mem_stats_ = {};
+  auto plan = planner_->plan_for(syms_);
+  if (!plan) return Status::ok();  // everything from the pool
+  int64_t need = std::max<int64_t>((*plan)->arena_bytes, 256);
+  if (need > arena_bytes_) {
+    FERRITE_RETURN_IF_ERROR(rt_.synchronize());
+    // Captured graphs hold addresses in the old arena.
+    for (auto& [k, s] : states_) s->drop_graph();
+    if (arena_) FERRITE_RETURN_IF_ERROR(pool_.put(arena_));
+    arena_ = nullptr;
+    arena_bytes_ = 0;
+    FERRITE_ASSIGN_OR_RETURN(arena_, pool_.get_persistent(static_cast<size_t>(need)));
+    arena_bytes_ = need;
+  }
+  plan_ = *plan;
+  mem_stats_.planned_peak_bytes = plan_->arena_bytes;
+  mem_stats_.intermediate_bytes = plan_->total_bytes;
+  mem_stats_.live_peak_bytes = plan_->live_peak_bytes;
+  mem_stats_.planned_buffers = plan_->buffers;
+  mem_stats_.in_place = plan_->in_place;
+  mem_stats_.arena_capacity_bytes = arena_bytes_;
+  return Status::ok();
+}
 
-  void prepare_slots(const std::vector<Tensor>& inputs, const std::vector<void*>* input_dev) {
-    run_stats_ = {};
-    slots_.assign(lg_.buffers.size(), Slot{});
-    for (size_t i = 0; i < lg_.inputs.size(); ++i) {
-      set_host(lg_.inputs[i], inputs[i]);
-      if (input_dev) {
-        slots_[lg_.inputs[i]].dev = (*input_dev)[i];
-        slots_[lg_.inputs[i]].dev_valid = true;
+void CudaModel::prepare_slots(const std::vector<Tensor>& inputs,
+                              const std::vector<void*>* input_dev) {
+  run_stats_ = {};
+  slots_.assign(lg_.buffers.size(), Slot{});
+  for (size_t i = 0; i < lg_.inputs.size(); ++i) {
+    set_host(lg_.inputs[i], inputs[i]);
+    if (input_dev) {
+      slots_[lg_.inputs[i]].dev = (*input_dev)[i];
+      slots_[lg_.inputs[i]].dev_valid = true;
+    }
+  }
+  for (size_t b = 0; b < lg_.buffers.size(); ++b)
+    if (lg_.buffers[b].kind == Buffer::Kind::kConstant) {
+      set_host(static_cast<int>(b), *lg_.buffers[b].value->constant);
+      if (const_dev_[b]) {
+        slots_[b].dev = const_dev_[b];
+        slots_[b].dev_valid = true;
       }
     }
-    for (size_t b = 0; b < lg_.buffers.size(); ++b)
-      if (lg_.buffers[b].kind == Buffer::Kind::kConstant) {
-        set_host(static_cast<int>(b), *lg_.buffers[b].value->constant);
-        if (const_dev_[b]) {
-          slots_[b].dev = const_dev_[b];
+}
+
+Status CudaModel::execute_steps() {
+  Status st = Status::ok();
+  for (size_t si = 0; si < lg_.steps.size() && st; ++si) {
+    const Step& s = lg_.steps[si];
+    // The first run uploads the constants: profiles start with the second.
+    const bool prof = profile_ && runs_ > 0;
+    if (prof) profile_table_.start(rt_, si, lg_.steps.size());
+    path_ = "";
+    st = s.kind == Step::Kind::kKernel ? run_kernel(si) : run_library(si);
+    if (prof && st) profile_table_.stop(rt_, si, step_label(s), step_kind(s));
+    if (st) release(si);
+  }
+  if (profile_ && runs_ > 0) profile_table_.end_run(rt_);
+  ++runs_;
+  return st;
+}
+
+Expected<std::vector<Tensor>> CudaModel::finish(Status st) {
+  std::vector<Tensor> out;
+  if (st)
+    for (int b : lg_.outputs) {
+      auto t = host_tensor(b);
+      if (!t) {
+        st = t.status();
+        break;
+      }
+      out.push_back(*t);
+    }
+  if (st && run_stats_.gathers) st = check_flag();
+  for (Slot& s : slots_)
+    if (s.pooled) pool_.put(s.dev);
+  for (void* p : scratch_) pool_.put(p);
+  scratch_.clear();
+  slots_.clear();
+  if (Status t = pool_.trim(size_t{1} << 30); !t && st) st = t;
+  if (log_enabled("memory") && runs_ == 1)
+    std::fprintf(stderr, "%s\n", pool_.describe("after the first run").c_str());
+  if (!st) {
+    rt_.synchronize();
+    return st;
+  }
+  if (log_enabled("fallback") && !logged_) {
+    logged_ = true;
+    std::fprintf(stderr,
+                 "[fallback] cuda: %d kernel launches, %d native library steps, %d host steps "
+                 "on host-resident values (%d reused from an earlier run of these shapes), %d "
+                 "host fallbacks copying %lld bytes back%s\n",
+                 run_stats_.kernels, run_stats_.native, run_stats_.host_resident, run_stats_.cached,
+                 run_stats_.fallbacks, static_cast<long long>(run_stats_.d2h_bytes),
+                 run_stats_.fallback_ops.empty() ? "" : (": " + run_stats_.fallback_ops).c_str());
+  }
+  return out;
+}
+
+Status CudaModel::check_flag() {
+  int v = 0;
+  FERRITE_RETURN_IF_ERROR(rt_.copy_to_host(&v, flag_, sizeof v));
+  if (v <= 0 || v > static_cast<int>(lg_.steps.size())) return Status::ok();
+  const Node* n = lg_.steps[v - 1].node;
+  return err(n ? n->describe() : std::string("Gather"), ": an index is out of range");
+}
+
+Expected<void*> CudaModel::place(int b, size_t bytes) {
+  Slot& s = slots_[b];
+  if (s.pooled) {
+    pool_.put(s.dev);
+    s.pooled = false;
+  }
+  int r = request_of_buffer_[b];
+  if (plan_ && r >= 0 && static_cast<int64_t>(bytes) <= plan_->bytes[r]) {
+    s.dev = static_cast<uint8_t*>(arena_) + plan_->offsets[r];
+    return s.dev;
+  }
+  FERRITE_ASSIGN_OR_RETURN(s.dev, pool_.get(bytes));
+  s.pooled = true;
+  return s.dev;
+}
+
+Expected<void*> CudaModel::device_ptr(int b) {
+  Slot& s = slots_[b];
+  if (s.dev_valid) return s.dev;
+  if (!s.host_valid)
+    return err("cuda: buffer ", lg_.buffers[b].name, " is read before it is written");
+  if (capturing_) return err("cuda: a host value would be uploaded during graph capture");
+  size_t bytes = s.host.nbytes();
+  if (lg_.buffers[b].kind == Buffer::Kind::kConstant) {
+    FERRITE_ASSIGN_OR_RETURN(const_dev_[b], pool_.get_persistent(bytes));
+    s.dev = const_dev_[b];
+  } else if (det_[b]) {
+    FERRITE_ASSIGN_OR_RETURN(void* p, pool_.get_persistent(bytes));
+    state_->det_dev[b] = p;
+    s.dev = p;
+  } else {
+    FERRITE_RETURN_IF_ERROR(place(b, bytes).status());
+  }
+  FERRITE_RETURN_IF_ERROR(rt_.copy_to_device(s.dev, s.host.raw(), bytes));
+  s.dev_valid = true;
+  return s.dev;
+}
+
+Expected<Tensor> CudaModel::host_tensor(int b) {
+  Slot& s = slots_[b];
+  if (s.host_valid) return s.host;
+  if (!s.dev_valid)
+    return err("cuda: buffer ", lg_.buffers[b].name, " is read before it is written");
+  if (capturing_) return err("cuda: a device value would be read back during graph capture");
+  FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(s.dtype, s.dims));
+  FERRITE_RETURN_IF_ERROR(rt_.copy_to_host(t.raw(), s.dev, t.nbytes()));
+  run_stats_.d2h_bytes += static_cast<int64_t>(t.nbytes());
+  s.host = std::move(t);
+  s.host_valid = true;
+  return s.host;
+}
+
+Status CudaModel::run_kernel(size_t si) {
+  const Kernel& k = lg_.steps[si].kernel;
+  // Dims and launch shape depend only on the symbol values: computed once per binding.
+  auto& cache = state_->launches[si];
+  if (!cache) {
+    FERRITE_ASSIGN_OR_RETURN(auto dims, eval_dims(k.shape));
+    FERRITE_ASSIGN_OR_RETURN(auto od, eval_dims(lg_.buffers[k.output_buffer].shape.dims()));
+    KernelLaunch kl;
+    kl.out_dims = std::move(od);
+    int64_t rows = 1, row_len = 1;
+    for (size_t d = 0; d < dims.size(); ++d) (d < k.outer_rank() ? rows : row_len) *= dims[d];
+    kl.empty = rows == 0 || row_len == 0;
+    if (!kl.empty) kl.lc = be_->parts.heuristics->choose(k, rows, row_len, be_->parts.properties);
+    cache = std::move(kl);
+  }
+  const KernelLaunch& kl = *cache;
+  const std::vector<int64_t>& out_dims = kl.out_dims;
+  std::vector<void*> ptrs;
+  for (int b : k.input_buffers) {
+    FERRITE_ASSIGN_OR_RETURN(void* p, device_ptr(b));
+    ptrs.push_back(p);
+  }
+  FERRITE_ASSIGN_OR_RETURN(void* out, place(k.output_buffer, nbytes(k.out_dtype, out_dims)));
+  ptrs.push_back(out);
+  Slot& o = slots_[k.output_buffer];
+  o.dtype = k.out_dtype;
+  o.dims = out_dims;
+  o.dev_valid = true;
+  o.host_valid = false;
+  o.host = Tensor();
+  if (kl.empty) return Status::ok();
+  const LaunchConfig& lc = kl.lc;
+  std::vector<void*> args;
+  for (void*& p : ptrs) args.push_back(&p);
+  for (int64_t& v : syms_) args.push_back(&v);
+  ++run_stats_.kernels;
+  return check(rt_.api().cuLaunchKernel(fns_[si], static_cast<unsigned>(lc.grid), 1, 1,
+                                        static_cast<unsigned>(lc.block), 1, 1, 0, rt_.stream(),
+                                        args.data(), nullptr),
+               k.name.c_str());
+}
+
+Status CudaModel::run_library(size_t si) {
+  const Step& s = lg_.steps[si];
+  const Node& node = *s.node;
+  if (det_step_[si]) {
+    // Fixed by the binding: computed on the host once, reused (with its device copies).
+    auto it = state_->det_outputs.find(si);
+    if (it != state_->det_outputs.end()) {
+      for (size_t i = 0; i < s.outputs.size(); ++i) {
+        int b = s.outputs[i];
+        if (b < 0) continue;
+        set_host(b, it->second[i]);
+        auto d = state_->det_dev.find(b);
+        if (d != state_->det_dev.end()) {
+          slots_[b].dev = d->second;
           slots_[b].dev_valid = true;
         }
       }
+      path_ = "host, reused";
+      ++run_stats_.cached;
+      ++run_stats_.host_resident;
+      return Status::ok();
+    }
   }
-
-  Status execute_steps() {
-    Status st = Status::ok();
-    for (size_t si = 0; si < lg_.steps.size() && st; ++si) {
-      const Step& s = lg_.steps[si];
-      // The first run uploads the constants: profiles start with the second.
-      const bool prof = profile_ && runs_ > 0;
-      if (prof) profile_table_.start(rt_, si, lg_.steps.size());
-      path_ = "";
-      st = s.kind == Step::Kind::kKernel ? run_kernel(si) : run_library(si);
-      if (prof && st) profile_table_.stop(rt_, si, step_label(s), step_kind(s));
-      if (st) release(si);
-    }
-    if (profile_ && runs_ > 0) profile_table_.end_run(rt_);
-    ++runs_;
-    return st;
+  // Shape and Size need only the dims, wherever the data is.
+  if (node.domain.empty() && (node.op_type == "Shape" || node.op_type == "Size") &&
+      !s.inputs.empty() && s.inputs[0] >= 0 && !s.outputs.empty() && s.outputs[0] >= 0) {
+    FERRITE_ASSIGN_OR_RETURN(auto dims, input_dims(s, 0));
+    // A stand-in with the right dims over a dummy byte: these kernels never read the data.
+    Tensor stand_in;
+    FERRITE_ASSIGN_OR_RETURN(stand_in,
+                             Tensor::over_storage(slots_[s.inputs[0]].dtype, dims,
+                                                  std::shared_ptr<uint8_t[]>(new uint8_t[1])));
+    return run_on_host(si, {stand_in}, true);
   }
-
-  std::string step_kind(const Step& s) const {
-    if (s.kind == Step::Kind::kKernel)
-      return s.kernel.is_row() ? "generated row kernel" : "generated pointwise kernel";
-    return s.node->op_type + " (" + path_ + ")";
-  }
-  // "kernel_name: node, node, ..." or "node name (op)", short enough for one table line.
-  static std::string step_label(const Step& s) {
-    std::string out;
-    if (s.kind == Step::Kind::kKernel) {
-      out = s.kernel.name + ":";
-      for (const std::string& n : s.kernel.source_nodes) out += " " + n;
-    } else {
-      out = s.node->name.empty() ? s.node->op_type : s.node->name;
-    }
-    if (out.size() > 110) out = out.substr(0, 107) + "...";
-    return out;
-  }
-
-  // Outputs to the host, the Gather index check, and the slots back to the pool.
-  Expected<std::vector<Tensor>> finish(Status st) {
-    std::vector<Tensor> out;
-    if (st)
-      for (int b : lg_.outputs) {
-        auto t = host_tensor(b);
-        if (!t) {
-          st = t.status();
-          break;
-        }
-        out.push_back(*t);
-      }
-    if (st && run_stats_.gathers) st = check_flag();
-    for (Slot& s : slots_)
-      if (s.pooled) pool_.put(s.dev);
-    for (void* p : scratch_) pool_.put(p);
-    scratch_.clear();
-    slots_.clear();
-    if (Status t = pool_.trim(size_t{1} << 30); !t && st) st = t;
-    if (log_enabled("memory") && runs_ == 1)
-      std::fprintf(stderr, "%s\n", pool_.describe("after the first run").c_str());
-    if (!st) {
-      rt_.synchronize();
-      return st;
-    }
-    if (log_enabled("fallback") && !logged_) {
-      logged_ = true;
-      std::fprintf(stderr,
-                   "[fallback] cuda: %d kernel launches, %d native library steps, %d host steps "
-                   "on host-resident values (%d reused from an earlier run of these shapes), %d "
-                   "host fallbacks copying %lld bytes back%s\n",
-                   run_stats_.kernels, run_stats_.native, run_stats_.host_resident,
-                   run_stats_.cached, run_stats_.fallbacks,
-                   static_cast<long long>(run_stats_.d2h_bytes),
-                   run_stats_.fallback_ops.empty() ? "" : (": " + run_stats_.fallback_ops).c_str());
-    }
-    return out;
-  }
-
-  Status check_flag() {
-    int v = 0;
-    FERRITE_RETURN_IF_ERROR(rt_.copy_to_host(&v, flag_, sizeof v));
-    if (v <= 0 || v > static_cast<int>(lg_.steps.size())) return Status::ok();
-    const Node* n = lg_.steps[v - 1].node;
-    return err(n ? n->describe() : std::string("Gather"), ": an index is out of range");
-  }
-
-  // CUDA graphs: a binding whose steps all run on the GPU (or were computed from the shapes
-  // alone) is captured once, on its second run, and replayed afterwards: inputs are copied into
-  // the graph's own buffers, the graph is launched, outputs are copied back.
-  Expected<std::vector<Tensor>> capture(const std::vector<Tensor>& inputs,
-                                        const std::vector<std::vector<int64_t>>& in_dims) {
-    BindingState& st = *state_;
-    std::vector<void*> in_dev;
-    for (const Tensor& t : inputs) {
-      FERRITE_ASSIGN_OR_RETURN(void* p, pool_.get_owned(t.nbytes()));
-      in_dev.push_back(p);
-      FERRITE_RETURN_IF_ERROR(rt_.copy_to_device(p, t.raw(), t.nbytes()));
-    }
-    FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
-    prepare_slots(inputs, &in_dev);
-    pool_.begin_owned();
-    capturing_ = true;
-    Status s = check(rt_.api().cuStreamBeginCapture(rt_.stream(), CU_STREAM_CAPTURE_MODE_RELAXED),
-                     "cuStreamBeginCapture");
-    if (s) s = execute_steps();
-    CUgraph graph = nullptr;
-    CUresult end = rt_.api().cuStreamEndCapture(rt_.stream(), &graph);
-    capturing_ = false;
-    std::vector<void*> owned = pool_.end_owned();
-    CUgraphExec exec = nullptr;
-    if (s && end == CUDA_SUCCESS && graph)
-      s = check(rt_.api().cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
-    else if (s)
-      s = check(end, "cuStreamEndCapture");
-    if (graph) rt_.api().cuGraphDestroy(graph);
-    if (!s) {
-      // Not capturable (a step needed the host): run step by step from now on.
-      if (exec) rt_.api().cuGraphExecDestroy(exec);
-      for (Slot& sl : slots_)
-        if (sl.pooled) pool_.put(sl.dev);
-      slots_.clear();
-      for (void* p : scratch_) pool_.put(p);
-      scratch_.clear();
-      rt_.synchronize();
-      pool_.release_owned(owned);
-      pool_.release_owned(in_dev);
-      st.graphable = false;
-      capture_failed_ = true;
-      if (log_enabled("graph"))
-        std::fprintf(stderr, "[graph] cuda: not capturable: %s\n", s.message().c_str());
-      return s;
-    }
-    st.exec = exec;
-    st.input_dims = in_dims;
-    st.input_dev = in_dev;
-    st.owned = std::move(owned);
-    st.owned.insert(st.owned.end(), in_dev.begin(), in_dev.end());
-    st.checks_flag = run_stats_.gathers;
-    st.outputs.clear();
-    for (int b : lg_.outputs) {
-      const Slot& o = slots_[b];
-      GraphOutput g;
-      g.dtype = o.dtype;
-      g.dims = o.dims;
-      if (o.dev_valid)
-        g.dev = o.dev;
-      else
-        g.host = o.host;
-      st.outputs.push_back(std::move(g));
-    }
-    if (log_enabled("graph"))
-      std::fprintf(stderr, "[graph] cuda: captured %zu steps for one binding\n", lg_.steps.size());
-    FERRITE_RETURN_IF_ERROR(check(rt_.api().cuGraphLaunch(exec, rt_.stream()), "cuGraphLaunch"));
-    return finish(Status::ok());
-  }
-
-  // Small inputs and outputs go through one pinned host block per binding (truly asynchronous
-  // copies); large ones are copied directly (the driver pipelines its own staging, which beats a
-  // full copy followed by a full memcpy). The replay waits for the stream once, not once per
-  // output (gpt2 has 25).
-  static constexpr size_t kStageLimit = 64 << 10;
-  static size_t staged(size_t n) { return n <= kStageLimit ? (n + 255) / 256 * 256 : 0; }
-
-  Expected<std::vector<Tensor>> replay(const std::vector<Tensor>& inputs) {
-    BindingState& st = *state_;
-    const Driver& d = rt_.api();
-    if (!st.pinned) {
-      size_t bytes = 0;
-      for (const Tensor& t : inputs) bytes += staged(t.nbytes());
-      for (const GraphOutput& g : st.outputs)
-        if (g.dev) bytes += staged(nbytes(g.dtype, g.dims));
-      FERRITE_RETURN_IF_ERROR(
-          check(d.cuMemAllocHost(&st.pinned, std::max<size_t>(bytes, 256)), "cuMemAllocHost"));
-    }
-    uint8_t* stage = static_cast<uint8_t*>(st.pinned);
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const size_t n = inputs[i].nbytes();
-      if (n == 0) continue;
-      const void* src = inputs[i].raw();
-      if (staged(n)) {
-        std::memcpy(stage, src, n);
-        src = stage;
-        stage += staged(n);
-      }
-      FERRITE_RETURN_IF_ERROR(check(
-          d.cuMemcpyHtoDAsync(dptr(st.input_dev[i]), src, n, rt_.stream()), "host-to-device copy"));
-    }
-    if (st.checks_flag) FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
-    FERRITE_RETURN_IF_ERROR(check(d.cuGraphLaunch(st.exec, rt_.stream()), "cuGraphLaunch"));
-    std::vector<Tensor> out;
-    std::vector<uint8_t*> where;
-    for (const GraphOutput& g : st.outputs) {
-      if (!g.dev) {
-        out.push_back(g.host);
-        where.push_back(nullptr);
-        continue;
-      }
-      FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(g.dtype, g.dims));
-      const size_t n = t.nbytes();
-      void* dst = t.raw();
-      where.push_back(staged(n) ? stage : nullptr);
-      if (staged(n)) {
-        dst = stage;
-        stage += staged(n);
-      }
-      if (n)
-        FERRITE_RETURN_IF_ERROR(
-            check(d.cuMemcpyDtoHAsync(dst, dptr(g.dev), n, rt_.stream()), "device-to-host copy"));
-      out.push_back(std::move(t));
-    }
-    FERRITE_RETURN_IF_ERROR(rt_.synchronize());
-    for (size_t j = 0; j < out.size(); ++j)
-      if (where[j] && out[j].nbytes()) std::memcpy(out[j].raw(), where[j], out[j].nbytes());
-    if (st.checks_flag) FERRITE_RETURN_IF_ERROR(check_flag());
-    ++runs_;
-    return out;
-  }
-
-  Expected<std::vector<int64_t>> eval_dims(const std::vector<Dim>& dims) const {
-    std::vector<int64_t> out;
-    for (const Dim& d : dims) {
-      auto v = d.expr().evaluate(bind_);
-      if (!v || *v < 0) return err("cuda: cannot evaluate dim ", d.to_string());
-      out.push_back(*v);
-    }
-    return out;
-  }
-
-  void set_host(int b, Tensor t) {
-    Slot& s = slots_[b];
-    s.dtype = t.dtype();
-    s.dims = t.dims();
-    s.host = std::move(t);
-    s.host_valid = true;
-  }
-
-  // Device memory for buffer b: its arena slot when planned and large enough, else the pool.
-  Expected<void*> place(int b, size_t bytes) {
-    Slot& s = slots_[b];
-    if (s.pooled) {
-      pool_.put(s.dev);
-      s.pooled = false;
-    }
-    int r = request_of_buffer_[b];
-    if (plan_ && r >= 0 && static_cast<int64_t>(bytes) <= plan_->bytes[r]) {
-      s.dev = static_cast<uint8_t*>(arena_) + plan_->offsets[r];
-      return s.dev;
-    }
-    FERRITE_ASSIGN_OR_RETURN(s.dev, pool_.get(bytes));
-    s.pooled = true;
-    return s.dev;
-  }
-
-  // Makes buffer b valid on the device: constants are uploaded once for all runs, values fixed
-  // by the binding once per binding, other host values on every run.
-  Expected<void*> device_ptr(int b) {
-    Slot& s = slots_[b];
-    if (s.dev_valid) return s.dev;
-    if (!s.host_valid)
-      return err("cuda: buffer ", lg_.buffers[b].name, " is read before it is written");
-    if (capturing_) return err("cuda: a host value would be uploaded during graph capture");
-    size_t bytes = s.host.nbytes();
-    if (lg_.buffers[b].kind == Buffer::Kind::kConstant) {
-      FERRITE_ASSIGN_OR_RETURN(const_dev_[b], pool_.get_persistent(bytes));
-      s.dev = const_dev_[b];
-    } else if (det_[b]) {
-      FERRITE_ASSIGN_OR_RETURN(void* p, pool_.get_persistent(bytes));
-      state_->det_dev[b] = p;
-      s.dev = p;
-    } else {
-      FERRITE_RETURN_IF_ERROR(place(b, bytes).status());
-    }
-    FERRITE_RETURN_IF_ERROR(rt_.copy_to_device(s.dev, s.host.raw(), bytes));
-    s.dev_valid = true;
-    return s.dev;
-  }
-
-  // Makes buffer b valid on the host (copying a device value back).
-  Expected<Tensor> host_tensor(int b) {
-    Slot& s = slots_[b];
-    if (s.host_valid) return s.host;
-    if (!s.dev_valid)
-      return err("cuda: buffer ", lg_.buffers[b].name, " is read before it is written");
-    if (capturing_) return err("cuda: a device value would be read back during graph capture");
-    FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(s.dtype, s.dims));
-    FERRITE_RETURN_IF_ERROR(rt_.copy_to_host(t.raw(), s.dev, t.nbytes()));
-    run_stats_.d2h_bytes += static_cast<int64_t>(t.nbytes());
-    s.host = std::move(t);
-    s.host_valid = true;
-    return s.host;
-  }
-
-  Status run_kernel(size_t si) {
-    const Kernel& k = lg_.steps[si].kernel;
-    // Dims and launch shape depend only on the symbol values: computed once per binding.
-    auto& cache = state_->launches[si];
-    if (!cache) {
-      FERRITE_ASSIGN_OR_RETURN(auto dims, eval_dims(k.shape));
-      FERRITE_ASSIGN_OR_RETURN(auto od, eval_dims(lg_.buffers[k.output_buffer].shape.dims()));
-      KernelLaunch kl;
-      kl.out_dims = std::move(od);
-      int64_t rows = 1, row_len = 1;
-      for (size_t d = 0; d < dims.size(); ++d) (d < k.outer_rank() ? rows : row_len) *= dims[d];
-      kl.empty = rows == 0 || row_len == 0;
-      if (!kl.empty) kl.lc = be_->parts.heuristics->choose(k, rows, row_len, be_->parts.properties);
-      cache = std::move(kl);
-    }
-    const KernelLaunch& kl = *cache;
-    const std::vector<int64_t>& out_dims = kl.out_dims;
-    std::vector<void*> ptrs;
-    for (int b : k.input_buffers) {
-      FERRITE_ASSIGN_OR_RETURN(void* p, device_ptr(b));
-      ptrs.push_back(p);
-    }
-    FERRITE_ASSIGN_OR_RETURN(void* out, place(k.output_buffer, nbytes(k.out_dtype, out_dims)));
-    ptrs.push_back(out);
-    Slot& o = slots_[k.output_buffer];
-    o.dtype = k.out_dtype;
-    o.dims = out_dims;
-    o.dev_valid = true;
-    o.host_valid = false;
-    o.host = Tensor();
-    if (kl.empty) return Status::ok();
-    const LaunchConfig& lc = kl.lc;
-    std::vector<void*> args;
-    for (void*& p : ptrs) args.push_back(&p);
-    for (int64_t& v : syms_) args.push_back(&v);
-    ++run_stats_.kernels;
-    return check(rt_.api().cuLaunchKernel(fns_[si], static_cast<unsigned>(lc.grid), 1, 1,
-                                          static_cast<unsigned>(lc.block), 1, 1, 0, rt_.stream(),
-                                          args.data(), nullptr),
-                 k.name.c_str());
-  }
-
-  Expected<std::vector<int64_t>> input_dims(const Step& s, size_t i) {
-    if (s.input_dims[i]) return eval_dims(*s.input_dims[i]);
-    return slots_[s.inputs[i]].dims;
-  }
-
-  Status run_library(size_t si) {
-    const Step& s = lg_.steps[si];
-    const Node& node = *s.node;
-    if (det_step_[si]) {
-      // Fixed by the binding: computed on the host once, reused (with its device copies).
-      auto it = state_->det_outputs.find(si);
-      if (it != state_->det_outputs.end()) {
-        for (size_t i = 0; i < s.outputs.size(); ++i) {
-          int b = s.outputs[i];
-          if (b < 0) continue;
-          set_host(b, it->second[i]);
-          auto d = state_->det_dev.find(b);
-          if (d != state_->det_dev.end()) {
-            slots_[b].dev = d->second;
-            slots_[b].dev_valid = true;
-          }
-        }
-        path_ = "host, reused";
-        ++run_stats_.cached;
-        ++run_stats_.host_resident;
-        return Status::ok();
-      }
-    }
-    // Shape and Size need only the dims, wherever the data is.
-    if (node.domain.empty() && (node.op_type == "Shape" || node.op_type == "Size") &&
-        !s.inputs.empty() && s.inputs[0] >= 0 && !s.outputs.empty() && s.outputs[0] >= 0) {
-      FERRITE_ASSIGN_OR_RETURN(auto dims, input_dims(s, 0));
-      // A stand-in with the right dims over a dummy byte: these kernels never read the data.
-      Tensor stand_in;
-      FERRITE_ASSIGN_OR_RETURN(stand_in,
-                               Tensor::over_storage(slots_[s.inputs[0]].dtype, dims,
-                                                    std::shared_ptr<uint8_t[]>(new uint8_t[1])));
-      return run_on_host(si, {stand_in}, true);
-    }
-    bool all_host = true;
-    for (int b : s.inputs)
-      if (b >= 0 && !slots_[b].host_valid) all_host = false;
-    NativeOp native = det_step_[si] ? nullptr : find_native_op(node);
-    bool heavy = is_compute_heavy(node);
-    if (native && node.op_type == "Gather" && !s.inputs.empty() && s.inputs[0] >= 0 &&
-        lg_.buffers[s.inputs[0]].kind == Buffer::Kind::kConstant &&
-        slots_[s.inputs[0]].host.nbytes() >= kLargeConstantBytes)
-      heavy = true;
-    if (native && (!all_host || heavy)) {
-      NativeIO io;
-      for (size_t i = 0; i < s.inputs.size(); ++i) {
-        if (s.inputs[i] < 0) {
-          io.in.push_back(std::nullopt);
-          continue;
-        }
-        FERRITE_ASSIGN_OR_RETURN(void* p, device_ptr(s.inputs[i]));
-        FERRITE_ASSIGN_OR_RETURN(auto dims, input_dims(s, i));
-        const Slot& in = slots_[s.inputs[i]];
-        io.in.push_back(DevView{p, in.dtype, std::move(dims), in.host_valid ? &in.host : nullptr});
-      }
-      io.output = [&](size_t i, DType dtype, const std::vector<int64_t>& dims) -> Expected<void*> {
-        if (i >= s.outputs.size() || s.outputs[i] < 0) return io.scratch(nbytes(dtype, dims));
-        int b = s.outputs[i];
-        FERRITE_ASSIGN_OR_RETURN(void* p, place(b, nbytes(dtype, dims)));
-        Slot& o = slots_[b];
-        o.dtype = dtype;
-        o.dims = dims;
-        o.dev_valid = true;
-        o.host_valid = false;
-        o.host = Tensor();
-        return p;
-      };
-      io.scratch = [&](size_t bytes) -> Expected<void*> {
-        FERRITE_ASSIGN_OR_RETURN(void* p, pool_.get(bytes));
-        scratch_.push_back(p);
-        return p;
-      };
-      io.error_flag = static_cast<int*>(flag_);
-      io.tf32 = tf32_;
-      io.error_tag = static_cast<int>(si) + 1;
-      FERRITE_ASSIGN_OR_RETURN(bool done, native(node, io, *be_));
-      if (done) {
-        path_ = "gpu";
-        ++run_stats_.native;
-        if (node.op_type == "Gather") run_stats_.gathers = true;
-        return Status::ok();
-      }
-    }
-    if (capturing_ && !det_step_[si])
-      return err("cuda: a host step would run during graph capture");
-    std::vector<Tensor> ins;
+  bool all_host = true;
+  for (int b : s.inputs)
+    if (b >= 0 && !slots_[b].host_valid) all_host = false;
+  NativeOp native = det_step_[si] ? nullptr : find_native_op(node);
+  bool heavy = is_compute_heavy(node);
+  if (native && node.op_type == "Gather" && !s.inputs.empty() && s.inputs[0] >= 0 &&
+      lg_.buffers[s.inputs[0]].kind == Buffer::Kind::kConstant &&
+      slots_[s.inputs[0]].host.nbytes() >= kLargeConstantBytes)
+    heavy = true;
+  if (native && (!all_host || heavy)) {
+    NativeIO io;
     for (size_t i = 0; i < s.inputs.size(); ++i) {
       if (s.inputs[i] < 0) {
-        ins.emplace_back();
+        io.in.push_back(std::nullopt);
         continue;
       }
-      FERRITE_ASSIGN_OR_RETURN(Tensor t, host_tensor(s.inputs[i]));
+      FERRITE_ASSIGN_OR_RETURN(void* p, device_ptr(s.inputs[i]));
       FERRITE_ASSIGN_OR_RETURN(auto dims, input_dims(s, i));
-      ins.push_back(dims == t.dims() ? t : t.reshaped(dims));
+      const Slot& in = slots_[s.inputs[i]];
+      io.in.push_back(DevView{p, in.dtype, std::move(dims), in.host_valid ? &in.host : nullptr});
     }
-    return run_on_host(si, std::move(ins), all_host);
-  }
-
-  Status run_on_host(size_t si, std::vector<Tensor> ins, bool resident) {
-    const Step& s = lg_.steps[si];
-    std::vector<const Tensor*> ptrs;
-    for (size_t i = 0; i < ins.size(); ++i) ptrs.push_back(s.inputs[i] < 0 ? nullptr : &ins[i]);
-    std::vector<Tensor> outs(s.node->outputs.size());
-    KernelContext ctx(*s.node, std::move(ptrs), outs);
-    FERRITE_RETURN_IF_ERROR(s.node->schema->kernel(ctx));
-    for (size_t i = 0; i < s.outputs.size(); ++i)
-      if (s.outputs[i] >= 0) {
-        Slot& o = slots_[s.outputs[i]];
-        if (o.pooled) pool_.put(o.dev);
-        o = Slot{};
-        set_host(s.outputs[i], outs[i]);
-      }
-    if (det_step_[si])
-      state_->det_outputs[si] = outs;
-    else
-      ++run_stats_.nondet_host;
-    path_ = resident ? "host" : "host fallback";
-    if (resident) {
-      ++run_stats_.host_resident;
-    } else {
-      ++run_stats_.fallbacks;
-      if (run_stats_.fallback_ops.find(s.node->op_type) == std::string::npos)
-        run_stats_.fallback_ops += (run_stats_.fallback_ops.empty() ? "" : " ") + s.node->op_type;
-    }
-    return Status::ok();
-  }
-
-  void release(size_t step) {
-    for (int b : dying_[step]) {
-      Slot& s = slots_[b];
-      if (s.pooled) pool_.put(s.dev);
-      s = Slot{};
+    io.output = [&](size_t i, DType dtype, const std::vector<int64_t>& dims) -> Expected<void*> {
+      if (i >= s.outputs.size() || s.outputs[i] < 0) return io.scratch(nbytes(dtype, dims));
+      int b = s.outputs[i];
+      FERRITE_ASSIGN_OR_RETURN(void* p, place(b, nbytes(dtype, dims)));
+      Slot& o = slots_[b];
+      o.dtype = dtype;
+      o.dims = dims;
+      o.dev_valid = true;
+      o.host_valid = false;
+      o.host = Tensor();
+      return p;
+    };
+    io.scratch = [&](size_t bytes) -> Expected<void*> {
+      FERRITE_ASSIGN_OR_RETURN(void* p, pool_.get(bytes));
+      scratch_.push_back(p);
+      return p;
+    };
+    io.error_flag = static_cast<int*>(flag_);
+    io.tf32 = tf32_;
+    io.error_tag = static_cast<int>(si) + 1;
+    FERRITE_ASSIGN_OR_RETURN(bool done, native(node, io, *be_));
+    if (done) {
+      path_ = "gpu";
+      ++run_stats_.native;
+      if (node.op_type == "Gather") run_stats_.gathers = true;
+      return Status::ok();
     }
   }
+  if (capturing_ && !det_step_[si]) return err("cuda: a host step would run during graph capture");
+  std::vector<Tensor> ins;
+  for (size_t i = 0; i < s.inputs.size(); ++i) {
+    if (s.inputs[i] < 0) {
+      ins.emplace_back();
+      continue;
+    }
+    FERRITE_ASSIGN_OR_RETURN(Tensor t, host_tensor(s.inputs[i]));
+    FERRITE_ASSIGN_OR_RETURN(auto dims, input_dims(s, i));
+    ins.push_back(dims == t.dims() ? t : t.reshaped(dims));
+  }
+  return run_on_host(si, std::move(ins), all_host);
+}
 
-  const Graph& graph_;
-  LoweredGraph lg_;
-  std::shared_ptr<CudaBackend> be_;  // outlives the module (its context)
-  std::unique_ptr<LoadedModule> module_;
-  CudaRuntime& rt_;
-  DevicePool pool_;
-  std::vector<CUfunction> fns_;
-  std::vector<int> last_use_;
-  std::vector<std::vector<int>> dying_;  // per step: buffers last read there
-  std::vector<bool> det_, det_step_;     // fixed by the binding (see init)
-  std::map<std::vector<int64_t>, std::unique_ptr<BindingState>> states_;
-  BindingState* state_ = nullptr;  // this run's binding
-  std::vector<int> request_of_buffer_;
-  std::unique_ptr<SymbolicMemoryPlanner> planner_;
-  const MemoryPlan* plan_ = nullptr;
-  void* arena_ = nullptr;
-  int64_t arena_bytes_ = 0;
-  void* flag_ = nullptr;  // device int: Gather index errors
-  std::vector<void*> const_dev_;
-  SymBindings bind_;
-  std::vector<int64_t> syms_;
-  std::vector<Slot> slots_;
-  std::vector<void*> scratch_;
-  RunStats run_stats_;
-  MemoryStats mem_stats_;
-  bool logged_ = false;
-  const bool graphs_ = !env_off("FERRITE_CUDA_GRAPHS");
-  bool capturing_ = false, capture_failed_ = false;
-  const bool profile_ = log_enabled("profile");
+Status CudaModel::run_on_host(size_t si, std::vector<Tensor> ins, bool resident) {
+  const Step& s = lg_.steps[si];
+  std::vector<const Tensor*> ptrs;
+  for (size_t i = 0; i < ins.size(); ++i) ptrs.push_back(s.inputs[i] < 0 ? nullptr : &ins[i]);
+  std::vector<Tensor> outs(s.node->outputs.size());
+  KernelContext ctx(*s.node, std::move(ptrs), outs);
+  FERRITE_RETURN_IF_ERROR(s.node->schema->kernel(ctx));
+  for (size_t i = 0; i < s.outputs.size(); ++i)
+    if (s.outputs[i] >= 0) {
+      Slot& o = slots_[s.outputs[i]];
+      if (o.pooled) pool_.put(o.dev);
+      o = Slot{};
+      set_host(s.outputs[i], outs[i]);
+    }
+  if (det_step_[si])
+    state_->det_outputs[si] = outs;
+  else
+    ++run_stats_.nondet_host;
+  path_ = resident ? "host" : "host fallback";
+  if (resident) {
+    ++run_stats_.host_resident;
+  } else {
+    ++run_stats_.fallbacks;
+    if (run_stats_.fallback_ops.find(s.node->op_type) == std::string::npos)
+      run_stats_.fallback_ops += (run_stats_.fallback_ops.empty() ? "" : " ") + s.node->op_type;
+  }
+  return Status::ok();
+}
 
- public:
-  bool tf32_ = false;  // --precision tf32: f32 GEMMs on TF32 tensor cores
+void CudaModel::release(size_t step) {
+  for (int b : dying_[step]) {
+    Slot& s = slots_[b];
+    if (s.pooled) pool_.put(s.dev);
+    s = Slot{};
+  }
+}
 
- private:
-  std::string path_;  // how the current library step ran (native / host / fallback)
-  StepProfile profile_table_;
-  int64_t runs_ = 0;
-  mutable std::mutex mutex_;
-};
-
-}  // namespace
+}  // namespace detail
 
 Expected<std::unique_ptr<PreparedModel>> make_cuda_model(const Graph& graph, LoweredGraph lg,
                                                          std::unique_ptr<LoadedModule> module,
                                                          std::shared_ptr<CudaBackend> backend,
                                                          bool tf32) {
-  auto m = std::make_unique<CudaModel>(graph, std::move(lg), std::move(module), std::move(backend));
+  auto m = std::make_unique<detail::CudaModel>(graph, std::move(lg), std::move(module),
+                                               std::move(backend));
   m->tf32_ = tf32;
   FERRITE_RETURN_IF_ERROR(m->init());
   return std::unique_ptr<PreparedModel>(std::move(m));
