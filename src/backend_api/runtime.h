@@ -8,13 +8,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
+#include "backend_api/capabilities.h"
 #include "support/status.h"
 
 namespace ferrite {
-
-// An opaque queue of device work (a CUDA stream, ...). 0 is the default stream.
-using StreamHandle = uintptr_t;
 
 class DeviceRuntime {
  public:
@@ -30,13 +29,18 @@ class DeviceRuntime {
   virtual Status synchronize() = 0;
 
   // --- optional ---
-  // Streams: a runtime without them runs everything in submission order on stream 0.
-  virtual bool has_streams() const { return false; }
-  virtual Expected<StreamHandle> create_stream() { return StreamHandle{0}; }
-  virtual void destroy_stream(StreamHandle) {}
-  virtual Status synchronize(StreamHandle) { return synchronize(); }
   // Fills bytes with `value`; the default stages through a host buffer.
   virtual Status fill(void* dst, uint8_t value, size_t bytes);
+  // allocate() returns host memory that host code reads and writes directly (cpu, host-memory
+  // emulators): the executor then aliases it with tensors instead of copying.
+  virtual bool host_memory() const { return false; }
+  // Capabilities (backend_api/capabilities.h); null when the runtime does not offer one.
+  // Record a run once and replay it (CUDA graphs): the executor captures steady bindings.
+  virtual RunCapture* capture() { return nullptr; }
+  // Events timed on the device: per-step profiles, traces and time_resident.
+  virtual EventTimer* timer() { return nullptr; }
+  // A caching allocator for one prepared model; null: allocate()/free() per buffer.
+  virtual std::unique_ptr<MemoryPool> make_pool() { return nullptr; }
 };
 
 // Host memory: the runtime of `cpu`, and of emulated devices that run on the host.
@@ -49,6 +53,7 @@ class HostRuntime : public DeviceRuntime {
   Status copy_on_device(void* dst, const void* src, size_t bytes) override;
   Status synchronize() override { return Status::ok(); }
   Status fill(void* dst, uint8_t value, size_t bytes) override;
+  bool host_memory() const override { return true; }
 };
 
 }  // namespace ferrite

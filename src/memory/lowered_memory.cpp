@@ -125,11 +125,44 @@ std::vector<SymbolicRequest> arena_requests(const LoweredGraph& lg,
   return reqs;
 }
 
-LoweredMemory::LoweredMemory(const LoweredGraph& lg, const std::vector<int>& last_use)
+namespace {
+std::vector<SymbolicRequest> aligned(std::vector<SymbolicRequest> reqs, int64_t alignment) {
+  for (auto& r : reqs) r.alignment = std::max(r.alignment, alignment);
+  return reqs;
+}
+}  // namespace
+
+LoweredMemory::LoweredMemory(const LoweredGraph& lg, const std::vector<int>& last_use,
+                             std::optional<DeviceArenaSource> device)
     : lg_(lg),
-      planner_(arena_requests(lg, last_use, request_of_buffer_, buffer_of_request_, unplanned_),
-               lg.symbols),
+      planner_(
+          aligned(arena_requests(lg, last_use, request_of_buffer_, buffer_of_request_, unplanned_),
+                  device ? device->alignment : kArenaAlignment),
+          lg.symbols),
+      device_(std::move(device)),
       disabled_(planning_disabled()) {}
+
+LoweredMemory::~LoweredMemory() {
+  if (device_ && device_block_) (void)device_->release(device_block_);
+}
+
+Status LoweredMemory::reserve(int64_t bytes) {
+  if (!device_) return arena_.reserve(bytes);
+  const int64_t need = std::max<int64_t>(bytes, 256);
+  if (need <= device_capacity_ && device_block_) return Status::ok();
+  if (device_block_) FERRITE_RETURN_IF_ERROR(device_->release(device_block_));
+  device_block_ = nullptr;
+  device_capacity_ = 0;
+  FERRITE_ASSIGN_OR_RETURN(device_block_, device_->allocate(static_cast<size_t>(need)));
+  device_capacity_ = need;
+  return Status::ok();
+}
+
+void* LoweredMemory::device_address(int b, int64_t bytes) const {
+  int r = b >= 0 && static_cast<size_t>(b) < request_of_buffer_.size() ? request_of_buffer_[b] : -1;
+  if (!plan_ || r < 0 || bytes > plan_->bytes[r] || !device_block_) return nullptr;
+  return static_cast<uint8_t*>(device_block_) + plan_->offsets[r];
+}
 
 std::string LoweredMemory::binding_text(const std::vector<int64_t>& values) const {
   std::string s;
@@ -151,7 +184,7 @@ void LoweredMemory::begin_run(const std::vector<int64_t>& symbol_values) {
   auto plan = planner_.plan_for(symbol_values, &fresh);
   double plan_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  Status st = plan ? arena_.reserve((*plan)->arena_bytes) : plan.status();
+  Status st = plan ? reserve((*plan)->arena_bytes) : plan.status();
   if (!st) {
     // Sizes that do not evaluate here fail again, with a clear message, when the step runs.
     if (memory_log_enabled())
@@ -166,7 +199,7 @@ void LoweredMemory::begin_run(const std::vector<int64_t>& symbol_values) {
   stats_.live_peak_bytes = plan_->live_peak_bytes;
   stats_.planned_buffers = plan_->buffers;
   stats_.in_place = plan_->in_place;
-  stats_.arena_capacity_bytes = arena_.capacity();
+  stats_.arena_capacity_bytes = device_ ? device_capacity_ : arena_.capacity();
   if (fresh && memory_log_enabled())
     std::fprintf(stderr,
                  "[memory] %s: %d planned buffers (%d in place), peak %lld bytes, intermediates "

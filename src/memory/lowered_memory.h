@@ -15,7 +15,9 @@
 // copies it out.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,11 +55,31 @@ std::vector<SymbolicRequest> arena_requests(const LoweredGraph& lg,
                                             std::vector<int>& request_of_buffer,
                                             std::vector<int>& buffer_of_request, int& unplanned);
 
+// Where the arena of a device with memory of its own comes from (runtime or pool blocks). Every
+// arena slot keeps `alignment` (a power of two). `release` is called on the old block before a
+// larger one is allocated (nothing is live between runs).
+struct DeviceArenaSource {
+  std::function<Expected<void*>(size_t bytes)> allocate;
+  std::function<Status(void* block)> release;
+  int64_t alignment = kArenaAlignment;
+};
+
 class LoweredMemory {
  public:
   // `last_use[b]`: the last step that reads buffer b (-1 when none reads it; graph outputs may
-  // have any value since they are never planned).
-  LoweredMemory(const LoweredGraph& lg, const std::vector<int>& last_use);
+  // have any value since they are never planned). With `device`, the arena is device memory from
+  // that source (device_address()); without, host memory (allocate(), output_allocator()).
+  LoweredMemory(const LoweredGraph& lg, const std::vector<int>& last_use,
+                std::optional<DeviceArenaSource> device = std::nullopt);
+  ~LoweredMemory();
+  LoweredMemory(const LoweredMemory&) = delete;
+  LoweredMemory& operator=(const LoweredMemory&) = delete;
+
+  // Device arenas: buffer b's planned slot when it has one this run and `bytes` fit, else null.
+  void* device_address(int b, int64_t bytes) const;
+  // The device arena block (changes when the arena grows: captured runs holding addresses in it
+  // must be dropped).
+  const void* device_block() const { return device_block_; }
 
   // Plans (or finds the cached plan) for this run's symbol values (in lg.symbols order) and makes
   // the arena large enough. Never fails: without a plan every buffer goes to the heap.
@@ -88,6 +110,7 @@ class LoweredMemory {
 
  private:
   std::string binding_text(const std::vector<int64_t>& values) const;
+  Status reserve(int64_t bytes);
 
   const LoweredGraph& lg_;
   std::vector<int> request_of_buffer_;
@@ -95,6 +118,9 @@ class LoweredMemory {
   int unplanned_ = 0;
   SymbolicMemoryPlanner planner_;
   Arena arena_;
+  std::optional<DeviceArenaSource> device_;
+  void* device_block_ = nullptr;
+  int64_t device_capacity_ = 0;
   bool disabled_ = false;             // FERRITE_MEMORY_PLAN=off
   const MemoryPlan* plan_ = nullptr;  // this run's; null: everything on the heap
   MemoryStats stats_;

@@ -5,8 +5,8 @@
 
 #include "backend_api/backend.h"
 #include "codegen/cpp_source.h"
+#include "execute/executor.h"
 #include "passes/pass.h"
-#include "plugin_host/launch_model.h"
 
 namespace ferrite {
 
@@ -138,16 +138,23 @@ class PluginDevice : public Device {
   }
   Expected<std::unique_ptr<PreparedModel>> prepare(const Graph& graph,
                                                    const RunOptions& opts) override {
+    if (!parts_->compiler)
+      return unsupported(name(),
+                         ": the device has no compiler (its plugin provides no "
+                         "module_compile), so it cannot run generated kernels");
+    ExecutorConfig cfg;
+    cfg.lowering.horizontal_fusion = true;  // the grid dialect stores extra outputs
+    cfg.lowering.generate_matmul = true;    // the SDK has no library GEMM: generate it
     auto p = p_;
-    LaunchFn launch = [p](void* fn, const LaunchConfig& c, const std::vector<void*>& bufs,
-                          const std::vector<int64_t>& syms) -> Status {
+    cfg.launch = [p](void* fn, const LaunchConfig& c, const std::vector<void*>& bufs,
+                     const std::vector<int64_t>& syms, int64_t) -> Status {
       fe_kernel_args args{bufs.data(), static_cast<int32_t>(bufs.size()), syms.data(),
                           static_cast<int32_t>(syms.size())};
       fe_status st = p->api->launch_kernel(static_cast<fe_function>(fn), c.grid, 1, 1,
                                            static_cast<int32_t>(c.block), c.shared_bytes, 0, &args);
       return check(*p->api, st, "launch_kernel");
     };
-    return prepare_launch_model(graph, parts_, std::move(launch), opts);
+    return prepare_model(graph, parts_, opts, std::move(cfg));
   }
 
  private:

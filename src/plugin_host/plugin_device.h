@@ -1,7 +1,7 @@
 // A Device made from a loaded plugin: the plugin's spec becomes DeviceProperties, its driver
 // functions the DeviceRuntime, its module functions the KernelCompiler; the grid dialect
-// (codegen/cpp_source.h, grid_launch) generates the kernels; launches go through
-// plugin_host/launch_model.h.
+// (codegen/cpp_source.h, grid_launch) generates the kernels; the shared executor
+// (execute/executor.h) runs them, launching through the plugin's launch_kernel.
 #pragma once
 
 #include <memory>

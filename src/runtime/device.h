@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_api/capabilities.h"
 #include "backend_api/properties.h"
 #include "ir/graph.h"
 #include "runtime/precision.h"
@@ -29,6 +30,9 @@ struct RunOptions {
   // Devices that compile write what they made here (generated source, fusion and memory plans,
   // the IR after passes); others ignore it.
   std::optional<std::filesystem::path> dump_dir;
+  // A Chrome / Perfetto trace of every step of every run (with its ONNX nodes), written here
+  // when the prepared model is destroyed (`--trace`; execute/step_recorder.h).
+  std::optional<std::filesystem::path> trace;
   // Storage precision of float tensors. The Session converts the graph for kBF16 / kF16 (pass
   // convert-precision-*, after the device's passes); devices see the converted graph and, for
   // kTF32, pick TF32 GEMMs. A device refuses what it cannot run (Device::check_precision).
@@ -59,19 +63,6 @@ struct TuningStats {
 struct DeviceTiming {
   std::vector<double> seconds;  // one sample per run
   std::string method;           // how it was timed, for reports
-};
-
-// Device memory a model holds through a caching allocator (devices that keep one), cumulative
-// over the model's life except the current values.
-struct DeviceMemoryStats {
-  int64_t in_use_bytes = 0;  // handed out now (arena, constants, pooled buffers)
-  int64_t peak_in_use_bytes = 0;
-  int64_t reserved_bytes = 0;  // held from the driver: in use + cached
-  int64_t peak_reserved_bytes = 0;
-  int64_t driver_allocs = 0;  // blocks allocated from / freed to the driver
-  int64_t driver_frees = 0;
-  int64_t requests = 0;    // pooled allocations asked for
-  int64_t cache_hits = 0;  // of those, served from cached blocks
 };
 
 struct ModelStats {

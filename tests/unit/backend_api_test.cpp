@@ -1,11 +1,15 @@
 // The backend contract (backend_api/): launch rules, default heuristics, the host runtime, part
 // validation, the grid-launch row-loop dialect (what emulated accelerators compile) and the
-// `null` skeleton device.
+// runnable `null` example device and the shared executor's traces.
 #include <gtest/gtest.h>
 #include <onnx/defs/parser.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include "backend_api/backend.h"
 #include "backends/cpu/host_compiler.h"
@@ -169,21 +173,47 @@ TEST(GridLaunchDialect, MatchesRowRangeKernels) {
   }
 }
 
-TEST(NullDevice, AnswersUnimplementedEverywhere) {
+// `null` is the runnable example device: host memory, grid-launch kernels, the shared executor.
+TEST(NullDevice, RunsThroughTheSharedExecutor) {
   auto d = DeviceRegistry::global().create("null");
   ASSERT_TRUE(d);
   EXPECT_EQ((*d)->properties().kind, "accelerator");
-  auto g = parse(kSoftmaxGelu);
-  ASSERT_TRUE(g);
-  auto prepared = (*d)->prepare(*g, {});
-  ASSERT_FALSE(prepared);
-  EXPECT_TRUE(prepared.status().is_unsupported()) << prepared.status().message();
-  EXPECT_NE(prepared.status().message().find("not implemented"), std::string::npos);
-  // Through a session too: an error value, never a crash.
+  auto ref = Session::from_graph(parse(kSoftmaxGelu), "reference");
   auto s = Session::from_graph(parse(kSoftmaxGelu), "null");
-  if (s) {
-    Tensor x = Tensor::zeros(DType::kF32, {2, 37}), b = Tensor::zeros(DType::kF32, {37});
-    EXPECT_FALSE((*s)->run({{"x", x}, {"b", b}}));
+  ASSERT_TRUE(ref && s);
+  Tensor x = Tensor::zeros(DType::kF32, {2, 37}), b = Tensor::zeros(DType::kF32, {37});
+  for (int64_t i = 0; i < 74; ++i) x.data<float>()[i] = 0.1f * static_cast<float>(i % 11) - 0.4f;
+  auto want = (*ref)->run({{"x", x}, {"b", b}});
+  auto got = (*s)->run({{"x", x}, {"b", b}});
+  ASSERT_TRUE(want && got) << (got ? want.status().message() : got.status().message());
+  ASSERT_EQ(want->size(), got->size());
+  for (size_t i = 0; i < want->size(); ++i)
+    for (int64_t j = 0; j < (*want)[i].numel(); ++j)
+      EXPECT_NEAR((*want)[i].data<float>()[j], (*got)[i].data<float>()[j], 1e-5);
+}
+
+// `--trace`: every compiling device writes a Chrome trace of its steps with their ONNX nodes
+// when the prepared model goes away.
+TEST(SharedExecutor, WritesATraceOfEveryStep) {
+  for (const char* dev : {"cpu", "null", "reference"}) {
+    auto path = std::filesystem::temp_directory_path() /
+                ("ferrite-trace-" + std::string(dev) + "-" + std::to_string(::getpid()) + ".json");
+    {
+      RunOptions opts;
+      opts.trace = path;
+      auto s = Session::from_graph(parse(kSoftmaxGelu), dev, opts);
+      ASSERT_TRUE(s) << s.status().message();
+      Tensor x = Tensor::zeros(DType::kF32, {2, 37}), b = Tensor::zeros(DType::kF32, {37});
+      ASSERT_TRUE((*s)->run({{"x", x}, {"b", b}}));
+      ASSERT_TRUE((*s)->run({{"x", x}, {"b", b}}));
+    }
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_NE(text.str().find("\"traceEvents\""), std::string::npos) << dev;
+    EXPECT_NE(text.str().find("\"ph\":\"X\""), std::string::npos) << dev << text.str();
+    EXPECT_NE(text.str().find("\"run\":1"), std::string::npos) << dev;
+    std::filesystem::remove(path);
   }
 }
 

@@ -296,7 +296,7 @@ g (float[b,h,s,d] q, float[b,h,t,d] k, float[b,h,t,d] v, float[b,1,1,t] m) => (f
     Tensor m = round(random_f32({B, 1, 1, T}, rng, 0), &mb);
     auto want = (*ref)->run({{"q", q}, {"k", k}, {"v", v}, {"m", m}});
     ASSERT_TRUE(want) << want.status().message();
-    GpuBuffers g{(*be)->rt, {}};
+    GpuBuffers g{(*be)->rt(), {}};
     void* dq = g.upload(qb.data(), qb.size() * 2);
     void* dk = g.upload(kb.data(), kb.size() * 2);
     void* dv = g.upload(vb.data(), vb.size() * 2);
@@ -312,7 +312,7 @@ g (float[b,h,s,d] q, float[b,h,t,d] k, float[b,h,t,d] v, float[b,1,1,t] m) => (f
     ASSERT_EQ((*be)->flash->unsupported(p, dt), "");
     ASSERT_TRUE((*be)->flash->run(p, dt, dq, dk, dv, dm, dy).is_ok());
     std::vector<uint16_t> yb(B * H * S * D);
-    ASSERT_TRUE((*be)->rt->copy_to_host(yb.data(), dy, yb.size() * 2).is_ok());
+    ASSERT_TRUE((*be)->rt()->copy_to_host(yb.data(), dy, yb.size() * 2).is_ok());
     Tensor got = Tensor::zeros(DType::kF32, {B, H, S, D});
     for (size_t i = 0; i < yb.size(); ++i)
       got.data<float>()[i] = bf ? from_bf16(yb[i]) : from_f16(yb[i]);
@@ -327,7 +327,7 @@ g (float[b,h,s,d] q, float[b,h,t,d] k, float[b,h,t,d] v, float[b,1,1,t] m) => (f
 TEST(CudaDevice, FusedAttentionTiming) {
   auto be = cuda::open_cuda_backend(0);
   if (!be) GTEST_SKIP() << "no GPU: " << be.status().message();
-  cuda::CudaRuntime* rt = (*be)->rt;
+  cuda::CudaRuntime* rt = (*be)->rt();
   const auto& api = rt->api();
   struct Case {
     const char* name;

@@ -175,10 +175,10 @@ TEST(CudaDevice, CudnnTakesZooConvolutionShapes) {
 #else
   if (!cuda::cudnn()) GTEST_SKIP() << cuda::cudnn().status().message();
   ScopedEnv env("FERRITE_CUDA_CUDNN", "1");
-  ASSERT_TRUE((*be)->rt->make_current().is_ok());
+  ASSERT_TRUE((*be)->rt()->make_current().is_ok());
   cuda::CudnnConv* dnn = (*be)->conv_library();
   ASSERT_NE(dnn, nullptr);
-  cuda::CudaRuntime* rt = (*be)->rt;
+  cuda::CudaRuntime* rt = (*be)->rt();
   struct Shape {
     int64_t n, c, hw, k, kk, s, pad, groups;
   };

@@ -2,13 +2,18 @@
 
 namespace ferrite {
 
-void CpuKernelRegistry::add(const std::string& domain, const std::string& op, CpuKernel k) {
-  entries_.push_back({domain, op, k});
+void CpuKernelRegistry::add(std::string_view domain, std::string_view op, CpuKernel k) {
+  const OpId id = OpId::of(domain, op);
+  auto& ks = kernels_[id.value()];
+  if (ks.empty()) ops_.push_back(id);
+  ks.push_back(k);
 }
 
 const CpuKernel* CpuKernelRegistry::find(const Node& node) const {
-  for (const auto& e : entries_)
-    if (e.op == node.op_type && e.domain == node.domain && e.kernel.accepts(node)) return &e.kernel;
+  auto it = kernels_.find(OpId::of(node).value());
+  if (it == kernels_.end()) return nullptr;
+  for (const CpuKernel& k : it->second)
+    if (k.accepts(node)) return &k;
   return nullptr;
 }
 

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 
+#include "backend_api/library.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/context.h"
 
@@ -20,16 +22,15 @@ struct CpuKernel {
 class CpuKernelRegistry {
  public:
   static const CpuKernelRegistry& global();
-  void add(const std::string& domain, const std::string& op, CpuKernel k);
+  void add(std::string_view domain, std::string_view op, CpuKernel k);
   // The kernel for `node`, or null.
   const CpuKernel* find(const Node& node) const;
+  // The ops with kernels (the cpu's library table, backend_api/library.h).
+  const std::vector<OpId>& ops() const { return ops_; }
 
  private:
-  struct Entry {
-    std::string domain, op;
-    CpuKernel kernel;
-  };
-  std::vector<Entry> entries_;
+  std::unordered_map<int, std::vector<CpuKernel>> kernels_;  // by OpId
+  std::vector<OpId> ops_;
 };
 
 // One registration function per kernel file under src/backends/cpu/kernels/.

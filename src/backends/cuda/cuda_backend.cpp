@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_dialect.h"
+#include "backends/cuda/cuda_native_ops.h"
 #include "lower/kernel_ir.h"
 
 namespace ferrite::cuda {
@@ -116,12 +117,12 @@ CudnnConv* CudaBackend::conv_library() {
     // cudnnCreate allocates and synchronises: never inside a CUDA graph capture (a binding's
     // first run, which always precedes its capture, creates it).
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (rt->api().cuStreamIsCapturing(rt->stream(), &cs) != CUDA_SUCCESS ||
+    if (rt()->api().cuStreamIsCapturing(rt()->stream(), &cs) != CUDA_SUCCESS ||
         cs != CU_STREAM_CAPTURE_STATUS_NONE)
       return nullptr;
     cudnn_tried = true;
-    Status cur = rt->make_current();
-    auto c = cur.is_ok() ? CudnnConv::create(*rt) : Expected<std::unique_ptr<CudnnConv>>(cur);
+    Status cur = rt()->make_current();
+    auto c = cur.is_ok() ? CudnnConv::create(*rt()) : Expected<std::unique_ptr<CudnnConv>>(cur);
     if (c) {
       cudnn = std::move(*c);
     } else {
@@ -153,20 +154,20 @@ Expected<std::shared_ptr<CudaBackend>> open_cuda_backend(int ordinal) {
   auto t1 = Clock::now();
   FERRITE_ASSIGN_OR_RETURN(auto rt, CudaRuntime::open(ordinal));
   const double t_context = since(t1);
-  b->rt = rt.get();
   b->parts.runtime = std::move(rt);
-  b->parts.compiler = std::make_unique<NvrtcCompiler>(b->rt, arch, key);
+  b->parts.compiler = std::make_unique<NvrtcCompiler>(b->rt(), arch, key);
   b->parts.dialect = std::make_unique<CudaDialect>();
   b->parts.heuristics = std::make_unique<CudaHeuristics>();
+  b->parts.library = cuda_library_ops();
   FERRITE_RETURN_IF_ERROR(b->parts.finalize());
   auto t2 = Clock::now();
-  FERRITE_ASSIGN_OR_RETURN(b->gemm, CublasGemm::create(*b->rt));
+  FERRITE_ASSIGN_OR_RETURN(b->gemm, CublasGemm::create(*b->rt()));
   const double t_cublas = since(t2);
   auto t3 = Clock::now();
   FERRITE_ASSIGN_OR_RETURN(ChunkedCompile cubins, lib_cubin.get());
   const double t_wait = since(t3);
   auto t4 = Clock::now();
-  FERRITE_ASSIGN_OR_RETURN(b->lib, LibraryKernels::load(*b->rt, arch, key, &cubins));
+  FERRITE_ASSIGN_OR_RETURN(b->lib, LibraryKernels::load(*b->rt(), arch, key, &cubins));
   const char* log = std::getenv("FERRITE_LOG");
   if (log && (std::string(log).find("compile") != std::string::npos || std::string(log) == "all"))
     std::fprintf(stderr,
@@ -175,7 +176,7 @@ Expected<std::shared_ptr<CudaBackend>> open_cuda_backend(int ordinal) {
                  "library module load %.3f\n",
                  since(t0), t_context, t_cublas, cubins.wall_seconds, cubins.chunks.size(),
                  cubins.threads, cubins.cache_hits, t_wait, since(t4));
-  b->flash = FlashAttention::create(*b->rt, b->parts.properties, key);
+  b->flash = FlashAttention::create(*b->rt(), b->parts.properties, key);
   return b;
 }
 

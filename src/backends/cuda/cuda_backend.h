@@ -35,7 +35,7 @@ class CudaHeuristics : public LaunchHeuristics {
 
 struct CudaBackend {
   BackendParts parts;
-  CudaRuntime* rt = nullptr;  // parts.runtime
+  CudaRuntime* rt() const { return static_cast<CudaRuntime*>(parts.runtime.get()); }
   std::unique_ptr<LibraryKernels> lib;
   std::unique_ptr<CublasGemm> gemm;
   std::unique_ptr<FlashAttention> flash;  // fused attention (modules compiled on first use)

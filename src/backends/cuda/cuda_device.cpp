@@ -1,7 +1,8 @@
 // The `cuda` device: lowers the graph, generates CUDA C++ for its kernels (cuda_dialect.h),
-// compiles them with NVRTC for the GPU's architecture and runs the step list on the GPU
-// (cuda_executor.h). The GPU is opened on first use; without a driver or a GPU, prepare()
-// returns an error saying what is missing.
+// compiles them with NVRTC for the GPU's architecture and runs the step list on the GPU through
+// the shared executor (execute/executor.h), with the cuda library table (cuda_native_ops.h),
+// CUDA graphs and events (cuda_runtime.h) and a caching pool (cuda_pool.h). The GPU is opened on
+// first use; without a driver or a GPU, prepare() returns an error saying what is missing.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,20 +13,15 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_compile.h"
 #include "backends/cuda/cuda_dialect.h"
-#include "backends/cuda/cuda_executor.h"
+#include "execute/executor.h"
+#include "execute/step_plan.h"
 #include "lower/lowering.h"
-#include "memory/in_place.h"
 #include "passes/pass.h"
 #include "runtime/device.h"
 
 namespace ferrite {
 
 namespace {
-
-bool log_enabled(const char* topic) {
-  const char* v = std::getenv("FERRITE_LOG");
-  return v && (std::string(v).find(topic) != std::string::npos || std::string(v) == "all");
-}
 
 int gpu_ordinal() {
   const char* v = std::getenv("FERRITE_CUDA_DEVICE");
@@ -43,6 +39,32 @@ int chunk_count(size_t kernels, int threads) {
   if (const char* v = std::getenv("FERRITE_CUDA_COMPILE_CHUNKS"); v && std::atoi(v) > 0)
     return std::atoi(v);
   return static_cast<int>(std::min<size_t>(kernels, static_cast<size_t>(threads)));
+}
+
+// The executor's hooks for a model on the opened GPU: its parts, library state (the backend),
+// kernel launches on the runtime's stream, and the runs of all models taking turns.
+void use_backend(const std::shared_ptr<cuda::CudaBackend>& be,
+                 std::shared_ptr<const BackendParts>& parts, ExecutorConfig& cfg) {
+  parts = std::shared_ptr<const BackendParts>(be, &be->parts);
+  cfg.library_state = be.get();
+  cfg.state_owner = be;
+  cfg.device_mutex = &be->run_mutex;
+  cuda::CudaRuntime* rt = be->rt();
+  cfg.enter = [rt] { return rt->make_current(); };
+  cfg.launch = [rt](void* fn, const LaunchConfig& lc, const std::vector<void*>& bufs,
+                    const std::vector<int64_t>& syms, int64_t) -> Status {
+    std::vector<void*> ptrs(bufs);
+    std::vector<int64_t> values(syms);
+    std::vector<void*> args;
+    args.reserve(ptrs.size() + values.size());
+    for (void*& p : ptrs) args.push_back(&p);
+    for (int64_t& v : values) args.push_back(&v);
+    return cuda::check(
+        rt->api().cuLaunchKernel(reinterpret_cast<CUfunction>(fn), static_cast<unsigned>(lc.grid),
+                                 1, 1, static_cast<unsigned>(lc.block), 1, 1, 0, rt->stream(),
+                                 args.data(), nullptr),
+        "cuLaunchKernel");
+  };
 }
 
 class CudaDevice : public Device {
@@ -86,61 +108,58 @@ class CudaDevice : public Device {
 
   Expected<std::unique_ptr<PreparedModel>> prepare(const Graph& graph,
                                                    const RunOptions& opts) override {
-    auto t0 = std::chrono::steady_clock::now();
     // Lowering and NVRTC need the GPU's properties only; the GPU itself (context, stream,
     // library kernels, cuBLASLt) starts on another thread meanwhile.
+    auto t0 = std::chrono::steady_clock::now();
     FERRITE_ASSIGN_OR_RETURN(DeviceProperties props, probe());
-    const double t_probe = since(t0);
+    auto probed = std::make_shared<BackendParts>();
+    probed->properties = props;
     std::future<Expected<std::shared_ptr<cuda::CudaBackend>>> gpu =
         std::async(std::launch::async, [this] { return backend(); });
-    auto t1 = std::chrono::steady_clock::now();
-    LoweringOptions lower_opts;
-    lower_opts.low_precision_kernels = true;
-    FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph, lower_opts));
-    mark_in_place_candidates(lg);
-    const double t_lower = since(t1);
-    auto t2 = std::chrono::steady_clock::now();
-    cuda::CudaDialect dialect;
-    if (const char* dump = std::getenv("FERRITE_DUMP_LOWERED")) {
-      FERRITE_ASSIGN_OR_RETURN(std::string source, dialect.generate(lg, props));
-      if (std::FILE* f = std::fopen(dump, "w")) {
-        std::fputs(print_lowered(lg).c_str(), f);
-        std::fputs("\n", f);
-        std::fputs(source.c_str(), f);
-        std::fclose(f);
+    ExecutorConfig cfg;
+    cfg.lowering.low_precision_kernels = true;
+    cfg.in_place = true;
+    cfg.tunable = false;  // launches come from CudaHeuristics, once per binding
+    const bool want_source = opts.dump_dir || std::getenv("FERRITE_DUMP_LOWERED");
+    cfg.build = [&](const LoweredGraph& lg, std::string& source,
+                    std::shared_ptr<const BackendParts>& parts,
+                    ExecutorConfig& self) -> Expected<CompiledModule> {
+      const double t_lower = since(t0);
+      auto t1 = std::chrono::steady_clock::now();
+      cuda::CudaDialect dialect;
+      if (want_source) {
+        FERRITE_ASSIGN_OR_RETURN(source, dialect.generate(lg, props));
       }
-    }
-    FERRITE_ASSIGN_OR_RETURN(cuda::KernelSources ks,
-                             cuda::split_kernel_sources(lg, dialect, props));
-    const double t_codegen = since(t2);
-    const int threads = cuda::compile_threads();
-    FERRITE_ASSIGN_OR_RETURN(
-        cuda::ChunkedCompile compiled,
-        cuda::compile_chunks(cuda::make_chunks(ks, chunk_count(ks.texts.size(), threads)),
-                             props.arch, props.cache_key(), threads));
-    auto t3 = std::chrono::steady_clock::now();
-    FERRITE_ASSIGN_OR_RETURN(std::shared_ptr<cuda::CudaBackend> be, gpu.get());
-    const double t_wait = since(t3);
-    auto t4 = std::chrono::steady_clock::now();
-    FERRITE_ASSIGN_OR_RETURN(auto modules, cuda::ModuleSet::load(*be->rt, compiled, ks));
-    const double t_load = since(t4);
-    if (log_enabled("compile"))
-      std::fprintf(stderr,
-                   "[compile] cuda %s: %.3f s: probe %.3f, lower %.3f, codegen %.3f, NVRTC %.3f "
-                   "(%zu kernels, %zu distinct, %zu programs on %d threads, %d cache hits, "
-                   "%.3f s summed over programs), waiting for the GPU %.3f, module load %.3f\n",
-                   props.arch.c_str(), since(t0), t_probe, t_lower, t_codegen,
-                   compiled.wall_seconds, static_cast<size_t>(ks.kernels), ks.texts.size(),
-                   compiled.chunks.size(), compiled.threads, compiled.cache_hits,
-                   compiled.compile_seconds, t_wait, t_load);
-    if (log_enabled("fusion"))
-      std::fprintf(stderr,
-                   "[fusion] %zu nodes -> %d generated kernels (%d with reductions; %d nodes "
-                   "fused) + %d library calls\n",
-                   graph.nodes().size(), lg.kernels, lg.row_kernels, lg.fused_nodes,
-                   lg.library_steps);
-    return cuda::make_cuda_model(graph, std::move(lg), std::move(modules), be,
-                                 opts.precision == Precision::kTF32);
+      FERRITE_ASSIGN_OR_RETURN(cuda::KernelSources ks,
+                               cuda::split_kernel_sources(lg, dialect, props));
+      const int threads = cuda::compile_threads();
+      FERRITE_ASSIGN_OR_RETURN(
+          cuda::ChunkedCompile compiled,
+          cuda::compile_chunks(cuda::make_chunks(ks, chunk_count(ks.texts.size(), threads)),
+                               props.arch, props.cache_key(), threads));
+      const double t_nvrtc = since(t1);
+      auto t2 = std::chrono::steady_clock::now();
+      FERRITE_ASSIGN_OR_RETURN(std::shared_ptr<cuda::CudaBackend> be, gpu.get());
+      const double t_wait = since(t2);
+      auto t3 = std::chrono::steady_clock::now();
+      FERRITE_ASSIGN_OR_RETURN(auto modules, cuda::ModuleSet::load(*be->rt(), compiled, ks));
+      if (log_enabled("compile"))
+        std::fprintf(stderr,
+                     "[compile] cuda %s: probe and lower %.3f s, codegen + NVRTC %.3f (%zu "
+                     "kernels, %zu distinct, %zu programs on %d threads, %d cache hits, %.3f s "
+                     "summed over programs), waiting for the GPU %.3f, module load %.3f\n",
+                     props.arch.c_str(), t_lower, t_nvrtc, static_cast<size_t>(ks.kernels),
+                     ks.texts.size(), compiled.chunks.size(), compiled.threads, compiled.cache_hits,
+                     compiled.compile_seconds, t_wait, since(t3));
+      use_backend(be, parts, self);
+      CompiledModule m;
+      m.module = std::move(modules);
+      m.seconds = compiled.wall_seconds;
+      m.cache_hit = compiled.cache_hits > 0 &&
+                    compiled.cache_hits == static_cast<int>(compiled.chunks.size());
+      return m;
+    };
+    return prepare_model(graph, probed, opts, std::move(cfg));
   }
 
  private:

@@ -367,7 +367,7 @@ Expected<bool> run_split(const Node& node, NativeIO& io, CudaBackend& be) {
       c.WidthInBytes = static_cast<size_t>(sizes[j] * inner);
       c.Height = static_cast<size_t>(outer);
       FERRITE_RETURN_IF_ERROR(
-          check(be.rt->api().cuMemcpy2DAsync(&c, be.rt->stream()), "Split copy"));
+          check(be.rt()->api().cuMemcpy2DAsync(&c, be.rt()->stream()), "Split copy"));
     }
     off += sizes[j];
   }
@@ -553,30 +553,50 @@ Status attention_three_step(CudaBackend& be, const FlashProblem& p, const float*
   return be.gemm->run(h);
 }
 
-NativeOp find_native_op(const Node& node) {
-  const std::string& op = node.op_type;
-  if (node.domain == "ferrite") {
-    if (op == "FusedMatMul") return run_fused_matmul;
-    if (op == "Attention") return run_attention;
-    return nullptr;
-  }
-  if (!node.domain.empty() && node.domain != "ai.onnx") return nullptr;
-  if (op == "MatMul") return run_matmul;
-  if (op == "Gemm") return run_gemm;
-  if (op == "Conv") return run_conv;
-  if (op == "MaxPool") return run_maxpool;
-  if (op == "Split") return run_split;
-  if (op == "Gather") return run_gather;
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") return run_binary;
-  return nullptr;
+namespace {
+
+template <NativeOp F>
+Expected<bool> on_backend(const Node& node, DeviceCall& call, void* backend) {
+  return F(node, call, *static_cast<CudaBackend*>(backend));
 }
 
-bool is_compute_heavy(const Node& node) {
-  static const char* const kLight[] = {"Split", "Gather", "Add", "Sub", "Mul", "Div"};
-  if (!find_native_op(node)) return false;
-  for (const char* l : kLight)
-    if (node.op_type == l) return false;
+// Embedding tables and other large constants stay on the GPU: a Gather from one runs there.
+constexpr int64_t kLargeConstantBytes = 64 << 10;
+
+bool heavy(const Node&, const std::vector<int64_t>&) {
   return true;
+}
+bool large_table(const Node&, const std::vector<int64_t>& constant_bytes) {
+  return !constant_bytes.empty() && constant_bytes[0] >= kLargeConstantBytes;
+}
+
+}  // namespace
+
+std::shared_ptr<const LibraryOps> cuda_library_ops() {
+  static const std::shared_ptr<const LibraryOps> table = [] {
+    auto t = std::make_shared<LibraryOps>();
+    auto op = [](auto run, bool compute_heavy) {
+      LibraryOp o;
+      o.run_device = run;
+      o.prefer_device = compute_heavy ? heavy : nullptr;
+      return o;
+    };
+    t->add("ferrite", "FusedMatMul", op(on_backend<run_fused_matmul>, true));
+    t->add("ferrite", "Attention", op(on_backend<run_attention>, true));
+    t->add("", "MatMul", op(on_backend<run_matmul>, true));
+    t->add("", "Gemm", op(on_backend<run_gemm>, true));
+    t->add("", "Conv", op(on_backend<run_conv>, true));
+    t->add("", "MaxPool", op(on_backend<run_maxpool>, true));
+    t->add("", "Split", op(on_backend<run_split>, false));
+    LibraryOp gather = op(on_backend<run_gather>, false);
+    gather.prefer_device = large_table;
+    gather.sets_error_flag = true;
+    t->add("", "Gather", gather);
+    for (const char* bin : {"Add", "Sub", "Mul", "Div"})
+      t->add("", bin, op(on_backend<run_binary>, false));
+    return t;
+  }();
+  return table;
 }
 
 }  // namespace ferrite::cuda

@@ -10,6 +10,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "backend_api/capabilities.h"
 #include "backends/cuda/caching_allocator.h"
 #include "backends/cuda/cuda_runtime.h"
 #include "runtime/device.h"
@@ -26,11 +27,11 @@ class DriverBlocks : public BlockSource {
   CudaRuntime& rt_;
 };
 
-class DevicePool {
+class DevicePool : public MemoryPool {
  public:
   explicit DevicePool(CudaRuntime& rt) : source_(rt), alloc_(source_) {}
 
-  Expected<void*> get(size_t bytes) {
+  Expected<void*> get(size_t bytes) override {
     if (!owning_) return alloc_.get(bytes);
     FERRITE_ASSIGN_OR_RETURN(void* p, get_owned(bytes));
     owned_.push_back(p);
@@ -38,13 +39,13 @@ class DevicePool {
   }
   // A fresh block for a CUDA graph (inputs it reads, blocks of its capture); put() ignores it
   // until release_owned().
-  Expected<void*> get_owned(size_t bytes) {
+  Expected<void*> get_owned(size_t bytes) override {
     FERRITE_ASSIGN_OR_RETURN(void* p, alloc_.get_fresh(bytes));
     live_owned_.insert(p);
     return p;
   }
   // Returns the blocks of a graph that is gone (or was never instantiated).
-  Status release_owned(const std::vector<void*>& blocks) {
+  Status release_owned(const std::vector<void*>& blocks) override {
     Status first = Status::ok();
     for (void* p : blocks) {
       live_owned_.erase(p);
@@ -54,15 +55,15 @@ class DevicePool {
     return first;
   }
   // Constants, the arena, values cached per binding: exact-sized, never cached.
-  Expected<void*> get_persistent(size_t bytes) { return alloc_.get_persistent(bytes); }
-  Status put(void* p) { return live_owned_.count(p) ? Status::ok() : alloc_.put(p); }
+  Expected<void*> get_persistent(size_t bytes) override { return alloc_.get_persistent(bytes); }
+  Status put(void* p) override { return live_owned_.count(p) ? Status::ok() : alloc_.put(p); }
   // Gives idle blocks back when they exceed `keep` bytes, so that a model served with many
   // different shapes does not hold the memory of all of them (cuMemFree waits for the GPU).
-  Status trim(size_t keep) { return alloc_.trim(keep); }
-  void begin_owned() { owning_ = true; }
+  Status trim(size_t keep) override { return alloc_.trim(keep); }
+  void begin_owned() override { owning_ = true; }
   // The blocks get() allocated since begin_owned(); the caller hands them to
   // release_owned() when the graph is dropped.
-  std::vector<void*> end_owned() {
+  std::vector<void*> end_owned() override {
     owning_ = false;
     std::vector<void*> out;
     out.swap(owned_);
@@ -70,7 +71,7 @@ class DevicePool {
   }
 
   // The FERRITE_LOG=memory line.
-  std::string describe(const char* when) const {
+  std::string describe(const char* when) const override {
     const DeviceMemoryStats m = stats();
     auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
     char line[320];
@@ -84,7 +85,7 @@ class DevicePool {
     return line;
   }
 
-  DeviceMemoryStats stats() const {
+  DeviceMemoryStats stats() const override {
     const AllocatorStats& s = alloc_.stats();
     DeviceMemoryStats d;
     d.in_use_bytes = s.in_use_bytes;

@@ -1,6 +1,98 @@
 #include "backends/cuda/cuda_runtime.h"
 
+#include "backends/cuda/cuda_pool.h"
+
 namespace ferrite::cuda {
+
+namespace {
+
+// CUDA graphs: the stream's work is recorded (relaxed capture mode) and instantiated.
+class CudaCapture : public RunCapture {
+ public:
+  explicit CudaCapture(CudaRuntime& rt) : rt_(rt) {}
+  Status begin() override {
+    FERRITE_RETURN_IF_ERROR(rt_.make_current());
+    return check(rt_.api().cuStreamBeginCapture(rt_.stream(), CU_STREAM_CAPTURE_MODE_RELAXED),
+                 "cuStreamBeginCapture");
+  }
+  Expected<CaptureHandle> end(bool ok) override {
+    CUgraph graph = nullptr;
+    CUresult end = rt_.api().cuStreamEndCapture(rt_.stream(), &graph);
+    CUgraphExec exec = nullptr;
+    Status s = Status::ok();
+    if (!ok)
+      s = err("cuda: capture discarded");
+    else if (end == CUDA_SUCCESS && graph)
+      s = check(rt_.api().cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
+    else
+      s = check(end, "cuStreamEndCapture");
+    if (graph) rt_.api().cuGraphDestroy(graph);
+    if (!s) {
+      if (exec) rt_.api().cuGraphExecDestroy(exec);
+      return s;
+    }
+    return reinterpret_cast<CaptureHandle>(exec);
+  }
+  Status replay(CaptureHandle h) override {
+    return check(rt_.api().cuGraphLaunch(reinterpret_cast<CUgraphExec>(h), rt_.stream()),
+                 "cuGraphLaunch");
+  }
+  void destroy(CaptureHandle h) override {
+    if (h) rt_.api().cuGraphExecDestroy(reinterpret_cast<CUgraphExec>(h));
+  }
+  Expected<void*> allocate_staging(size_t bytes) override {
+    void* p = nullptr;
+    FERRITE_RETURN_IF_ERROR(check(rt_.api().cuMemAllocHost(&p, bytes), "cuMemAllocHost"));
+    return p;
+  }
+  void free_staging(void* p) override {
+    if (p) rt_.api().cuMemFreeHost(p);
+  }
+  Status copy_to_device_async(void* dst, const void* src, size_t n) override {
+    return check(rt_.api().cuMemcpyHtoDAsync(dptr(dst), src, n, rt_.stream()),
+                 "host-to-device copy");
+  }
+  Status copy_to_host_async(void* dst, const void* src, size_t n) override {
+    return check(rt_.api().cuMemcpyDtoHAsync(dst, dptr(src), n, rt_.stream()),
+                 "device-to-host copy");
+  }
+
+ private:
+  CudaRuntime& rt_;
+};
+
+// CUDA events on the runtime's stream.
+class CudaTimer : public EventTimer {
+ public:
+  explicit CudaTimer(CudaRuntime& rt) : rt_(rt) {}
+  Expected<EventHandle> create() override {
+    CUevent e = nullptr;
+    FERRITE_RETURN_IF_ERROR(check(rt_.api().cuEventCreate(&e, 0), "cuEventCreate"));
+    return reinterpret_cast<EventHandle>(e);
+  }
+  void destroy(EventHandle e) override {
+    if (e) rt_.api().cuEventDestroy(reinterpret_cast<CUevent>(e));
+  }
+  Status record(EventHandle e) override {
+    return check(rt_.api().cuEventRecord(reinterpret_cast<CUevent>(e), rt_.stream()),
+                 "cuEventRecord");
+  }
+  Status wait(EventHandle e) override {
+    return check(rt_.api().cuEventSynchronize(reinterpret_cast<CUevent>(e)), "cuEventSynchronize");
+  }
+  Expected<double> elapsed_ms(EventHandle a, EventHandle b) override {
+    float ms = 0;
+    FERRITE_RETURN_IF_ERROR(check(rt_.api().cuEventElapsedTime(&ms, reinterpret_cast<CUevent>(a),
+                                                               reinterpret_cast<CUevent>(b)),
+                                  "cuEventElapsedTime"));
+    return static_cast<double>(ms);
+  }
+
+ private:
+  CudaRuntime& rt_;
+};
+
+}  // namespace
 
 Expected<std::unique_ptr<CudaRuntime>> CudaRuntime::open(int ordinal) {
   FERRITE_ASSIGN_OR_RETURN(const Driver* d, driver());
@@ -17,6 +109,8 @@ Expected<std::unique_ptr<CudaRuntime>> CudaRuntime::open(int ordinal) {
   FERRITE_RETURN_IF_ERROR(rt->make_current());
   FERRITE_RETURN_IF_ERROR(
       check(d->cuStreamCreate(&rt->stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  rt->capture_ = std::make_unique<CudaCapture>(*rt);
+  rt->timer_ = std::make_unique<CudaTimer>(*rt);
   return rt;
 }
 
@@ -82,21 +176,8 @@ Status CudaRuntime::synchronize() {
   return check(d_->cuStreamSynchronize(stream_), "stream synchronize");
 }
 
-Expected<StreamHandle> CudaRuntime::create_stream() {
-  FERRITE_RETURN_IF_ERROR(make_current());
-  CUstream s = nullptr;
-  FERRITE_RETURN_IF_ERROR(check(d_->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
-  return reinterpret_cast<StreamHandle>(s);
-}
-
-void CudaRuntime::destroy_stream(StreamHandle s) {
-  if (s && make_current().is_ok()) d_->cuStreamDestroy(reinterpret_cast<CUstream>(s));
-}
-
-Status CudaRuntime::synchronize(StreamHandle s) {
-  FERRITE_RETURN_IF_ERROR(make_current());
-  CUstream st = s ? reinterpret_cast<CUstream>(s) : stream_;
-  return check(d_->cuStreamSynchronize(st), "stream synchronize");
+std::unique_ptr<MemoryPool> CudaRuntime::make_pool() {
+  return std::make_unique<DevicePool>(*this);
 }
 
 }  // namespace ferrite::cuda

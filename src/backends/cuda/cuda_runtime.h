@@ -26,10 +26,10 @@ class CudaRuntime : public DeviceRuntime {
   Status copy_on_device(void* dst, const void* src, size_t bytes) override;
   Status synchronize() override;
   Status fill(void* dst, uint8_t value, size_t bytes) override;
-  bool has_streams() const override { return true; }
-  Expected<StreamHandle> create_stream() override;
-  void destroy_stream(StreamHandle s) override;
-  Status synchronize(StreamHandle s) override;
+  // CUDA graphs (stream capture), CUDA events, and a caching pool per model (cuda_pool.h).
+  RunCapture* capture() override { return capture_.get(); }
+  EventTimer* timer() override { return timer_.get(); }
+  std::unique_ptr<MemoryPool> make_pool() override;
 
   // Makes the context current on the calling thread (every entry point does this itself).
   Status make_current() const;
@@ -43,6 +43,8 @@ class CudaRuntime : public DeviceRuntime {
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
   CUstream stream_ = nullptr;
+  std::unique_ptr<RunCapture> capture_;
+  std::unique_ptr<EventTimer> timer_;
 };
 
 inline CUdeviceptr dptr(const void* p) {

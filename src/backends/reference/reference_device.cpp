@@ -1,8 +1,10 @@
 // The `reference` device: interprets the graph node by node with the op table's reference
 // kernels. It is the oracle every other device is tested against, so it favours obviously
 // correct code over speed; shapes are resolved at run time, so it handles any dynamic shape.
+#include <memory>
 #include <unordered_map>
 
+#include "execute/step_recorder.h"
 #include "ops/context.h"
 #include "ops/op_schema.h"
 #include "runtime/device.h"
@@ -13,7 +15,9 @@ namespace {
 
 class ReferenceModel : public PreparedModel {
  public:
-  explicit ReferenceModel(const Graph& g) : graph_(g) {
+  ReferenceModel(const Graph& g, const RunOptions& opts) : graph_(g) {
+    // `--trace`: one event per node (execute/step_recorder.h).
+    if (opts.trace) trace_ = std::make_unique<StepRecorder>(host_, "reference", false, opts.trace);
     auto slot = [&](const Value* v) {
       if (v && !slots_.count(v)) slots_.emplace(v, static_cast<int>(slots_.size()));
     };
@@ -38,8 +42,10 @@ class ReferenceModel : public PreparedModel {
       values[slots_.at(graph_.inputs()[i])] = inputs[i];
     for (const Value* v : graph_.initializers()) values[slots_.at(v)] = *v->constant;
     const auto& nodes = graph_.nodes();
+    if (trace_) trace_->begin_run(nodes.size());
     for (size_t ni = 0; ni < nodes.size(); ++ni) {
       const Node& node = *nodes[ni];
+      if (trace_) trace_->start(ni);
       std::vector<const Tensor*> ins;
       for (const Value* v : node.inputs) {
         if (!v) {
@@ -53,6 +59,10 @@ class ReferenceModel : public PreparedModel {
       std::vector<Tensor> outs(node.outputs.size());
       KernelContext ctx(node, std::move(ins), outs);
       FERRITE_RETURN_IF_ERROR(node.schema->kernel(ctx));
+      if (trace_) {
+        std::vector<std::string> names{node.name};
+        trace_->stop(ni, node.name.empty() ? node.op_type : node.name, node.op_type, &names);
+      }
       for (size_t k = 0; k < node.outputs.size(); ++k) {
         const Value* v = node.outputs[k];
         if (!v) continue;
@@ -63,6 +73,7 @@ class ReferenceModel : public PreparedModel {
       for (const Value* v : node.inputs)
         if (v && last_use_[slots_.at(v)] == static_cast<int>(ni)) values[slots_.at(v)] = Tensor();
     }
+    if (trace_) trace_->end_run();
     std::vector<Tensor> result;
     for (const Value* v : graph_.outputs()) result.push_back(values[slots_.at(v)]);
     return result;
@@ -92,6 +103,8 @@ class ReferenceModel : public PreparedModel {
   const Graph& graph_;
   std::unordered_map<const Value*, int> slots_;
   std::vector<int> last_use_;
+  HostRuntime host_;
+  std::unique_ptr<StepRecorder> trace_;
 };
 
 class ReferenceDevice : public Device {
@@ -119,8 +132,8 @@ class ReferenceDevice : public Device {
     return Status::ok();
   }
   Expected<std::unique_ptr<PreparedModel>> prepare(const Graph& graph,
-                                                   const RunOptions&) override {
-    return std::unique_ptr<PreparedModel>(new ReferenceModel(graph));
+                                                   const RunOptions& opts) override {
+    return std::unique_ptr<PreparedModel>(new ReferenceModel(graph, opts));
   }
 };
 

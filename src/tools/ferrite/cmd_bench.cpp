@@ -31,7 +31,7 @@ namespace {
 const char* kBenchHelp =
     R"(usage: ferrite bench MODEL (--inputs DIR | --input NAME=random:DIMS ...) [--device NAME]
                     [--threads N] [--warmup K] [--runs R] [--min-seconds S] [--block B]
-                    [--compare onnxruntime] [--json FILE] [--quiet]
+                    [--compare onnxruntime] [--json FILE] [--trace FILE] [--quiet]
 
 Measures how long MODEL takes to compile and to run on one device (any name `ferrite devices`
 lists).
@@ -63,6 +63,8 @@ Options
                       not a performance device: its numbers are a baseline only
   --threads N         RunOptions.threads for ferrite and intra_op_num_threads for ONNX Runtime
                       (default 0: each runtime's own default)
+  --trace FILE        a Chrome / Perfetto trace (JSON) of every step of ferrite's runs (times
+                      each step, so the run times include that overhead)
   --precision P       f32 (default), tf32, bf16 or fp16 for ferrite (see `ferrite run --help`);
                       ONNX Runtime always runs the f32 model
   --warmup K          warm-up runs per runtime (default 2)
@@ -406,7 +408,7 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 int bench_command(int argc, char** argv) {
   auto args = Args::parse(argc, argv, {"help", "quiet"},
                           {"inputs", "input", "device", "threads", "warmup", "runs", "min-seconds",
-                           "block", "compare", "json", "precision"});
+                           "block", "compare", "json", "precision", "trace"});
   if (!args) return fail(args.status());
   if (args->flag("help")) {
     std::fputs(kBenchHelp, stdout);
@@ -436,6 +438,7 @@ int bench_command(int argc, char** argv) {
   const std::string json_path = args->get("json");
   RunOptions opts;
   opts.threads = static_cast<int>(*threads);
+  if (std::string t = args->get("trace"); !t.empty()) opts.trace = std::filesystem::path(t);
   if (std::string p = args->get("precision"); !p.empty()) {
     auto prec = precision_from_name(p);
     if (!prec) return fail(err("--precision expects f32, tf32, bf16 or fp16, got '", p, "'"));

@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 
 namespace {
 const char* kRunHelp = R"(usage: ferrite run MODEL [--inputs DIR]... [--input NAME=random:DIMS]...
-                    [--output-dir OUT] [--device NAME] [--dump DIR] [--quiet]
+                    [--output-dir OUT] [--device NAME] [--dump DIR] [--trace FILE] [--quiet]
 
   --inputs DIR        a directory of input_*.pb TensorProto files (matched to graph inputs by
                       name, else by order); repeat to run several input sets with one compile
@@ -42,6 +42,8 @@ const char* kRunHelp = R"(usage: ferrite run MODEL [--inputs DIR]... [--input NA
                       each step mapped to its ONNX nodes), fusion_plan.txt, memory_plan.txt
                       (buffers, live ranges, offsets per input binding) and graph.txt (IR after
                       the passes); a recompile writes DIR/compile_<n>/ (compiling devices only)
+  --trace FILE        write a Chrome / Perfetto trace (JSON) of every step of every run, named
+                      by its kernel and ONNX nodes (open in ui.perfetto.dev or chrome://tracing)
 
   Dims the model leaves unknown are specialised to the first sizes seen; a size that changes
   makes that dim dynamic and recompiles once (FERRITE_LOG=recompile prints why; run.json counts
@@ -56,7 +58,9 @@ int fail(const Status& s) {
 }  // namespace
 
 int run_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"help", "quiet", "check", "autotune"}, {"inputs", "input", "output-dir", "device", "passes", "threads", "dump", "precision"});
+  auto args = Args::parse(argc, argv, {"help", "quiet", "check", "autotune"},
+                          {"inputs", "input", "output-dir", "device", "passes", "threads", "dump",
+                           "precision", "trace"});
   if (!args) return fail(args.status());
   if (args->flag("help")) {
     std::fputs(kRunHelp, stdout);
@@ -97,6 +101,7 @@ int run_command(int argc, char** argv) {
     run_opts.threads = std::stoi(threads);
   }
   if (std::string dump = args->get("dump"); !dump.empty()) run_opts.dump_dir = fs::path(dump);
+  if (std::string trace = args->get("trace"); !trace.empty()) run_opts.trace = fs::path(trace);
   size_t nodes_before = (*graph)->nodes().size();
   auto t1 = std::chrono::steady_clock::now();
   auto session = Session::from_graph(std::move(graph).value(), device, run_opts);

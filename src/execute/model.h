@@ -1,0 +1,148 @@
+// The shared executor's prepared model (executor.h). Internal to src/execute: model.cpp runs the
+// steps, model_memory.cpp keeps track of where each buffer is, model_capture.cpp records and
+// replays runs and times them on the device.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "execute/executor.h"
+#include "execute/step_plan.h"
+#include "execute/step_recorder.h"
+#include "memory/lowered_memory.h"
+#include "ops/context.h"
+#include "runtime/dump.h"
+#include "tune/autotuner.h"
+
+namespace ferrite::execute {
+
+class Model : public PreparedModel {
+ public:
+  Model(const Graph& g, LoweredGraph lg, std::unique_ptr<LoadedModule> module,
+        std::shared_ptr<const BackendParts> parts, ExecutorConfig cfg, const RunOptions& opts);
+  ~Model() override;
+
+  Status init(const std::string& source, const RunOptions& opts);
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) override;
+  Expected<DeviceTiming> time_resident(const std::vector<Tensor>& inputs, int runs) override;
+  ModelStats stats() const override;
+
+ private:
+  // A buffer's value this run: on the host, on the device, or both (one place on host-memory
+  // runtimes, where the device pointer is the tensor's).
+  struct Slot {
+    DType dtype = DType::kUndefined;
+    std::vector<int64_t> dims;
+    Tensor host;
+    bool host_valid = false;
+    void* dev = nullptr;
+    bool dev_valid = false;
+    bool pooled = false;  // dev came from the pool (returned at release)
+  };
+  struct KernelLaunch {
+    std::vector<int64_t> out_dims;
+    int64_t rows = 0, row_len = 0;
+    bool empty = false;
+    std::optional<LaunchConfig> lc;  // chosen on first launch (tuning needs the buffers)
+  };
+  struct CapturedOutput {
+    const void* dev = nullptr;
+    DType dtype = DType::kUndefined;
+    std::vector<int64_t> dims;
+    Tensor host;  // an output the recording does not compute (a host value)
+  };
+  // What the model keeps per binding of the shape symbols.
+  struct BindingState {
+    std::vector<std::optional<KernelLaunch>> launches;    // per kernel step
+    std::map<size_t, std::vector<Tensor>> fixed_outputs;  // per fixed host step
+    std::map<int, void*> fixed_dev;                       // device copies of those values
+    bool capturable = true;  // no step needs the host for input-dependent data
+    int clean_runs = 0;
+    CaptureHandle exec = 0;  // the recorded run, its stable inputs and outputs
+    std::vector<std::vector<int64_t>> input_dims;
+    std::vector<void*> input_dev;
+    std::vector<CapturedOutput> outputs;
+    std::vector<void*> owned;
+    void* staging = nullptr;
+    bool checks_flag = false;
+  };
+  struct RunStats {
+    int kernels = 0, library = 0, host_resident = 0, fallbacks = 0, cached = 0, nondet_host = 0;
+    int64_t d2h_bytes = 0;
+    std::string fallback_ops;
+    bool flag_used = false;
+  };
+
+  // model.cpp
+  Status bind(const std::vector<Tensor>& inputs);
+  Expected<std::vector<Tensor>> run_locked(const std::vector<Tensor>& inputs);
+  void prepare_slots(const std::vector<Tensor>& inputs, const std::vector<void*>* input_dev);
+  Status execute_steps();
+  Status run_kernel(size_t si);
+  Status launch_kernel(size_t si, KernelLaunch& kl, std::vector<void*>& ptrs);
+  Status run_library(size_t si);
+  Status run_host_library(size_t si);
+  Expected<bool> run_device_library(size_t si, const LibraryOp& op);
+  Status run_on_host(size_t si, std::vector<Tensor> ins, bool resident);
+  Expected<std::vector<Tensor>> finish(Status st);
+  Status check_flag();
+  std::string step_kind(size_t si) const;
+  void log_run() const;
+
+  // model_memory.cpp
+  void set_host(int b, Tensor t);
+  Expected<void*> place(int b, DType dtype, const std::vector<int64_t>& dims);
+  Expected<void*> device_ptr(int b);
+  Expected<Tensor> host_tensor(int b);
+  Expected<std::vector<int64_t>> input_dims(const Step& s, size_t i);
+  void release(size_t step);
+  void put(void* p);
+  Expected<void*> pool_get(size_t bytes);
+  Expected<void*> pool_get_persistent(size_t bytes);
+  void drop_capture(BindingState& st);
+  void drop_binding(BindingState& st);
+
+  // model_capture.cpp
+  Expected<std::vector<Tensor>> capture(const std::vector<Tensor>& inputs,
+                                        const std::vector<std::vector<int64_t>>& in_dims);
+  void abandon_capture(const std::vector<void*>& owned, const std::vector<void*>& in_dev);
+  Expected<std::vector<Tensor>> replay(const std::vector<Tensor>& inputs);
+  Expected<double> time_one(bool captured, const std::vector<Tensor>& inputs, EventHandle e0,
+                            EventHandle e1);
+
+  const Graph& graph_;
+  // The parts and the device state outlive the module (a GPU context unloads it).
+  std::shared_ptr<const BackendParts> parts_;
+  ExecutorConfig cfg_;
+  LoweredGraph lg_;
+  std::unique_ptr<LoadedModule> module_;
+  DeviceRuntime& rt_;
+  const std::string name_;
+  const bool host_;  // host-memory runtime
+  std::unique_ptr<MemoryPool> pool_;
+  bool pool_stats_ = false;  // the runtime's caching pool: its statistics are reported
+  StepPlan plan_;
+  std::unique_ptr<LoweredMemory> memory_;
+  const void* arena_block_ = nullptr;
+  LaunchChooser launches_;
+  std::unique_ptr<CompileDump> dump_;
+  std::map<std::vector<int64_t>, std::unique_ptr<BindingState>> states_;
+  BindingState* state_ = nullptr;
+  SymbolBinding bind_;
+  std::vector<Slot> slots_;
+  std::vector<void*> const_dev_;
+  std::vector<void*> scratch_;
+  void* flag_ = nullptr;  // device int: data errors of library ops (Gather indices)
+  RunStats run_stats_;
+  bool logged_ = false, capturing_ = false, capture_failed_ = false;
+  const bool capture_on_;
+  std::unique_ptr<StepRecorder> recorder_;
+  std::string path_;  // how the current library step ran
+  const bool tf32_;
+  int64_t runs_ = 0;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace ferrite::execute

@@ -1,0 +1,189 @@
+// Where each buffer of a run is (host, device, both) and the device memory behind it: the
+// planned arena (memory/lowered_memory.h), the runtime's pool or plain allocations.
+#include <unordered_set>
+
+#include "execute/model.h"
+
+namespace ferrite::execute {
+
+namespace {
+
+// A runtime without a caching pool: one allocation per block, nothing cached.
+class DirectPool : public MemoryPool {
+ public:
+  DirectPool(DeviceRuntime& rt, size_t alignment) : rt_(rt), align_(alignment) {}
+  ~DirectPool() override {
+    for (void* p : live_) rt_.free(p);
+  }
+  Expected<void*> get(size_t bytes) override {
+    FERRITE_ASSIGN_OR_RETURN(void* p, rt_.allocate(bytes, align_));
+    live_.insert(p);
+    if (owning_) owned_.push_back(p);
+    ++stats_.requests;
+    ++stats_.driver_allocs;
+    return p;
+  }
+  Expected<void*> get_persistent(size_t bytes) override { return get(bytes); }
+  Status put(void* p) override {
+    if (p && live_.erase(p)) {
+      rt_.free(p);
+      ++stats_.driver_frees;
+    }
+    return Status::ok();
+  }
+  Expected<void*> get_owned(size_t bytes) override { return get(bytes); }
+  Status release_owned(const std::vector<void*>& blocks) override {
+    for (void* p : blocks) put(p);
+    return Status::ok();
+  }
+  void begin_owned() override { owning_ = true; }
+  std::vector<void*> end_owned() override {
+    owning_ = false;
+    std::vector<void*> out;
+    out.swap(owned_);
+    return out;
+  }
+  Status trim(size_t) override { return Status::ok(); }
+  DeviceMemoryStats stats() const override { return stats_; }
+  std::string describe(const char* when) const override {
+    return std::string("[memory] ") + when + ": " + std::to_string(live_.size()) + " blocks";
+  }
+
+ private:
+  DeviceRuntime& rt_;
+  size_t align_;
+  std::unordered_set<void*> live_;
+  std::vector<void*> owned_;
+  bool owning_ = false;
+  DeviceMemoryStats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<MemoryPool> make_direct_pool(DeviceRuntime& rt, int64_t alignment) {
+  const bool pow2 = alignment > 0 && (alignment & (alignment - 1)) == 0;
+  return std::make_unique<DirectPool>(rt, pow2 ? static_cast<size_t>(alignment) : 256);
+}
+
+Expected<void*> Model::pool_get(size_t bytes) {
+  return pool_->get(bytes);
+}
+Expected<void*> Model::pool_get_persistent(size_t bytes) {
+  return pool_->get_persistent(bytes);
+}
+
+void Model::put(void* p) {
+  if (p && pool_) (void)pool_->put(p);
+}
+
+void Model::set_host(int b, Tensor t) {
+  Slot& s = slots_[b];
+  s.dtype = t.dtype();
+  s.dims = t.dims();
+  s.host = std::move(t);
+  s.host_valid = true;
+  if (host_) {
+    s.dev = const_cast<void*>(s.host.raw());
+    s.dev_valid = true;
+  }
+}
+
+// Device memory for buffer b of (dtype, dims): its arena slot when planned and large enough,
+// else the pool (a heap tensor on host-memory runtimes). The slot then holds that value only.
+Expected<void*> Model::place(int b, DType dtype, const std::vector<int64_t>& dims) {
+  Slot& s = slots_[b];
+  if (s.pooled) put(s.dev);
+  s = Slot{};
+  s.dtype = dtype;
+  s.dims = dims;
+  if (host_) {
+    FERRITE_ASSIGN_OR_RETURN(Tensor t, memory_->allocate(b, dtype, dims, /*zero=*/false));
+    set_host(b, std::move(t));
+    return s.dev;
+  }
+  const size_t bytes = byte_count(dtype, dims);
+  if (void* p = memory_->device_address(b, static_cast<int64_t>(bytes))) {
+    s.dev = p;
+  } else {
+    FERRITE_ASSIGN_OR_RETURN(s.dev, pool_get(bytes));
+    s.pooled = true;
+  }
+  s.dev_valid = true;
+  return s.dev;
+}
+
+// Makes buffer b valid on the device: constants are uploaded once for all runs, values fixed by
+// the binding once per binding, other host values on every run.
+Expected<void*> Model::device_ptr(int b) {
+  Slot& s = slots_[b];
+  if (s.dev_valid) return s.dev;
+  if (!s.host_valid)
+    return err(name_, ": buffer ", lg_.buffers[b].name, " is read before it is written");
+  if (capturing_) return err(name_, ": a host value would be uploaded during capture");
+  const size_t bytes = s.host.nbytes();
+  void* p = nullptr;
+  if (lg_.buffers[b].kind == Buffer::Kind::kConstant) {
+    FERRITE_ASSIGN_OR_RETURN(const_dev_[b], pool_get_persistent(bytes));
+    p = const_dev_[b];
+  } else if (plan_.fixed[b]) {
+    FERRITE_ASSIGN_OR_RETURN(p, pool_get_persistent(bytes));
+    state_->fixed_dev[b] = p;
+  } else {
+    Tensor keep = s.host;
+    FERRITE_ASSIGN_OR_RETURN(p, place(b, keep.dtype(), keep.dims()));
+    s.host = std::move(keep);
+    s.host_valid = true;
+  }
+  FERRITE_RETURN_IF_ERROR(rt_.copy_to_device(p, s.host.raw(), bytes));
+  s.dev = p;
+  s.dev_valid = true;
+  return p;
+}
+
+// Makes buffer b valid on the host (copying a device value back).
+Expected<Tensor> Model::host_tensor(int b) {
+  Slot& s = slots_[b];
+  if (s.host_valid) return s.host;
+  if (!s.dev_valid)
+    return err(name_, ": buffer ", lg_.buffers[b].name, " is read before it is written");
+  if (capturing_) return err(name_, ": a device value would be read back during capture");
+  FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create_uninitialized(s.dtype, s.dims));
+  FERRITE_RETURN_IF_ERROR(rt_.copy_to_host(t.raw(), s.dev, t.nbytes()));
+  run_stats_.d2h_bytes += static_cast<int64_t>(t.nbytes());
+  s.host = std::move(t);
+  s.host_valid = true;
+  return s.host;
+}
+
+Expected<std::vector<int64_t>> Model::input_dims(const Step& s, size_t i) {
+  if (s.input_dims[i]) return eval_dims(*s.input_dims[i], bind_.names, name_);
+  return slots_[s.inputs[i]].dims;
+}
+
+void Model::release(size_t step) {
+  for (int b : plan_.dying[step]) {
+    Slot& s = slots_[b];
+    if (s.pooled) put(s.dev);
+    s = Slot{};
+  }
+}
+
+void Model::drop_capture(BindingState& st) {
+  if (!pool_) return;  // host memory: nothing recorded, nothing on a device
+  if (st.exec && rt_.capture()) rt_.capture()->destroy(st.exec);
+  st.exec = 0;
+  if (st.staging && rt_.capture()) rt_.capture()->free_staging(st.staging);
+  st.staging = nullptr;
+  (void)pool_->release_owned(st.owned);
+  st.owned.clear();
+  st.input_dev.clear();
+  st.outputs.clear();
+}
+
+void Model::drop_binding(BindingState& st) {
+  drop_capture(st);
+  for (auto& [b, p] : st.fixed_dev) put(p);
+  st.fixed_dev.clear();
+}
+
+}  // namespace ferrite::execute

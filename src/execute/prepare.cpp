@@ -1,0 +1,71 @@
+// prepare_model(): lowering, code generation, compilation and the prepared model (executor.h).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "execute/model.h"
+#include "memory/in_place.h"
+
+namespace ferrite {
+
+namespace {
+
+double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// FERRITE_DUMP_LOWERED=FILE: the lowered steps and the generated source.
+void dump_lowered(const LoweredGraph& lg, const std::string& source) {
+  const char* path = std::getenv("FERRITE_DUMP_LOWERED");
+  if (!path) return;
+  if (std::FILE* f = std::fopen(path, "w")) {
+    std::fputs(print_lowered(lg).c_str(), f);
+    std::fputs("\n", f);
+    std::fputs(source.c_str(), f);
+    std::fclose(f);
+  }
+}
+
+Expected<CompiledModule> compile_default(const BackendParts& parts, const LoweredGraph& lg,
+                                         std::string& source) {
+  FERRITE_ASSIGN_OR_RETURN(source, parts.dialect->generate(lg, parts.properties));
+  dump_lowered(lg, source);
+  return parts.compiler->compile(source, "kernels");
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<PreparedModel>> prepare_model(const Graph& graph,
+                                                       std::shared_ptr<const BackendParts> parts,
+                                                       const RunOptions& opts,
+                                                       ExecutorConfig config) {
+  auto t0 = std::chrono::steady_clock::now();
+  const std::string name = parts->properties.name;
+  if (!parts->compiler && !config.build)
+    return unsupported(name, ": the device has no compiler, so it cannot run generated kernels");
+  FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph, config.lowering));
+  if (config.in_place) mark_in_place_candidates(lg);  // before codegen: not __restrict
+  if (log_enabled("fusion"))
+    std::fprintf(stderr,
+                 "[fusion] %zu nodes -> %d generated kernels (%d with reductions; %d nodes "
+                 "fused; %d horizontal merges) + %d library calls\n",
+                 graph.nodes().size(), lg.kernels, lg.row_kernels, lg.fused_nodes,
+                 lg.horizontal_merges, lg.library_steps);
+  std::string source;
+  auto compiled =
+      config.build ? config.build(lg, source, parts, config) : compile_default(*parts, lg, source);
+  FERRITE_RETURN_IF_ERROR(compiled.status());
+  if (config.build) dump_lowered(lg, source);
+  if (!config.launch) return err(name, ": the device has no kernel launcher");
+  if (log_enabled("compile"))
+    std::fprintf(stderr, "[compile] %s: %.3f s (%s %.3f s)%s%s\n", name.c_str(), since(t0),
+                 compiled->cache_hit ? "compile cache hit, load" : "device compiler",
+                 compiled->seconds, compiled->cache_note.empty() ? "" : "; ",
+                 compiled->cache_note.c_str());
+  auto model = std::make_unique<execute::Model>(graph, std::move(lg), std::move(compiled->module),
+                                                std::move(parts), std::move(config), opts);
+  FERRITE_RETURN_IF_ERROR(model->init(source, opts));
+  return std::unique_ptr<PreparedModel>(std::move(model));
+}
+
+}  // namespace ferrite
