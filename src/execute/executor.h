@@ -58,6 +58,8 @@ struct ExecutorConfig {
   std::mutex* device_mutex = nullptr;
   // Called first in every run and in destruction (e.g. making a GPU context current).
   std::function<Status()> enter;
+  // What the FERRITE_LOG=compile line calls a compile that missed the cache ("C++ compile").
+  std::string compiler_label = "device compiler";
 };
 
 Expected<std::unique_ptr<PreparedModel>> prepare_model(const Graph& graph,

@@ -59,9 +59,9 @@ Expected<std::unique_ptr<PreparedModel>> prepare_model(const Graph& graph,
   if (!config.launch) return err(name, ": the device has no kernel launcher");
   if (log_enabled("compile"))
     std::fprintf(stderr, "[compile] %s: %.3f s (%s %.3f s)%s%s\n", name.c_str(), since(t0),
-                 compiled->cache_hit ? "compile cache hit, load" : "device compiler",
-                 compiled->seconds, compiled->cache_note.empty() ? "" : "; ",
-                 compiled->cache_note.c_str());
+                 compiled->cache_hit ? "compile cache hit, load" : config.compiler_label.c_str(),
+                 compiled->seconds,
+                 compiled->cache_note.empty() ? "" : "; cache: ", compiled->cache_note.c_str());
   auto model = std::make_unique<execute::Model>(graph, std::move(lg), std::move(compiled->module),
                                                 std::move(parts), std::move(config), opts);
   FERRITE_RETURN_IF_ERROR(model->init(source, opts));
