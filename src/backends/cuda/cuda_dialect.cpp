@@ -372,250 +372,311 @@ bool worth_caching(const ScalarExpr& e) {
 // A row kernel; the phase structure follows the host dialect (codegen/cpp_source.cpp): each live
 // kReduce is a pass over the row, row-invariant expressions are computed once per row before the
 // first pass that needs them, varying ones inside each pass that needs them.
-void emit_row(std::ostringstream& os, const Kernel& k, const Gen& g) {
-  std::vector<std::string> in_names = emit_prologue(os, k, g);
-  const size_t rank = k.shape.size(), outer = k.outer_rank();
-  const size_t n = k.body.size();
-  std::vector<bool> varies(n, false);
-  for (size_t i = 0; i < n; ++i) {
-    const ScalarExpr& e = k.body.at(static_cast<int>(i));
-    if (e.kind == ScalarKind::kLoad || e.kind == ScalarKind::kSymbol) {
-      std::vector<std::string> names;
-      e.address.collect_symbols(names);
-      for (const auto& name : names) {
-        size_t d;
-        if (is_loop_var(name, &d) && d >= outer) varies[i] = true;
-      }
-    } else if (e.kind != ScalarKind::kReduce) {
-      for (int a : e.args) varies[i] = varies[i] || varies[a];
-    }
+//
+// The row comes in two variants. The first keeps every costly varying value a pass computes in
+// registers (unrolled per-thread arrays), so later passes neither reload the input nor
+// recompute; it applies when the row has at most R elements per thread. Rows over one
+// (innermost) dim whose length is a multiple of V = 16 bytes / output element take them as
+// V consecutive elements per thread and chunk: unit-stride loads are 16-byte loads and the store
+// a 16-byte store. Longer rows take block-strided passes that recompute.
+class RowEmitter {
+ public:
+  RowEmitter(std::ostringstream& os, const Kernel& k, const Gen& g)
+      : os_(os), k_(k), g_(g), rank_(k.shape.size()), outer_(k.outer_rank()), n_(k.body.size()) {}
+
+  void emit() {
+    in_names_ = emit_prologue(os_, k_, g_);
+    analyse();
+    os_ << "  const int64_t fe_rows = 1";
+    for (size_t d = 0; d < outer_; ++d) os_ << " * d" << d;
+    os_ << ";\n  const int64_t fe_row_len = 1";
+    for (size_t d = outer_; d < rank_; ++d) os_ << " * d" << d;
+    os_ << ";\n  const bool fe_small_rows = fe_rows + gridDim.x < 0xffffffffLL;\n"
+        << "  const bool fe_small_row = fe_row_len + blockDim.x < 0xffffffffLL;\n"
+        << "  for (int64_t fe_row = blockIdx.x; fe_row < fe_rows; fe_row += gridDim.x) {\n";
+    emit_split(os_, "    ", "fe_row", 0, outer_, "fe_small_rows");
+    for (int cached = 1; cached >= 0; --cached) emit_variant(cached != 0);
+    os_ << "    }\n  }\n}\n";
   }
-  auto needed = [&](int root, bool through) {
-    std::vector<bool> need(n, false);
+
+ private:
+  using Body = std::function<std::string(const std::vector<std::string>&)>;
+
+  const ScalarExpr& expr(size_t i) const { return k_.body.at(static_cast<int>(i)); }
+  DType input_dtype(const ScalarExpr& e) const {
+    return g_.lg.buffers[k_.input_buffers[e.input]].dtype;
+  }
+
+  // What computing `root` needs; `through`: past root's own reduction to its operands.
+  std::vector<bool> needed(int root, bool through) const {
+    std::vector<bool> need(n_, false);
     need[root] = true;
     for (int64_t i = root; i >= 0; --i) {
       if (!need[i]) continue;
-      const ScalarExpr& e = k.body.at(static_cast<int>(i));
+      const ScalarExpr& e = expr(static_cast<size_t>(i));
       if (e.kind == ScalarKind::kReduce && !(through && i == root)) continue;
       for (int a : e.args) need[a] = true;
     }
     return need;
-  };
-  std::vector<bool> live = needed(k.root, false), hoisted(n, false);
-  for (int64_t i = static_cast<int64_t>(n) - 1; i >= 0; --i) {
-    if (!live[i] || k.body.at(static_cast<int>(i)).kind != ScalarKind::kReduce) continue;
-    std::vector<bool> more = needed(static_cast<int>(i), true);
-    for (size_t j = 0; j < n; ++j) live[j] = live[j] || more[j];
   }
-  std::vector<std::string> t(n);
-  for (size_t i = 0; i < n; ++i) t[i] = "t" + std::to_string(i);
 
-  os << "  const int64_t fe_rows = 1";
-  for (size_t d = 0; d < outer; ++d) os << " * d" << d;
-  os << ";\n  const int64_t fe_row_len = 1";
-  for (size_t d = outer; d < rank; ++d) os << " * d" << d;
-  os << ";\n  const bool fe_small_rows = fe_rows + gridDim.x < 0xffffffffLL;\n"
-     << "  const bool fe_small_row = fe_row_len + blockDim.x < 0xffffffffLL;\n"
-     << "  for (int64_t fe_row = blockIdx.x; fe_row < fe_rows; fe_row += gridDim.x) {\n";
-  emit_split(os, "    ", "fe_row", 0, outer, "fe_small_rows");
-
-  // Two variants of the row. The first keeps every costly varying value a pass computes in
-  // registers (unrolled per-thread arrays), so later passes neither reload the input nor
-  // recompute; it applies when the row has at most R elements per thread. Rows over one
-  // (innermost) dim whose length is a multiple of V = 16 bytes / output element take them as
-  // V consecutive elements per thread and chunk: unit-stride loads are 16-byte loads and the store
-  // a 16-byte store. Longer rows take block-strided passes that recompute.
-  const size_t last = rank - 1;
-  const size_t ob = dtype_bytes(k.out_dtype);
-  const int V = rank - outer == 1 && ob >= 2 && ob <= 8 ? static_cast<int>(16 / ob) : 1;
-  const int R = (std::max(row_cache(), V) + V - 1) / V * V;
-  std::vector<bool> vec_load(n, false);
-  if (V > 1)
-    for (size_t i = 0; i < n; ++i) {
-      const ScalarExpr& e = k.body.at(static_cast<int>(i));
-      vec_load[i] = live[i] && varies[i] && unit_stride(e, last) &&
-                    dtype_bytes(g.lg.buffers[k.input_buffers[e.input]].dtype) == ob;
+  // Which values vary along the row, which are live, which loads are vector loads; V and R.
+  void analyse() {
+    varies_.assign(n_, false);
+    for (size_t i = 0; i < n_; ++i) {
+      const ScalarExpr& e = expr(i);
+      if (e.kind == ScalarKind::kLoad || e.kind == ScalarKind::kSymbol) {
+        std::vector<std::string> names;
+        e.address.collect_symbols(names);
+        for (const auto& name : names) {
+          size_t d;
+          if (is_loop_var(name, &d) && d >= outer_) varies_[i] = true;
+        }
+      } else if (e.kind != ScalarKind::kReduce) {
+        for (int a : e.args) varies_[i] = varies_[i] || varies_[a];
+      }
     }
-  const std::string xl = "x" + std::to_string(last);
-  using Body = std::function<std::string(const std::vector<std::string>&)>;
-  for (int cached = 1; cached >= 0; --cached) {
-    std::fill(hoisted.begin(), hoisted.end(), false);
-    std::vector<bool> have(n, false);  // cached: value kept from an earlier pass
-    const std::string in = "      ";
-    if (cached) {
-      os << "    if (fe_row_len <= " << R << " * (int64_t)blockDim.x";
-      if (V > 1) {
-        os << " && fe_row_len % " << V << " == 0 && fe_aligned16(out)";
-        std::vector<bool> checked(k.input_buffers.size(), false);
-        for (size_t i = 0; i < n; ++i)
-          if (vec_load[i] && !checked[k.body.at(static_cast<int>(i)).input]) {
-            checked[k.body.at(static_cast<int>(i)).input] = true;
-            os << " && fe_aligned16(" << in_names[k.body.at(static_cast<int>(i)).input] << ")";
+    live_ = needed(k_.root, false);
+    hoisted_.assign(n_, false);
+    for (int64_t i = static_cast<int64_t>(n_) - 1; i >= 0; --i) {
+      if (!live_[i] || expr(static_cast<size_t>(i)).kind != ScalarKind::kReduce) continue;
+      std::vector<bool> more = needed(static_cast<int>(i), true);
+      for (size_t j = 0; j < n_; ++j) live_[j] = live_[j] || more[j];
+    }
+    t_.resize(n_);
+    for (size_t i = 0; i < n_; ++i) t_[i] = "t" + std::to_string(i);
+    last_ = rank_ - 1;
+    const size_t ob = dtype_bytes(k_.out_dtype);
+    V_ = rank_ - outer_ == 1 && ob >= 2 && ob <= 8 ? static_cast<int>(16 / ob) : 1;
+    R_ = (std::max(row_cache(), V_) + V_ - 1) / V_ * V_;
+    vec_load_.assign(n_, false);
+    if (V_ > 1)
+      for (size_t i = 0; i < n_; ++i) {
+        const ScalarExpr& e = expr(i);
+        vec_load_[i] =
+            live_[i] && varies_[i] && unit_stride(e, last_) && dtype_bytes(input_dtype(e)) == ob;
+      }
+    xl_ = "x" + std::to_string(last_);
+  }
+
+  // One variant of the row: its reductions, then the store.
+  void emit_variant(bool cached) {
+    cached_ = cached;
+    std::fill(hoisted_.begin(), hoisted_.end(), false);
+    have_.assign(n_, false);
+    if (cached_) {
+      os_ << "    if (fe_row_len <= " << R_ << " * (int64_t)blockDim.x";
+      if (V_ > 1) {
+        os_ << " && fe_row_len % " << V_ << " == 0 && fe_aligned16(out)";
+        std::vector<bool> checked(k_.input_buffers.size(), false);
+        for (size_t i = 0; i < n_; ++i)
+          if (vec_load_[i] && !checked[expr(i).input]) {
+            checked[expr(i).input] = true;
+            os_ << " && fe_aligned16(" << in_names_[expr(i).input] << ")";
           }
       }
-      os << ") {\n";
-      for (size_t i = 0; i < n; ++i)
-        if (live[i] && varies[i] && worth_caching(k.body.at(static_cast<int>(i))))
-          os << in << *g.em.type(k.body.at(static_cast<int>(i)).dtype) << " fe_c" << i << "[" << R
-             << "];\n";
+      os_ << ") {\n";
+      for (size_t i = 0; i < n_; ++i)
+        if (live_[i] && varies_[i] && worth_caching(expr(i)))
+          os_ << in_ << *g_.em.type(expr(i).dtype) << " fe_c" << i << "[" << R_ << "];\n";
     } else {
-      os << "    } else {\n";
+      os_ << "    } else {\n";
     }
-    // One pass over the row computing what `need` marks; `body` gets the names of the values of
-    // one element (per lane in the vector variant). A store pass writes the root to out.
-    auto pass = [&](const std::vector<bool>& need, int skip, const Body& body, bool store_pass) {
-      for (size_t i = 0; i < n; ++i)
-        if (need[i] && !varies[i] && !hoisted[i] && static_cast<int>(i) != skip &&
-            k.body.at(static_cast<int>(i)).kind != ScalarKind::kReduce) {
-          os << in << g.em.def(k, i, t, in_names, g.ident);
-          hoisted[i] = true;
-        }
-      std::string lp = in + "  ";
-      std::vector<bool> fresh(n, false);
-      if (cached && V > 1) {
-        os << in << "#pragma unroll\n"
-           << in << "for (int fe_k = 0; fe_k < " << R / V << "; ++fe_k) {\n"
-           << lp << "const int64_t fe_j = ((int64_t)fe_k * blockDim.x + threadIdx.x) * " << V
-           << ";\n"
-           << lp << "if (fe_j < fe_row_len) {\n";
-        lp += "  ";
-        os << lp << "const int64_t " << xl << " = fe_j;\n";
-        for (size_t i = 0; i < n; ++i) {
-          if (!need[i] || !vec_load[i] || have[i]) continue;
-          const ScalarExpr& e = k.body.at(static_cast<int>(i));
-          const std::string bty = *g.em.type(g.lg.buffers[k.input_buffers[e.input]].dtype);
-          const std::string& src = in_names[e.input];
-          const std::string a = "fe_a" + std::to_string(i), l = "fe_l" + std::to_string(i);
-          os << lp << "const int64_t " << a << " = " << e.address.to_c_code(g.ident) << ";\n"
-             << lp << "fe_vec<" << bty << ", " << V << "> " << l << ";\n"
-             << lp << "if ((" << a << " & " << V - 1 << ") == 0) " << l << " = *(const fe_vec<"
-             << bty << ", " << V << ">*)(" << src << " + " << a << ");\n"
-             << lp << "else for (int fe_u = 0; fe_u < " << V << "; ++fe_u) " << l
-             << ".v[fe_u] = " << src << "[" << a << " + fe_u];\n";
-        }
-        std::vector<std::string> roots;
-        for (int u = 0; u < V; ++u) {
-          std::vector<std::string> tl = t;
-          for (size_t i = 0; i < n; ++i)
-            if (varies[i]) tl[i] = t[i] + "_" + std::to_string(u);
-          Ident lane = [&, u](const std::string& name) -> std::string {
-            size_t d;
-            if (is_loop_var(name, &d) && d == last)
-              return "(" + xl + " + " + std::to_string(u) + ")";
-            return g.ident(name);
-          };
-          const std::string slot = "[fe_k * " + std::to_string(V) + " + " + std::to_string(u) + "]";
-          for (size_t i = 0; i < n; ++i) {
-            if (!need[i] || !varies[i]) continue;
-            const ScalarExpr& e = k.body.at(static_cast<int>(i));
-            const std::string ty = *g.em.type(e.dtype);
-            if (have[i] && worth_caching(e)) {
-              os << lp << "const " << ty << " " << tl[i] << " = fe_c" << i << slot << ";\n";
-              continue;
-            }
-            if (vec_load[i])
-              os << lp << "const " << ty << " " << tl[i] << " = "
-                 << loaded(g.lg.buffers[k.input_buffers[e.input]].dtype, e.dtype,
-                           "fe_l" + std::to_string(i) + ".v[" + std::to_string(u) + "]")
-                 << ";\n";
-            else
-              os << lp << g.em.def(k, i, tl, in_names, lane);
-            if (worth_caching(e)) {
-              os << lp << "fe_c" << i << slot << " = " << tl[i] << ";\n";
-              fresh[i] = true;
-            }
-          }
-          if (store_pass)
-            roots.push_back(tl[k.root]);
-          else
-            os << lp << body(tl);
-        }
-        if (store_pass) {
-          const std::string oty = *g.em.type(k.out_dtype);
-          os << lp << "fe_vec<" << oty << ", " << V << "> fe_o;\n";
-          for (int u = 0; u < V; ++u)
-            os << lp << store("fe_o.v[" + std::to_string(u) + "]", roots[u]) << "\n";
-          os << lp << "*(fe_vec<" << oty << ", " << V
-             << ">*)(out + fe_row * fe_row_len + fe_j) = fe_o;\n";
-        }
-        os << in << "  }\n" << in << "}\n";
-        for (size_t i = 0; i < n; ++i) have[i] = have[i] || fresh[i];
-        return;
-      }
-      if (cached)
-        os << in << "#pragma unroll\n"
-           << in << "for (int fe_r = 0; fe_r < " << R << "; ++fe_r) {\n"
-           << lp << "const int64_t fe_j = threadIdx.x + (int64_t)fe_r * blockDim.x;\n"
-           << lp << "if (fe_j < fe_row_len) {\n";
-      else
-        os << in << "for (int64_t fe_j = threadIdx.x; fe_j < fe_row_len; fe_j += blockDim.x) {\n";
-      if (cached) lp += "  ";
-      emit_split(os, lp, "fe_j", outer, rank, "fe_small_row");
-      for (size_t i = 0; i < n; ++i) {
-        if (!need[i] || !varies[i]) continue;
-        if (cached && have[i] && worth_caching(k.body.at(static_cast<int>(i)))) {
-          os << lp << "const " << *g.em.type(k.body.at(static_cast<int>(i)).dtype) << " " << t[i]
-             << " = fe_c" << i << "[fe_r];\n";
-          continue;
-        }
-        os << lp << g.em.def(k, i, t, in_names, g.ident);
-        if (cached && worth_caching(k.body.at(static_cast<int>(i)))) {
-          os << lp << "fe_c" << i << "[fe_r] = " << t[i] << ";\n";
-          fresh[i] = true;
-        }
-      }
-      for (size_t i = 0; i < n; ++i) have[i] = have[i] || fresh[i];
-      const std::string b =
-          store_pass ? store("out[fe_row * fe_row_len + fe_j]", t[k.root]) + "\n" : body(t);
-      os << lp << b << (cached ? in + "  }\n" : "") << in << "}\n";
-    };
-
-    for (size_t i = 0; i < n; ++i) {
-      const ScalarExpr& e = k.body.at(static_cast<int>(i));
-      if (!live[i] || e.kind != ScalarKind::kReduce) continue;
-      const std::string ty = *g.em.type(e.dtype);
-      const std::string& acc = t[i];
-      if (e.fn == "sum") {
-        os << in << ty << " " << acc << "_p = 0;\n";
-        pass(
-            needed(static_cast<int>(i), true), static_cast<int>(i),
-            [&](const std::vector<std::string>& nm) {
-              return acc + "_p += " + nm[e.args[0]] + ";\n";
-            },
-            false);
-        os << in << "const " << ty << " " << acc << " = fe_block_sum<" << ty << ">(" << acc
-           << "_p);\n";
-      } else {
-        // max / min ignore NaN in the comparisons and propagate it through a flag, as on the host.
-        bool mx = e.fn == "max";
-        os << in << ty << " " << acc << "_p = " << (mx ? "-" : "") << "fe_inf<" << ty << ">();\n"
-           << in << "int " << acc << "_nan = 0;\n";
-        pass(
-            needed(static_cast<int>(i), true), static_cast<int>(i),
-            [&](const std::vector<std::string>& nm) {
-              const std::string& v = nm[e.args[0]];
-              return acc + "_p = " + v + (mx ? " > " : " < ") + acc + "_p ? " + v + " : " + acc +
-                     "_p; " + acc + "_nan |= " + v + " != " + v + ";\n";
-            },
-            false);
-        os << in << ty << " " << acc << " = fe_block_" << (mx ? "max" : "min") << "<" << ty << ">("
-           << acc << "_p);\n"
-           << in << "if (__syncthreads_or(" << acc << "_nan)) " << acc << " = fe_nan<" << ty
-           << ">();\n";
-      }
-    }
-    std::vector<bool> store_need = needed(k.root, false);
-    if (k.per_row) {
-      for (size_t i = 0; i < n; ++i)
-        if (store_need[i] && !hoisted[i] &&
-            k.body.at(static_cast<int>(i)).kind != ScalarKind::kReduce)
-          os << in << g.em.def(k, i, t, in_names, g.ident);
-      os << in << "if (threadIdx.x == 0) " << store("out[fe_row]", t[k.root]) << "\n";
+    for (size_t i = 0; i < n_; ++i)
+      if (live_[i] && expr(i).kind == ScalarKind::kReduce) emit_reduction(i);
+    std::vector<bool> store_need = needed(k_.root, false);
+    if (k_.per_row) {
+      for (size_t i = 0; i < n_; ++i)
+        if (store_need[i] && !hoisted_[i] && expr(i).kind != ScalarKind::kReduce)
+          os_ << in_ << g_.em.def(k_, i, t_, in_names_, g_.ident);
+      os_ << in_ << "if (threadIdx.x == 0) " << store("out[fe_row]", t_[k_.root]) << "\n";
     } else {
       pass(store_need, -1, nullptr, true);
     }
   }
-  os << "    }\n  }\n}\n";
+
+  // Reduction i: a pass accumulating per thread, then the block's result.
+  void emit_reduction(size_t i) {
+    const ScalarExpr& e = expr(i);
+    const std::string ty = *g_.em.type(e.dtype);
+    const std::string& acc = t_[i];
+    if (e.fn == "sum") {
+      os_ << in_ << ty << " " << acc << "_p = 0;\n";
+      pass(
+          needed(static_cast<int>(i), true), static_cast<int>(i),
+          [&](const std::vector<std::string>& nm) {
+            return acc + "_p += " + nm[e.args[0]] + ";\n";
+          },
+          false);
+      os_ << in_ << "const " << ty << " " << acc << " = fe_block_sum<" << ty << ">(" << acc
+          << "_p);\n";
+      return;
+    }
+    // max / min ignore NaN in the comparisons and propagate it through a flag, as on the host.
+    bool mx = e.fn == "max";
+    os_ << in_ << ty << " " << acc << "_p = " << (mx ? "-" : "") << "fe_inf<" << ty << ">();\n"
+        << in_ << "int " << acc << "_nan = 0;\n";
+    pass(
+        needed(static_cast<int>(i), true), static_cast<int>(i),
+        [&](const std::vector<std::string>& nm) {
+          const std::string& v = nm[e.args[0]];
+          return acc + "_p = " + v + (mx ? " > " : " < ") + acc + "_p ? " + v + " : " + acc +
+                 "_p; " + acc + "_nan |= " + v + " != " + v + ";\n";
+        },
+        false);
+    os_ << in_ << ty << " " << acc << " = fe_block_" << (mx ? "max" : "min") << "<" << ty << ">("
+        << acc << "_p);\n"
+        << in_ << "if (__syncthreads_or(" << acc << "_nan)) " << acc << " = fe_nan<" << ty
+        << ">();\n";
+  }
+
+  // One pass over the row computing what `need` marks; `body` gets the names of the values of
+  // one element (per lane in the vector variant). A store pass writes the root to out.
+  void pass(const std::vector<bool>& need, int skip, const Body& body, bool store_pass) {
+    for (size_t i = 0; i < n_; ++i)
+      if (need[i] && !varies_[i] && !hoisted_[i] && static_cast<int>(i) != skip &&
+          expr(i).kind != ScalarKind::kReduce) {
+        os_ << in_ << g_.em.def(k_, i, t_, in_names_, g_.ident);
+        hoisted_[i] = true;
+      }
+    std::vector<bool> fresh(n_, false);
+    if (cached_ && V_ > 1)
+      vector_pass(need, body, store_pass, fresh);
+    else
+      scalar_pass(need, body, store_pass, fresh);
+    for (size_t i = 0; i < n_; ++i) have_[i] = have_[i] || fresh[i];
+  }
+
+  // The cached variant over V consecutive elements per thread and chunk.
+  void vector_pass(const std::vector<bool>& need, const Body& body, bool store_pass,
+                   std::vector<bool>& fresh) {
+    std::string lp = in_ + "  ";
+    os_ << in_ << "#pragma unroll\n"
+        << in_ << "for (int fe_k = 0; fe_k < " << R_ / V_ << "; ++fe_k) {\n"
+        << lp << "const int64_t fe_j = ((int64_t)fe_k * blockDim.x + threadIdx.x) * " << V_ << ";\n"
+        << lp << "if (fe_j < fe_row_len) {\n";
+    lp += "  ";
+    os_ << lp << "const int64_t " << xl_ << " = fe_j;\n";
+    emit_vector_loads(need, lp);
+    std::vector<std::string> roots;
+    for (int u = 0; u < V_; ++u) {
+      std::vector<std::string> tl = t_;
+      for (size_t i = 0; i < n_; ++i)
+        if (varies_[i]) tl[i] = t_[i] + "_" + std::to_string(u);
+      emit_lane(need, u, tl, lp, fresh);
+      if (store_pass)
+        roots.push_back(tl[k_.root]);
+      else
+        os_ << lp << body(tl);
+    }
+    if (store_pass) {
+      const std::string oty = *g_.em.type(k_.out_dtype);
+      os_ << lp << "fe_vec<" << oty << ", " << V_ << "> fe_o;\n";
+      for (int u = 0; u < V_; ++u)
+        os_ << lp << store("fe_o.v[" + std::to_string(u) + "]", roots[u]) << "\n";
+      os_ << lp << "*(fe_vec<" << oty << ", " << V_
+          << ">*)(out + fe_row * fe_row_len + fe_j) = fe_o;\n";
+    }
+    os_ << in_ << "  }\n" << in_ << "}\n";
+  }
+
+  // The vector loads a vector pass needs that no earlier pass kept.
+  void emit_vector_loads(const std::vector<bool>& need, const std::string& lp) {
+    for (size_t i = 0; i < n_; ++i) {
+      if (!need[i] || !vec_load_[i] || have_[i]) continue;
+      const ScalarExpr& e = expr(i);
+      const std::string bty = *g_.em.type(input_dtype(e));
+      const std::string& src = in_names_[e.input];
+      const std::string a = "fe_a" + std::to_string(i), l = "fe_l" + std::to_string(i);
+      os_ << lp << "const int64_t " << a << " = " << e.address.to_c_code(g_.ident) << ";\n"
+          << lp << "fe_vec<" << bty << ", " << V_ << "> " << l << ";\n"
+          << lp << "if ((" << a << " & " << V_ - 1 << ") == 0) " << l << " = *(const fe_vec<" << bty
+          << ", " << V_ << ">*)(" << src << " + " << a << ");\n"
+          << lp << "else for (int fe_u = 0; fe_u < " << V_ << "; ++fe_u) " << l
+          << ".v[fe_u] = " << src << "[" << a << " + fe_u];\n";
+    }
+  }
+
+  // The varying values of lane u of a vector pass, named `tl`.
+  void emit_lane(const std::vector<bool>& need, int u, const std::vector<std::string>& tl,
+                 const std::string& lp, std::vector<bool>& fresh) {
+    Ident lane = [&, u](const std::string& name) -> std::string {
+      size_t d;
+      if (is_loop_var(name, &d) && d == last_) return "(" + xl_ + " + " + std::to_string(u) + ")";
+      return g_.ident(name);
+    };
+    const std::string slot = "[fe_k * " + std::to_string(V_) + " + " + std::to_string(u) + "]";
+    for (size_t i = 0; i < n_; ++i) {
+      if (!need[i] || !varies_[i]) continue;
+      const ScalarExpr& e = expr(i);
+      const std::string ty = *g_.em.type(e.dtype);
+      if (have_[i] && worth_caching(e)) {
+        os_ << lp << "const " << ty << " " << tl[i] << " = fe_c" << i << slot << ";\n";
+        continue;
+      }
+      if (vec_load_[i])
+        os_ << lp << "const " << ty << " " << tl[i] << " = "
+            << loaded(input_dtype(e), e.dtype,
+                      "fe_l" + std::to_string(i) + ".v[" + std::to_string(u) + "]")
+            << ";\n";
+      else
+        os_ << lp << g_.em.def(k_, i, tl, in_names_, lane);
+      if (worth_caching(e)) {
+        os_ << lp << "fe_c" << i << slot << " = " << tl[i] << ";\n";
+        fresh[i] = true;
+      }
+    }
+  }
+
+  // A pass of one element per thread: unrolled over R register slots in the cached variant,
+  // block-strided in the other.
+  void scalar_pass(const std::vector<bool>& need, const Body& body, bool store_pass,
+                   std::vector<bool>& fresh) {
+    std::string lp = in_ + "  ";
+    if (cached_)
+      os_ << in_ << "#pragma unroll\n"
+          << in_ << "for (int fe_r = 0; fe_r < " << R_ << "; ++fe_r) {\n"
+          << lp << "const int64_t fe_j = threadIdx.x + (int64_t)fe_r * blockDim.x;\n"
+          << lp << "if (fe_j < fe_row_len) {\n";
+    else
+      os_ << in_ << "for (int64_t fe_j = threadIdx.x; fe_j < fe_row_len; fe_j += blockDim.x) {\n";
+    if (cached_) lp += "  ";
+    emit_split(os_, lp, "fe_j", outer_, rank_, "fe_small_row");
+    for (size_t i = 0; i < n_; ++i) {
+      if (!need[i] || !varies_[i]) continue;
+      if (cached_ && have_[i] && worth_caching(expr(i))) {
+        os_ << lp << "const " << *g_.em.type(expr(i).dtype) << " " << t_[i] << " = fe_c" << i
+            << "[fe_r];\n";
+        continue;
+      }
+      os_ << lp << g_.em.def(k_, i, t_, in_names_, g_.ident);
+      if (cached_ && worth_caching(expr(i))) {
+        os_ << lp << "fe_c" << i << "[fe_r] = " << t_[i] << ";\n";
+        fresh[i] = true;
+      }
+    }
+    const std::string b =
+        store_pass ? store("out[fe_row * fe_row_len + fe_j]", t_[k_.root]) + "\n" : body(t_);
+    os_ << lp << b << (cached_ ? in_ + "  }\n" : "") << in_ << "}\n";
+  }
+
+  std::ostringstream& os_;
+  const Kernel& k_;
+  const Gen& g_;
+  const size_t rank_, outer_, n_;
+  size_t last_ = 0;
+  std::vector<std::string> in_names_, t_;
+  std::vector<bool> varies_, live_, vec_load_;
+  std::vector<bool> hoisted_;  // row-invariant values computed in this variant
+  std::vector<bool> have_;     // cached variant: values kept in registers by an earlier pass
+  int V_ = 1, R_ = 1;
+  bool cached_ = true;
+  std::string xl_;
+  const std::string in_ = "      ";
+};
+
+void emit_row(std::ostringstream& os, const Kernel& k, const Gen& g) {
+  RowEmitter(os, k, g).emit();
 }
 
 int env_int(const char* name, int def, int lo, int hi) {
