@@ -7,6 +7,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "frontend/onnx/importer.h"
 #include "ops/context.h"
 #include "ops/op_schema.h"
 #include "runtime/precision.h"
@@ -17,9 +18,9 @@ namespace ferrite::py {
 
 namespace {
 
-// Default-domain opset the builder's nodes are read at (Reduce* take axes as inputs, Split takes
-// num_outputs) and the version of the internal "ferrite" domain.
-constexpr int kBuilderOpset = 18;
+// Default-domain opset the builder's nodes are read at: the newest ferrite supports (Reduce* take
+// axes as inputs, Gelu exists), and the version of the internal "ferrite" domain.
+constexpr int kBuilderOpset = kMaxOnnxOpset;
 constexpr int kFerriteDomainVersion = 1;
 
 Dim dim_from_py(nb::handle h) {

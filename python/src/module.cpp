@@ -33,6 +33,8 @@ NB_MODULE(_core, m) {
   using namespace ferrite;
   using namespace ferrite::py;
   m.doc() = "ferrite's C++ runtime (use the `ferrite` package, not this module)";
+  // Sessions may live in torch.compile's caches until the interpreter exits; that is not a leak.
+  nb::set_leak_warnings(false);
   auto base = nb::exception<FerriteError>(m, "FerriteError", PyExc_RuntimeError);
   nb::exception<UnsupportedError>(m, "UnsupportedError", base.ptr());
   m.def(

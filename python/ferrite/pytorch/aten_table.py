@@ -99,16 +99,17 @@ def why_unsupported(node: torch.fx.Node) -> Optional[str]:
     if entry is None:
         return f"no ferrite translation for {node.target}"
     val = fake_value(node)
-    tensors = _tensors_of(val)
-    for a in node.all_input_nodes:
-        tensors += _tensors_of(fake_value(a))
-    for t in tensors:
+    inputs = [t for a in node.all_input_nodes for t in _tensors_of(fake_value(a))]
+    outputs = _tensors_of(val)
+    for t in inputs + outputs:
         if t.dtype not in TORCH_TO_FERRITE:
             return f"dtype {t.dtype} is not supported by ferrite"
-        if t.dtype not in entry.dtypes:
-            return f"{node.target} is not supported for {t.dtype}"
         if t.device.type not in ("cpu", "cuda", "meta"):
             return f"tensor on device {t.device}"
+    # The entry's dtypes are those of its tensor operands (of its results when it has none).
+    for t in inputs or outputs:
+        if t.dtype not in entry.dtypes:
+            return f"{node.target} is not supported for {t.dtype}"
     if val is None and node.users:
         return "no fake value (shape unknown)"
     if entry.check is not None:

@@ -23,7 +23,8 @@ def _decompositions() -> Dict[Any, Callable]:
     from .aten_table import table
 
     mine = table()
-    return {op: fn for op, fn in core_aten_decompositions().items() if op not in mine}
+    decomps = {op: fn for op, fn in core_aten_decompositions().items() if op not in mine}
+    return decomps
 
 
 def _static_indices(example_inputs: Sequence[Any]) -> Set[int]:

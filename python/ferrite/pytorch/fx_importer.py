@@ -156,7 +156,7 @@ class ImportContext:
             t = torch.tensor(value, dtype=torch.bfloat16)
             vid = self.b.add_constant("c", t)
         else:
-            vid = self.b.add_constant("c", np.ascontiguousarray(arr))
+            vid = self.b.add_constant("c", np.require(arr, requirements="C"))
         self._const_cache[key] = vid
         return vid
 

@@ -23,7 +23,7 @@ _TRIVIAL = {
     A.view.default, A._unsafe_view.default, A.reshape.default, A.permute.default, A.t.default,
     A.transpose.int, A.expand.default, A.unsqueeze.default, A.squeeze.dim, A.squeeze.dims,
     A.squeeze.default, A.clone.default, A.alias.default, A.detach.default, A.slice.Tensor,
-    A.select.int, A._assert_tensor_metadata.default, A.lift_fresh_copy.default, operator.getitem,
+    A.select.int, A.lift_fresh_copy.default, operator.getitem,
 }
 
 

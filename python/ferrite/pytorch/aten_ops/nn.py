@@ -1,5 +1,6 @@
 """Neural-network ATen ops: convolution, matrix products, normalisation, softmax, pooling,
-embedding, attention, resizing and padding. Each stays one fused-friendly ferrite op where ferrite
+embedding, attention and padding (upsampling reaches the table as _unsafe_index arithmetic:
+PyTorch decomposes it at the Autograd key while tracing). Each stays one fused-friendly ferrite op where ferrite
 has one (Conv, Gemm/MatMul, LayerNormalization, BatchNormalization, Softmax, ferrite.Attention)."""
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def mm(ctx, node, a, b):
     return ctx.op("MatMul", [a.id, b.id])
 
 
-@aten(A.bmm.default, A.matmul.default, dtypes=FLOATS)
+@aten(A.bmm.default, dtypes=FLOATS)
 def bmm(ctx, node, a, b):
     return ctx.op("MatMul", [a.id, b.id])
 
@@ -82,12 +83,6 @@ def baddbmm(ctx, node, bias, a, b, beta=1, alpha=1):
         return p
     c = bias.id if beta == 1 else ctx.op("Mul", [bias.id, ctx.const(beta, dt)])
     return ctx.op("Add", [c, p])
-
-
-@aten(A.linear.default, dtypes=FLOATS)
-def linear(ctx, node, x, w, b=None):
-    y = ctx.op("MatMul", [x.id, ctx.op("Transpose", [w.id], perm=[1, 0])])
-    return ctx.op("Add", [y, b.id]) if b is not None else y
 
 
 # ---- normalisation -----------------------------------------------------------------------------
@@ -116,18 +111,6 @@ def batch_norm_inference(ctx, node, x, w, b, mean, var, momentum, eps):
     b_id = b.id if b is not None else _ones(ctx, c, mean.dtype, 0.0)
     y = ctx.op("BatchNormalization", [x.id, w_id, b_id, mean.id, var.id], epsilon=float(eps))
     return (y, None, None)
-
-
-def _bn_check(node):
-    if len(node.args) > 5 and node.args[5]:
-        return "batch norm in training mode (statistics of the batch) is not supported"
-    return None
-
-
-@aten(A.native_batch_norm.default, A._native_batch_norm_legit.default, check=_bn_check,
-      dtypes=FLOATS)
-def native_batch_norm(ctx, node, x, w, b, mean, var, training, momentum, eps):
-    return batch_norm_inference(ctx, node, x, w, b, mean, var, momentum, eps)
 
 
 @aten(A.native_group_norm.default, dtypes=FLOATS)
@@ -186,11 +169,6 @@ def max_pool_with_indices(ctx, node, x, kernel, stride=(), padding=(0,), dilatio
                           ceil_mode=False):
     return (ctx.op("MaxPool", [x.id], **_pool_attrs(x, kernel, stride, padding, ceil_mode,
                                                      dilation)), None)
-
-
-@aten(A.max_pool2d.default, dtypes=FLOATS)
-def max_pool2d(ctx, node, x, kernel, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
-    return ctx.op("MaxPool", [x.id], **_pool_attrs(x, kernel, stride, padding, ceil_mode, dilation))
 
 
 def _avgpool_check(node):
@@ -302,35 +280,7 @@ def sdpa_cudnn(ctx, node, q, k, v, attn_bias, compute_log_sumexp, dropout_p=0.0,
     return (_attention(ctx, node, q, k, v, attn_bias, is_causal, scale),) + (None,) * 8
 
 
-@aten(A.scaled_dot_product_attention.default, check=_sdpa_check, dtypes=FLOATS)
-def sdpa(ctx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-         enable_gqa=False):
-    return _attention(ctx, node, q, k, v, attn_mask, is_causal, scale, enable_gqa)
-
-
 # ---- resizing and padding ----------------------------------------------------------------------
-def _resize(ctx, node, x, mode, align_corners=None):
-    out = fake_value(node).shape
-    sizes = ctx.shape_value(list(out))
-    attrs = dict(mode=mode)
-    if mode == "nearest":
-        attrs.update(coordinate_transformation_mode="asymmetric", nearest_mode="floor")
-    else:
-        attrs["coordinate_transformation_mode"] = "align_corners" if align_corners else \
-            "pytorch_half_pixel"
-    return ctx.op("Resize", [x.id, None, None, sizes], **attrs)
-
-
-@aten(A.upsample_nearest2d.default, A.upsample_nearest2d.vec, dtypes=FLOATS)
-def upsample_nearest2d(ctx, node, x, *args):
-    return _resize(ctx, node, x, "nearest")
-
-
-@aten(A.upsample_bilinear2d.default, A.upsample_bilinear2d.vec, dtypes=FLOATS)
-def upsample_bilinear2d(ctx, node, x, output_size, align_corners, *args):
-    return _resize(ctx, node, x, "linear", align_corners)
-
-
 @aten(A.constant_pad_nd.default)
 def constant_pad_nd(ctx, node, x, pad, value=0):
     pads = _onnx_pads(x.rank, pad)

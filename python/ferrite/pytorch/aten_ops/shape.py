@@ -176,38 +176,42 @@ def select(ctx, node, x, dim, index):
 
 
 def _index_check(node):
-    indices = node.args[1]
-    present = [i for i, t in enumerate(indices) if t is not None]
-    for i in present:
-        v = fake_value(indices[i])
-        if v.dtype == torch.bool:
+    for t in node.args[1]:
+        if t is not None and fake_value(t).dtype == torch.bool:
             return "boolean-mask indexing (data-dependent shape)"
-    if len(present) > 1 and present != list(range(present[0], present[0] + len(present))):
-        return "advanced indexing with non-adjacent index tensors"
-    if len(present) > 1 and present[0] != 0:
-        return "advanced indexing with several index tensors not starting at dim 0"
     return None
 
 
-@aten(A.index.Tensor, check=_index_check)
+@aten(A.index.Tensor, A._unsafe_index.Tensor, check=_index_check)
 def index(ctx, node, x, indices):
-    present = [(i, t) for i, t in enumerate(indices) if t is not None]
+    present = [i for i, t in enumerate(indices) if t is not None]
     if len(present) == 1:
-        axis, idx = present[0]
-        return ctx.op("Gather", [x.id, ctx.cast(idx.id, torch.int64)], axis=axis)
-    # Several index tensors at dims 0..m-1: broadcast them, stack on a new last axis, GatherND.
+        axis = present[0]
+        return ctx.op("Gather", [x.id, ctx.cast(indices[axis].id, torch.int64)], axis=axis)
+    # Several index tensors: move their dims to the front, broadcast and stack the indices on a
+    # new last axis, GatherND, then put the indexed dims where torch does (in place of the first
+    # index when the index dims are adjacent, in front otherwise).
     m = len(present)
-    shape = torch.broadcast_shapes(*[tuple(t.shape) for _, t in present])
+    others = [d for d in range(x.rank) if d not in present]
+    xt = x.id if present == list(range(m)) else ctx.op("Transpose", [x.id], perm=present + others)
+    shape = torch.broadcast_shapes(*[tuple(indices[i].shape) for i in present])
     target = ctx.shape_value(list(shape))
     last = ctx.const_i64([-1])
-    parts = [ctx.op("Unsqueeze", [ctx.op("Expand", [ctx.cast(t.id, torch.int64), target]), last])
-             for _, t in present]
-    stacked = ctx.op("Concat", parts, axis=-1) if m > 1 else parts[0]
+    parts = [ctx.op("Unsqueeze", [ctx.op("Expand", [ctx.cast(indices[i].id, torch.int64), target]),
+                                  last]) for i in present]
+    stacked = ctx.op("Concat", parts, axis=-1)
     # GatherND does not wrap negative indices: add the dim size where negative.
-    dims = ctx.op("Shape", [x.id], start=0, end=m)
+    dims = ctx.op("Shape", [xt], start=0, end=m)
     wrapped = ctx.op("Where", [ctx.op("Less", [stacked, ctx.const(0, torch.int64)]),
                                ctx.op("Add", [stacked, dims]), stacked])
-    return ctx.op("GatherND", [x.id, wrapped])
+    y = ctx.op("GatherND", [xt, wrapped])
+    adjacent = present == list(range(present[0], present[0] + m))
+    k = present[0]
+    if not adjacent or k == 0:
+        return y
+    nb = len(shape)
+    perm = [nb + i for i in range(k)] + list(range(nb)) + [nb + i for i in range(k, len(others))]
+    return ctx.op("Transpose", [y], perm=perm)
 
 
 @aten(A.index_select.default)
@@ -359,9 +363,3 @@ def arange(ctx, node, *args, **kwargs):
         return ctx.const(v if not isinstance(v, (Sym, torch.SymInt)) else static_int(v), dt)
 
     return ctx.op("Range", [scalar(start), scalar(end), scalar(step)])
-
-
-# ---- no-ops ------------------------------------------------------------------------------------
-@aten(A._assert_tensor_metadata.default)
-def assert_metadata(ctx, node, *args, **kwargs):
-    return None
