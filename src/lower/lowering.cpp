@@ -90,6 +90,25 @@ class Lowerer {
     return true;
   }
 
+  // Whether a contiguous view spans its whole buffer. A prefix slice (x[0:k]) is contiguous at
+  // offset 0 but holds fewer elements: a consumer that takes buffers whole (library steps,
+  // graph outputs) needs it copied out.
+  bool covers_buffer(const Lowered& l) const {
+    if (!l.dims_known) return true;
+    const Shape& b = out_.buffers[l.buffer].shape;
+    if (!b.rank_known()) return false;
+    SymExpr view(1), whole(1);
+    for (const Dim& d : l.dims) {
+      if (!d.is_known()) return false;
+      view = view * d.expr();
+    }
+    for (const Dim& d : b.dims()) {
+      if (!d.is_known()) return false;
+      whole = whole * d.expr();
+    }
+    return view == whole;
+  }
+
   // Materializes `l` into a fresh contiguous buffer with a generated kernel.
   int materialize(Lowered& l, Buffer::Kind kind, const Value* v, const std::string& name) {
     Kernel k;
@@ -129,7 +148,7 @@ class Lowerer {
   // A buffer that holds exactly `v` (contiguous), realizing or copying as needed.
   Expected<int> realize_contiguous(const Value* v) {
     Lowered& l = values_.at(v);
-    if (l.realized() && is_contiguous(l)) return l.buffer;
+    if (l.realized() && is_contiguous(l) && covers_buffer(l)) return l.buffer;
     if (!l.dims_known) return err("internal: cannot realize '", v->name, "' with unknown dims");
     return materialize(l, Buffer::Kind::kIntermediate, v, v->name);
   }
@@ -137,12 +156,13 @@ class Lowerer {
   // Graph outputs get a buffer of their own (never an alias of an input or constant).
   Expected<int> realize_owned(const Value* v) {
     Lowered& l = values_.at(v);
-    if (l.realized() && is_contiguous(l) && out_.buffers[l.buffer].value == v &&
+    if (l.realized() && is_contiguous(l) && covers_buffer(l) && out_.buffers[l.buffer].value == v &&
         out_.buffers[l.buffer].kind == Buffer::Kind::kIntermediate) {
       out_.buffers[l.buffer].kind = Buffer::Kind::kOutput;
       return l.buffer;
     }
-    if (l.realized() && is_contiguous(l) && out_.buffers[l.buffer].kind == Buffer::Kind::kOutput)
+    if (l.realized() && is_contiguous(l) && covers_buffer(l) &&
+        out_.buffers[l.buffer].kind == Buffer::Kind::kOutput)
       return l.buffer;
     if (!l.dims_known) return err("internal: output '", v->name, "' has unknown dims");
     return materialize(l, Buffer::Kind::kOutput, v, v->name);

@@ -34,6 +34,12 @@ def pos(*shape, dtype=torch.float32):
     return r(*shape, lo=0.1, hi=3.0, dtype=dtype)
 
 
+def _setitem(x, key, y):
+    z = x * 2
+    z[key] = y
+    return z + 1
+
+
 # (overloads the case covers, function, inputs factory)
 CASES = [
     ([A.add.Tensor], lambda x, y: x + y, lambda: (r(2, 3, 4), r(4))),
@@ -221,6 +227,12 @@ CASES = [
     ([A.roll.default], lambda x: torch.roll(x + 1, shifts=(1, -2), dims=(0, 1)),
      lambda: (r(4, 5),)),
     ([A.flip.default], lambda x: torch.flip(x + 1, (0, 1)), lambda: (r(3, 4),)),
+    ([A.slice_scatter.default], lambda x, y: _setitem(x, (slice(None), slice(1, 3)), y),
+     lambda: (r(3, 5), r(3, 2))),
+    ([A.select_scatter.default], lambda x, y: _setitem(x, (slice(None), -1), y),
+     lambda: (r(3, 5), r(3))),
+    ([A.as_strided.default], lambda x: torch.as_strided(x + 1, (3, 2), (1, 3)) * 2,
+     lambda: (r(4, 3),)),
     ([A.tril.default], lambda x: torch.tril(x + 1), lambda: (r(4, 4),)),
     ([A.triu.default], lambda x: torch.triu(x + 1, 1), lambda: (r(4, 5),)),
     ([A.cumsum.default], lambda x: torch.cumsum(x, 1), lambda: (r(3, 5),)),

@@ -363,3 +363,79 @@ def arange(ctx, node, *args, **kwargs):
         return ctx.const(v if not isinstance(v, (Sym, torch.SymInt)) else static_int(v), dt)
 
     return ctx.op("Range", [scalar(start), scalar(end), scalar(step)])
+
+
+# ---- scatters into slices and strided views (functionalized in-place writes) -------------------
+@aten(A.slice_scatter.default,
+      check=lambda n: None if (n.args[5] if len(n.args) > 5 else n.kwargs.get("step", 1)) == 1
+      else "slice_scatter with a step")
+def slice_scatter(ctx, node, x, src, dim=0, start=None, end=None, step=1):
+    # x with x[start:end] along dim replaced by src: the parts before and after, and src between.
+    d = _norm(dim, x.rank)
+    start = 0 if start is None else start
+    end = INT64_MAX if end is None else end
+    ax = ctx.const_i64([d])
+    head = ctx.op("Slice", [x.id, ctx.const_i64([0]), ctx.shape_value([start]), ax])
+    tail = ctx.op("Slice", [x.id, ctx.shape_value([end]), ctx.const_i64([INT64_MAX]), ax])
+    return ctx.op("Concat", [head, ctx.cast(src.id, x.dtype), tail], axis=d)
+
+
+@aten(A.select_scatter.default,
+      check=lambda n: None if is_static_int(fake_value(n.args[0]).shape[int(n.args[2])])
+      else "select_scatter over a symbolic dim")
+def select_scatter(ctx, node, x, src, dim, index):
+    d = _norm(dim, x.rank)
+    i = static_int(index)
+    if i < 0:
+        i += static_int(x.shape[d])
+    s = ctx.op("Unsqueeze", [src.id, ctx.const_i64([d])])
+    ax = ctx.const_i64([d])
+    head = ctx.op("Slice", [x.id, ctx.const_i64([0]), ctx.const_i64([i]), ax])
+    tail = ctx.op("Slice", [x.id, ctx.const_i64([i + 1]), ctx.const_i64([INT64_MAX]), ax])
+    return ctx.op("Concat", [head, ctx.cast(s, x.dtype), tail], axis=d)
+
+
+def _as_strided_check(node):
+    x = fake_value(node.args[0])
+    if not all(is_static_int(s) for s in list(x.shape) + list(node.args[1])):
+        return "as_strided with symbolic sizes"
+    if x.numel() > (1 << 22) or fake_value(node).numel() > (1 << 22):
+        return "as_strided over more than 4M elements"
+    return None
+
+
+@aten(A.as_strided.default, check=_as_strided_check)
+def as_strided(ctx, node, x, size, stride, storage_offset=None):
+    """A strided read of x's storage as eager lays it out (the fake value's strides); ferrite's
+    values are contiguous, so each read position is mapped back to x's logical element."""
+    import numpy as np
+
+    xin = fake_value(node.args[0])
+    size = [static_int(s) for s in size]
+    stride = [static_int(s) for s in stride]
+    in_shape = [static_int(s) for s in xin.shape]
+    in_strides = list(xin.stride())
+    n_in = int(np.prod(in_shape)) if in_shape else 1
+    # storage position of each logical element of x, and its inverse
+    pos = np.zeros(in_shape or [1], dtype=np.int64)
+    for k, (n, s) in enumerate(zip(in_shape, in_strides)):
+        pos = pos + (np.arange(n, dtype=np.int64) * s).reshape([-1 if j == k else 1
+                                                                 for j in range(len(in_shape))])
+    pos = pos.reshape(-1)
+    base = int(xin.storage_offset())
+    off = static_int(storage_offset) if storage_offset is not None else base
+    inverse = {base + int(p): i for i, p in enumerate(pos)}  # storage position -> element
+    want = np.full(size or [1], off, dtype=np.int64)
+    for k, (n, s) in enumerate(zip(size, stride)):
+        want = want + (np.arange(n, dtype=np.int64) * s).reshape([-1 if j == k else 1
+                                                                   for j in range(len(size))])
+    flat = want.reshape(-1)
+    try:
+        logical = np.array([inverse[int(p)] for p in flat], dtype=np.int64)
+    except KeyError:
+        raise TranslationError("as_strided reads outside its input's elements")
+    if np.array_equal(logical, np.arange(len(logical))) and len(logical) == n_in:
+        return ctx.op("Reshape", [x.id, ctx.const_i64(size)])
+    src = ctx.op("Reshape", [x.id, ctx.const_i64([-1])])
+    idx = ctx.const(logical.reshape(size).tolist(), torch.int64)
+    return ctx.op("Gather", [src, idx], axis=0)
