@@ -67,6 +67,8 @@ def _text(name):
 
 
 TEXT = ["bert", "gpt2", "t5_encoder", "llama_gqa", "bart"]
+# Dynamo graphs per model where it is not one (graph breaks in the model's Python code).
+GRAPHS = {"bart": 3}
 
 
 def _outputs(o):
@@ -83,20 +85,24 @@ def _run(model, args):
         expected = _outputs(model(*args))
     out, reports, _ = compile_report(model, *args, device="cpu")
     assert_close(_outputs(out), expected, **MODEL_TOL[torch.float32])
-    partitions = sum(len(r.partitions) for r in reports)
+    per_graph = [len(r.partitions) for r in reports]
     eager = {op: e for r in reports for op, e in r.eager_ops.items()}
-    return partitions, eager
+    return per_graph, eager
 
 
 @pytest.mark.parametrize("name", VISION)
 def test_vision_model(name):
-    partitions, eager = _run(*_vision(name))
-    assert partitions == 1, f"{name}: {partitions} partitions, eager ops {eager}"
+    per_graph, eager = _run(*_vision(name))
+    assert per_graph == [1], f"{name}: partitions per graph {per_graph}, eager ops {eager}"
     assert not eager, f"{name}: ops left in eager PyTorch: {eager}"
 
 
 @pytest.mark.parametrize("name", TEXT)
 def test_text_model(name):
-    partitions, eager = _run(*_text(name))
-    assert partitions == 1, f"{name}: {partitions} partitions, eager ops {eager}"
+    per_graph, eager = _run(*_text(name))
+    # Dynamo may split a model into several graphs (BART's decoder: its cache logic breaks the
+    # graph); each graph must be one ferrite partition with nothing left in eager.
+    assert per_graph and all(p == 1 for p in per_graph), \
+        f"{name}: partitions per graph {per_graph}, eager ops {eager}"
+    assert len(per_graph) == GRAPHS.get(name, 1), f"{name}: {len(per_graph)} graphs"
     assert not eager, f"{name}: ops left in eager PyTorch: {eager}"
