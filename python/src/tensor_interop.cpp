@@ -71,7 +71,7 @@ Expected<Tensor> tensor_from_array(const nb::ndarray<>& a, const std::string& wh
     nb::gil_scoped_acquire gil;
     delete keep;
   });
-  return Tensor::over_storage(dtype, std::move(dims), std::move(storage));
+  return Tensor::borrow(dtype, std::move(dims), std::move(storage));
 }
 
 nb::object dim_to_py(const Dim& d) {

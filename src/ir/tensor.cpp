@@ -1,3 +1,4 @@
+#include <atomic>
 #include "ir/tensor.h"
 
 #include <algorithm>
@@ -77,6 +78,14 @@ Tensor Tensor::zeros(DType dtype, std::vector<int64_t> dims) {
   auto t = create(dtype, std::move(dims));
   FERRITE_CHECK(t.has_value());
   return std::move(t).value();
+}
+
+Expected<Tensor> Tensor::borrow(DType dtype, std::vector<int64_t> dims,
+                                std::shared_ptr<uint8_t[]> storage) {
+  static std::atomic<uint64_t> next_id{1};
+  FERRITE_ASSIGN_OR_RETURN(Tensor t, over_storage(dtype, std::move(dims), std::move(storage)));
+  t.borrow_id_ = next_id.fetch_add(1, std::memory_order_relaxed);
+  return t;
 }
 
 Tensor Tensor::reshaped(std::vector<int64_t> dims) const {

@@ -25,6 +25,11 @@ class Tensor {
   // numel(dims) * dtype_size(dtype) bytes; the contents are used as they are.
   static Expected<Tensor> over_storage(DType dtype, std::vector<int64_t> dims,
                                        std::shared_ptr<uint8_t[]> storage);
+  // A tensor over memory the caller owns and may change between runs (a framework's parameters,
+  // bound without a copy). Kernels must not keep copies derived from it keyed by its address:
+  // each borrow has its own id (borrow_id), never reused, for caches of such copies.
+  static Expected<Tensor> borrow(DType dtype, std::vector<int64_t> dims,
+                                 std::shared_ptr<uint8_t[]> storage);
   // For internal use where dims are known to be valid.
   static Tensor zeros(DType dtype, std::vector<int64_t> dims);
   template <class T>
@@ -46,6 +51,8 @@ class Tensor {
   int64_t dim(size_t i) const { return dims_[i]; }
   int64_t numel() const { return numel_; }
   size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
+  bool borrowed() const { return borrow_id_ != 0; }
+  uint64_t borrow_id() const { return borrow_id_; }
 
   void* raw() { return storage_ ? storage_.get() : nullptr; }
   const void* raw() const { return storage_ ? storage_.get() : nullptr; }
@@ -84,6 +91,7 @@ class Tensor {
   DType dtype_ = DType::kUndefined;
   std::vector<int64_t> dims_;
   int64_t numel_ = 0;
+  uint64_t borrow_id_ = 0;  // nonzero: memory the caller owns (borrow)
   std::shared_ptr<uint8_t[]> storage_;
 };
 

@@ -88,9 +88,9 @@ def partition_and_compile(gm: torch.fx.GraphModule, static_indices: Set[int],
                     reason = "a region too small to be worth a ferrite kernel"
                 if not _is_symbolic_scalar(n):
                     report.add_eager(n, reason)
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    static_nodes = {placeholders[i] for i in static_indices if i < len(placeholders)}
     fused = partitioner.fuse_partitions(kept)
+    placeholders = [n for n in fused.graph.nodes if n.op == "placeholder"]
+    static_nodes = {placeholders[i] for i in static_indices if i < len(placeholders)}
     for n in list(fused.graph.nodes):
         if n.op != "call_module" or not n.target.startswith("fused_"):
             continue

@@ -105,6 +105,10 @@ memory::desc strided_desc(const Dims& dims, const Dims& strides);
 
 // True when input `i` of `node` is a graph constant and `t` is its storage (not a copy).
 bool is_constant_input(const Node& node, size_t i, const Tensor& t);
+// Whether a GEMM may keep a reordered copy of its constant B: not when B is borrowed (a
+// framework's parameter bound in place), whose copy would double the model's memory; oneDNN
+// reads it in its stored layout instead.
+bool packable_gemm_weight(const Node& node, size_t i, const Tensor& t);
 
 // Scratch memory of layout `md` in this thread's buffer number `slot` (0..kScratchSlots-1), reused
 // across calls: fresh allocations of activation-sized buffers cost page faults on every run. Valid
