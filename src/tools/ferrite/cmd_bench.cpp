@@ -21,6 +21,7 @@
 
 #include "frontend/onnx/tensor_proto.h"
 #include "runtime/compare.h"
+#include "support/result_dir.h"
 #include "tools/ferrite/cli.h"
 
 namespace ferrite::cli {
@@ -697,10 +698,7 @@ int bench_command(int argc, char** argv) {
             "onnxruntime (>1: ferrite faster)\"";
     }
     js << "}\n";
-    std::ofstream f(json_path);
-    f << js.str();
-    f.close();
-    if (!f) return fail(err("cannot write '", json_path, "'"));
+    if (Status st = write_file_atomic(json_path, js.str()); !st) return fail(st);
   }
   return 0;
 }

@@ -1,12 +1,13 @@
 // `ferrite run`: load once, run once per input set, write outputs and run.json.
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "frontend/onnx/tensor_proto.h"
 #include "passes/pass.h"
 #include "runtime/compare.h"
+#include "support/result_dir.h"
 #include "tools/ferrite/cli.h"
 
 namespace ferrite::cli {
@@ -197,7 +198,9 @@ int run_command(int argc, char** argv) {
                 "the tuning database\n",
                 tuned->kernels_tuned, tuned->configs_timed, tuned->seconds, tuned->kernels_reused);
   if (!out_dir.empty()) {
-    std::ofstream js(out_dir / "run.json");
+    // Built in memory and written last, atomically: a run.json on disk means every output of
+    // this invocation is complete.
+    std::ostringstream js;
     js << "{\"device\": \"" << json_escape(device) << "\", \"model\": \""
        << json_escape(args->positional()[0]) << "\", \"compiles\": " << (*session)->compiles()
        << ", \"load_seconds\": " << load_s << ", \"prepare_seconds\": " << prepare_s
@@ -239,7 +242,7 @@ int run_command(int argc, char** argv) {
          << ", \"configs_timed\": " << tuned->configs_timed
          << ", \"tuning_seconds\": " << tuned->seconds << "}";
     js << "}\n";
-    if (!js) return fail(err("cannot write '", (out_dir / "run.json").string(), "'"));
+    if (Status st = write_file_atomic(out_dir / "run.json", js.str()); !st) return fail(st);
   }
   if (!all_match) {
     std::fprintf(stderr, "error: outputs differ from the expected outputs (see check lines)\n");
