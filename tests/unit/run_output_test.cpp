@@ -1,5 +1,5 @@
 // `ferrite run --output-dir`: every write checked (a full disk is an error, not exit 0), results
-// written atomically (support/result_dir.h).
+// written atomically (support/result_dir.h) and symbolic links inside the directory refused.
 #include <fstream>
 
 #include "cli_util.h"
@@ -72,6 +72,60 @@ TEST(RunOutput, WriteFileIsAtomicAndChecked) {
   auto names = d->list();
   ASSERT_TRUE(names);
   EXPECT_EQ(*names, std::vector<std::string>{"a.txt"});  // no temporary file left
+}
+
+CliResult run_relu(const TempDir& dir, const fs::path& model, const fs::path& out,
+                   const std::string& input = "x=random:2x8") {
+  return run_ferrite(
+      dir, {"run", model.string(), "--input", input, "--quiet", "--output-dir", out.string()});
+}
+
+// Symbolic links planted inside the output directory are refused with an error naming them;
+// nothing is written where they point.
+TEST(RunOutput, SymlinksInsideTheOutputDirAreRefused) {
+  TempDir dir;
+  auto model = dir.write("m.onnx", relu_model());
+  fs::path victim = dir / "victim";
+  fs::create_directories(victim);
+  dir.write("victim/keep.pb", "precious");
+
+  fs::path out_a = dir / "a";
+  fs::create_directories(out_a);
+  fs::create_directory_symlink(victim, out_a / "0");
+  EXPECT_TRUE(
+      clean_failure(run_relu(dir, model, out_a), {(out_a / "0").string(), "symbolic link"}));
+
+  fs::path out_b = dir / "b";
+  fs::create_directories(out_b / "0");
+  fs::create_symlink(victim / "keep.pb", out_b / "0" / "output_0.pb");
+  EXPECT_TRUE(clean_failure(run_relu(dir, model, out_b),
+                            {(out_b / "0" / "output_0.pb").string(), "symbolic link"}));
+
+  fs::path out_c = dir / "c";
+  fs::create_directories(out_c);
+  fs::create_symlink(victim / "run.json", out_c / "run.json");
+  EXPECT_TRUE(
+      clean_failure(run_relu(dir, model, out_c), {(out_c / "run.json").string(), "symbolic link"}));
+
+  // The reproduction: an output file linked to /dev/full.
+  fs::path out_d = dir / "d";
+  fs::create_directories(out_d / "0");
+  fs::create_symlink("/dev/full", out_d / "0" / "output_0.pb");
+  EXPECT_TRUE(clean_failure(run_relu(dir, model, out_d), {"output_0.pb", "symbolic link"}));
+
+  EXPECT_EQ(read_text(victim / "keep.pb"), "precious");
+  std::vector<std::string> in_victim;
+  for (const auto& e : fs::directory_iterator(victim)) in_victim.push_back(e.path().filename());
+  EXPECT_EQ(in_victim, std::vector<std::string>{"keep.pb"});
+
+  // The directory the user names may itself be a link.
+  fs::path real = dir / "real";
+  fs::create_directories(real);
+  fs::create_directory_symlink(real, dir / "link");
+  CliResult ok = run_relu(dir, model, dir / "link");
+  EXPECT_TRUE(ok.exited && ok.code == 0) << ok.err;
+  EXPECT_TRUE(fs::is_regular_file(real / "0" / "output_0.pb"));
+  EXPECT_TRUE(fs::is_regular_file(real / "run.json"));
 }
 
 }  // namespace

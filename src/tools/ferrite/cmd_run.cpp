@@ -7,8 +7,8 @@
 #include "frontend/onnx/tensor_proto.h"
 #include "passes/pass.h"
 #include "runtime/compare.h"
-#include "support/result_dir.h"
 #include "tools/ferrite/cli.h"
+#include "tools/ferrite/run_output.h"
 
 namespace ferrite::cli {
 
@@ -66,6 +66,13 @@ int run_command(int argc, char** argv) {
   if (args->positional().size() != 1) {
     std::fputs(kRunHelp, stderr);
     return fail(Status::error("run takes exactly one MODEL"));
+  }
+  // The output directory is opened (and an unusable one refused) before the model loads.
+  std::optional<RunOutput> output;
+  if (auto dirs = args->all("output-dir"); !dirs.empty()) {
+    auto started = RunOutput::start(dirs.back());
+    if (!started) return fail(started.status());
+    output = std::move(started).value();
   }
   std::string device = args->get("device", "reference");
   auto t0 = std::chrono::steady_clock::now();
@@ -125,13 +132,9 @@ int run_command(int argc, char** argv) {
   }
   if (input_sets.empty()) return fail(Status::error("no inputs: give --inputs DIR or --input SPEC"));
 
-  fs::path out_dir = args->get("output-dir");
-  std::error_code ec;
-  if (!out_dir.empty()) {
-    fs::create_directories(out_dir, ec);
-    if (ec) return fail(err("cannot create output directory '", out_dir.string(), "': ", ec.message()));
-  }
   const Graph& g = (*session)->graph();
+  std::vector<std::string> output_names;
+  for (const Value* v : g.outputs()) output_names.push_back(v->name);
   std::vector<double> seconds;
   std::vector<std::optional<MemoryStats>> memory;  // per run, where the device plans memory
   std::vector<std::optional<TuningStats>> tuning;  // cumulative after each run (--autotune)
@@ -171,15 +174,8 @@ int run_command(int argc, char** argv) {
       if (checks[k].rfind("fail", 0) == 0) all_match = false;
       std::printf("  check: %s\n", checks[k].c_str());
     }
-    if (!out_dir.empty()) {
-      fs::path dir = out_dir / std::to_string(k);
-      fs::create_directories(dir, ec);
-      if (ec) return fail(err("cannot create '", dir.string(), "': ", ec.message()));
-      for (size_t i = 0; i < outs->size(); ++i) {
-        Status st = write_tensor_file(dir / ("output_" + std::to_string(i) + ".pb"),
-                                      g.outputs()[i]->name, (*outs)[i]);
-        if (!st) return fail(st);
-      }
+    if (output) {
+      if (Status st = output->write_outputs(k, output_names, *outs); !st) return fail(st);
     }
   }
   // Devices that compile nothing (the reference interpreter) ignore dump_dir: say so.
@@ -197,7 +193,7 @@ int run_command(int argc, char** argv) {
     std::printf("autotune: %d kernel launches timed (%d configurations, %.3f s), %d reused from "
                 "the tuning database\n",
                 tuned->kernels_tuned, tuned->configs_timed, tuned->seconds, tuned->kernels_reused);
-  if (!out_dir.empty()) {
+  if (output) {
     // Built in memory and written last, atomically: a run.json on disk means every output of
     // this invocation is complete.
     std::ostringstream js;
@@ -242,7 +238,7 @@ int run_command(int argc, char** argv) {
          << ", \"configs_timed\": " << tuned->configs_timed
          << ", \"tuning_seconds\": " << tuned->seconds << "}";
     js << "}\n";
-    if (Status st = write_file_atomic(out_dir / "run.json", js.str()); !st) return fail(st);
+    if (Status st = output->write_run_json(js.str()); !st) return fail(st);
   }
   if (!all_match) {
     std::fprintf(stderr, "error: outputs differ from the expected outputs (see check lines)\n");
