@@ -1,5 +1,7 @@
 // `ferrite run --output-dir`: every write checked (a full disk is an error, not exit 0), results
-// written atomically (support/result_dir.h) and symbolic links inside the directory refused.
+// written atomically (support/result_dir.h), symbolic links inside the directory refused, and
+// nothing of an earlier run left to pass for this one's.
+#include <algorithm>
 #include <fstream>
 
 #include "cli_util.h"
@@ -126,6 +128,40 @@ TEST(RunOutput, SymlinksInsideTheOutputDirAreRefused) {
   EXPECT_TRUE(ok.exited && ok.code == 0) << ok.err;
   EXPECT_TRUE(fs::is_regular_file(real / "0" / "output_0.pb"));
   EXPECT_TRUE(fs::is_regular_file(real / "run.json"));
+}
+
+// What an earlier run left is removed before this one starts: an interrupted or failed rerun
+// leaves no run.json claiming completion and no old outputs beside the new ones.
+TEST(RunOutput, StaleResultsAreRemovedAtStart) {
+  TempDir dir;
+  auto model = dir.write("m.onnx", relu_model());
+  fs::path out = dir / "out";
+  dir.write("out/run.json", "{\"runs\": [{\"check\": \"pass\"}]}");
+  dir.write("out/0/output_0.pb", "old");
+  dir.write("out/0/output_1.pb", "old extra");
+  dir.write("out/0/output_7.pb", "old extra");
+  dir.write("out/0/.output_0.pb.tmp-1-1", "torn write");
+  dir.write("out/0/notes.txt", "the user's");
+  dir.write("out/3/output_0.pb", "old run");
+
+  // This run fails at run time (the input does not fit the model) after the directory was
+  // prepared, as an interrupted one would stop.
+  EXPECT_TRUE(clean_failure(run_relu(dir, model, out, "x=random:2x9"), {"input 'x'"}));
+  EXPECT_FALSE(fs::exists(out / "run.json"));
+  EXPECT_FALSE(fs::exists(out / "0" / "output_0.pb"));
+  EXPECT_FALSE(fs::exists(out / "0" / "output_1.pb"));
+  EXPECT_FALSE(fs::exists(out / "0" / "output_7.pb"));
+  EXPECT_FALSE(fs::exists(out / "0" / ".output_0.pb.tmp-1-1"));
+  EXPECT_FALSE(fs::exists(out / "3"));
+  EXPECT_EQ(read_text(out / "0" / "notes.txt"), "the user's");
+
+  CliResult ok = run_relu(dir, model, out);
+  ASSERT_TRUE(ok.exited && ok.code == 0) << ok.err;
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(out))
+    files.push_back(fs::relative(e.path(), out).string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"0", "0/notes.txt", "0/output_0.pb", "run.json"}));
 }
 
 }  // namespace

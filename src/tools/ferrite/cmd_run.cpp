@@ -67,7 +67,8 @@ int run_command(int argc, char** argv) {
     std::fputs(kRunHelp, stderr);
     return fail(Status::error("run takes exactly one MODEL"));
   }
-  // The output directory is opened (and an unusable one refused) before the model loads.
+  // What an earlier run left in OUT goes before anything else (run_output.h), so that a run
+  // that fails or is interrupted from here on leaves no stale run.json behind.
   std::optional<RunOutput> output;
   if (auto dirs = args->all("output-dir"); !dirs.empty()) {
     auto started = RunOutput::start(dirs.back());

@@ -13,8 +13,10 @@ namespace ferrite::cli {
 
 class RunOutput {
  public:
-  // Opens (creating) `dir`. Below it nothing is followed through a symbolic link: numbered
-  // subdirectories and result files that are links are refused with an error naming them.
+  // Opens (creating) `dir` and clears what an earlier run left there: run.json first (an
+  // interrupted rerun then leaves no old "pass" behind), then every output_<i>.pb and leftover
+  // temporary file in the numbered subdirectories, and numbered subdirectories left empty.
+  // Symbolic links inside `dir` are refused, never followed.
   static Expected<RunOutput> start(const std::filesystem::path& dir);
 
   // OUT/<run>/output_<i>.pb for each output (names[i] is its graph output name).
