@@ -313,11 +313,10 @@ Expected<fs::path> CompileCache::put_file(const CacheKey& key, const fs::path& s
     return s.with_context("compile cache");
   };
 
-  Fd in(::open(source.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!in.valid()) return errno_status("cannot open artifact", source, errno);
   struct stat src_st;
-  if (::fstat(in.get(), &src_st) != 0 || !S_ISREG(src_st.st_mode))
-    return err("artifact '", source.string(), "' is not a regular file");
+  auto opened = open_regular_file(source, &src_st);
+  if (!opened) return opened.status().with_context("artifact");
+  Fd in(*opened);
   if (Status s = ensure_dir(entry.parent_path()); !s.is_ok()) return fail(s);
 
   // The final name depends on the content hash, known only after copying; the temp file is named
@@ -368,14 +367,12 @@ CacheLookup<CachedFile> CompileCache::get_file(const CacheKey& key) {
   auto record = decode_file_record(e.entry.payload, hex);
   if (!record) return reject("malformed artifact record", {});
   fs::path artifact = entry.parent_path() / record->name;
-  Fd fd(::open(artifact.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) {
-    if (errno != ENOENT) {
-      return miss<CachedFile>(CacheOutcome::kIoError,
-                              errno_status("cannot open", artifact, errno).message());
-    }
+  struct stat artifact_st;
+  if (::lstat(artifact.c_str(), &artifact_st) != 0 && errno == ENOENT)
     return reject(str_cat("artifact '", record->name, "' is missing"), {});
-  }
+  auto opened = open_regular_file(artifact, &artifact_st);
+  if (!opened) return miss<CachedFile>(CacheOutcome::kIoError, opened.status().message());
+  Fd fd(*opened);
   auto hashed = hash_stream(fd.get(), artifact, -1, {});
   if (!hashed) return miss<CachedFile>(CacheOutcome::kIoError, hashed.status().message());
   if (hashed->first != record->size)

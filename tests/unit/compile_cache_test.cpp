@@ -1,6 +1,7 @@
 #include "runtime/compile_cache.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "compile_cache_test_util.h"
@@ -302,6 +304,59 @@ TEST(CompileCache, ReadOnlyDirDegrades) {
   EXPECT_FALSE(cache.disk_enabled());
   EXPECT_EQ(w.list->size(), 1u);
   fs::permissions(ro, fs::perms::owner_all);
+}
+
+// Runs `lookup` on another thread; fails the test if it has not returned within 10 seconds, and
+// then releases a reader stuck in open() on `fifo` by opening its write end.
+template <class F>
+void expect_returns_promptly(const fs::path& fifo, F lookup) {
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    lookup();
+    done = true;
+  });
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (!done) {
+    ADD_FAILURE() << "cache lookup blocked on the FIFO " << fifo;
+    int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (w >= 0) ::close(w);
+  }
+  t.join();
+}
+
+// A FIFO (or any non-regular file) where an entry or an artifact should be is a miss, never a
+// read that waits for a writer forever; storing the key again replaces it.
+TEST(CompileCache, FifoInTheCacheIsAMissNotAHang) {
+  TempDir tmp;
+  CompileCache cache(disk_only(tmp.path()));
+  auto blob = key_of("blob");
+  fs::path entry = cache.entry_path(blob);
+  fs::create_directories(entry.parent_path());
+  ASSERT_EQ(::mkfifo(entry.c_str(), 0644), 0);
+  expect_returns_promptly(entry, [&] {
+    auto r = cache.get(blob);
+    EXPECT_FALSE(r.hit());
+    EXPECT_NE(r.reason.find("not a regular file"), std::string::npos) << r.reason;
+  });
+  ASSERT_TRUE(cache.put(blob, "payload").is_ok());
+  EXPECT_TRUE(cache.get(blob).hit());
+
+  // The artifact of a file entry.
+  auto file = key_of("file");
+  auto stored = cache.put_file(file, tmp.write("a.so", "elf"));
+  ASSERT_TRUE(stored.has_value());
+  fs::path artifact = *stored;
+  ASSERT_TRUE(fs::remove(artifact));
+  ASSERT_EQ(::mkfifo(artifact.c_str(), 0644), 0);
+  expect_returns_promptly(artifact, [&] {
+    auto r = cache.get_file(file);
+    EXPECT_FALSE(r.hit());
+    EXPECT_NE(r.reason.find("not a regular file"), std::string::npos) << r.reason;
+  });
+  ASSERT_TRUE(cache.put_file(file, tmp.write("b.so", "elf")).has_value());
+  EXPECT_TRUE(cache.get_file(file).hit());
 }
 
 TEST(CompileCache, WriteFailureAfterStartIsAStatusAndOneWarning) {
