@@ -31,6 +31,9 @@ Registry& registry() {
   return *r;
 }
 
+std::atomic<int> g_interrupt_signal{0};
+std::atomic<bool> g_handling_installed{false};
+
 }  // namespace
 
 void register_temp_dir(const fs::path& dir) {
@@ -70,6 +73,33 @@ void cleanup_registered() {
     // A second pass catches files a dying child created during the first.
     if (!fs::remove_all(dir, ec) || ec) fs::remove_all(dir, ec);
   }
+}
+
+int interrupt_signal() {
+  return g_interrupt_signal.load();
+}
+void set_interrupt_signal(int sig) {
+  g_interrupt_signal.store(sig);
+}
+void set_interrupt_handling_installed() {
+  g_handling_installed.store(true);
+}
+
+void wait_if_interrupted(int child_signal) {
+  if (!g_handling_installed.load() || (child_signal != SIGINT && child_signal != SIGTERM)) return;
+  auto taken = [] {
+    sigset_t pending;
+    return interrupt_signal() != 0 ||
+           (sigpending(&pending) == 0 &&
+            (sigismember(&pending, SIGINT) == 1 || sigismember(&pending, SIGTERM) == 1));
+  };
+  // The process-group signal is generated for ferrite before the child can die of it, but the
+  // signal thread may be between taking it and recording it: allow it a moment.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (!taken() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (!taken()) return;
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
 Expected<TempDirectory> TempDirectory::create(const std::string& prefix) {

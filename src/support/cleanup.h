@@ -56,4 +56,16 @@ void unregister_temp_dir(const std::filesystem::path& dir);
 // registered or removed concurrently.
 void cleanup_registered();
 
+// The signal the interrupt handling took (0: none yet).
+int interrupt_signal();
+void set_interrupt_signal(int sig);
+// Set by the CLI when it installs its interrupt handling (tools/ferrite/interrupt.h).
+void set_interrupt_handling_installed();
+
+// For a caller whose child process died of `child_signal`: when that signal was an interrupt
+// (SIGINT, SIGTERM) that the installed interrupt handling is taking too -- Ctrl-C reaches the
+// whole process group -- this blocks until the handling ends the process, so the caller never
+// reports the child's death as its own failure first. Returns at once otherwise.
+void wait_if_interrupted(int child_signal);
+
 }  // namespace ferrite

@@ -137,6 +137,7 @@ Expected<ProcessResult> run_process(const std::vector<std::string>& argv,
   result.exited = WIFEXITED(status);
   if (result.exited) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  if (!result.exited) wait_if_interrupted(result.signal);
   return result;
 }
 
