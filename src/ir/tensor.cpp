@@ -96,12 +96,25 @@ Tensor Tensor::reshaped(std::vector<int64_t> dims) const {
   return t;
 }
 
-Tensor Tensor::clone() const {
-  auto created = create_uninitialized(dtype_, dims_);
-  FERRITE_CHECK(created.has_value());
-  Tensor t = std::move(created).value();
+Expected<Tensor> Tensor::view(std::vector<int64_t> dims) const {
+  auto n = checked_numel(dims);
+  if (!n || *n != numel_)
+    return err("cannot view ", type_string(), " (", numel_, " elements) as ", dims_to_string(dims));
+  Tensor t = *this;
+  t.dims_ = std::move(dims);
+  return t;
+}
+
+Expected<Tensor> Tensor::try_clone() const {
+  FERRITE_ASSIGN_OR_RETURN(Tensor t, create_uninitialized(dtype_, dims_));
   if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
   return t;
+}
+
+Tensor Tensor::clone() const {
+  auto t = try_clone();
+  FERRITE_CHECK(t.has_value());
+  return std::move(t).value();
 }
 
 int64_t Tensor::int_at(int64_t i) const {

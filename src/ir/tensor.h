@@ -30,7 +30,9 @@ class Tensor {
   // each borrow has its own id (borrow_id), never reused, for caches of such copies.
   static Expected<Tensor> borrow(DType dtype, std::vector<int64_t> dims,
                                  std::shared_ptr<uint8_t[]> storage);
-  // For internal use where dims are known to be valid.
+  // For internal use where dims are known to be valid and small (constants the compiler makes,
+  // tests): aborts when the allocation fails. Sizes that come from a model or its inputs use
+  // create(), which returns the failure.
   static Tensor zeros(DType dtype, std::vector<int64_t> dims);
   template <class T>
   static Tensor from_vector(const std::vector<T>& values, std::vector<int64_t> dims) {
@@ -71,10 +73,14 @@ class Tensor {
     return {data<T>(), static_cast<size_t>(numel_)};
   }
 
-  // Same storage, new dims with equal element count.
+  // Same storage, new dims with equal element count (checked: for dims a kernel validated).
   Tensor reshaped(std::vector<int64_t> dims) const;
-  // Deep copy.
+  // The same as a value: an error naming both shapes when the element counts differ.
+  Expected<Tensor> view(std::vector<int64_t> dims) const;
+  // Deep copy; aborts when the allocation fails (small internal tensors, tests).
   Tensor clone() const;
+  // Deep copy that returns an allocation failure.
+  Expected<Tensor> try_clone() const;
   // Reads element i of an integer or bool tensor as int64 (for shape-like inputs); floats
   // truncate, saturating, with NaN -> 0.
   int64_t int_at(int64_t i) const;

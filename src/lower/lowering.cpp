@@ -81,32 +81,25 @@ class Lowerer {
     return std::find(g_.outputs().begin(), g_.outputs().end(), v) != g_.outputs().end();
   }
 
+  // Whether `l` is its whole buffer in row-major order, so that a library step can take the
+  // buffer itself (viewed with l.dims). Offset 0 and row-major strides are not enough: a prefix
+  // Slice (Shape -> Slice [0:2] -> Concat, as exporters emit for dynamic reshapes) has both but
+  // covers only part of the buffer.
   bool is_contiguous(const Lowered& l) const {
     if (!l.realized() || !l.dims_known) return l.realized();  // unknown dims: library output
     if (l.offset != SymExpr(0)) return false;
     auto c = contiguous(l.dims);
     for (size_t i = 0; i < c.size(); ++i)
       if (l.dims[i].value() != 1 && c[i] != l.strides[i]) return false;
-    return true;
-  }
-
-  // Whether a contiguous view spans its whole buffer. A prefix slice (x[0:k]) is contiguous at
-  // offset 0 but holds fewer elements: a consumer that takes buffers whole (library steps,
-  // graph outputs) needs it copied out.
-  bool covers_buffer(const Lowered& l) const {
-    if (!l.dims_known) return true;
-    const Shape& b = out_.buffers[l.buffer].shape;
-    if (!b.rank_known()) return false;
-    SymExpr view(1), whole(1);
-    for (const Dim& d : l.dims) {
+    const Shape& whole = out_.buffers[l.buffer].shape;
+    if (!whole.rank_known()) return false;
+    SymExpr view_numel(1), buffer_numel(1);
+    for (const Dim& d : l.dims) view_numel = view_numel * d.expr();
+    for (const Dim& d : whole.dims()) {
       if (!d.is_known()) return false;
-      view = view * d.expr();
+      buffer_numel = buffer_numel * d.expr();
     }
-    for (const Dim& d : b.dims()) {
-      if (!d.is_known()) return false;
-      whole = whole * d.expr();
-    }
-    return view == whole;
+    return view_numel == buffer_numel;
   }
 
   // Materializes `l` into a fresh contiguous buffer with a generated kernel.
@@ -148,7 +141,7 @@ class Lowerer {
   // A buffer that holds exactly `v` (contiguous), realizing or copying as needed.
   Expected<int> realize_contiguous(const Value* v) {
     Lowered& l = values_.at(v);
-    if (l.realized() && is_contiguous(l) && covers_buffer(l)) return l.buffer;
+    if (l.realized() && is_contiguous(l)) return l.buffer;
     if (!l.dims_known) return err("internal: cannot realize '", v->name, "' with unknown dims");
     return materialize(l, Buffer::Kind::kIntermediate, v, v->name);
   }
@@ -156,12 +149,12 @@ class Lowerer {
   // Graph outputs get a buffer of their own (never an alias of an input or constant).
   Expected<int> realize_owned(const Value* v) {
     Lowered& l = values_.at(v);
-    if (l.realized() && is_contiguous(l) && covers_buffer(l) && out_.buffers[l.buffer].value == v &&
+    if (l.realized() && is_contiguous(l) && out_.buffers[l.buffer].value == v &&
         out_.buffers[l.buffer].kind == Buffer::Kind::kIntermediate) {
       out_.buffers[l.buffer].kind = Buffer::Kind::kOutput;
       return l.buffer;
     }
-    if (l.realized() && is_contiguous(l) && covers_buffer(l) &&
+    if (l.realized() && is_contiguous(l) &&
         out_.buffers[l.buffer].kind == Buffer::Kind::kOutput)
       return l.buffer;
     if (!l.dims_known) return err("internal: output '", v->name, "' has unknown dims");

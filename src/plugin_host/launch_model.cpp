@@ -133,7 +133,9 @@ class LaunchModel : public PreparedModel {
   }
 
   Expected<Tensor> download(const DeviceValue& v, const std::vector<int64_t>* view = nullptr) {
-    Tensor t = Tensor::zeros(v.dtype, view ? *view : v.dims);
+    // Sizes come from the model and its inputs: an impossible allocation is an error.
+    FERRITE_ASSIGN_OR_RETURN(Tensor t,
+                             Tensor::create_uninitialized(v.dtype, view ? *view : v.dims));
     if (t.nbytes() > v.bytes()) return err("view larger than its buffer");
     FERRITE_RETURN_IF_ERROR(parts_->runtime->copy_to_host(t.raw(), v.ptr, t.nbytes()));
     return t;
@@ -296,7 +298,14 @@ class LaunchModel : public PreparedModel {
         const Tensor& c = *buf.value->constant;
         if (s.input_dims[i]) {
           FERRITE_ASSIGN_OR_RETURN(auto dims, eval_dims(*s.input_dims[i], bind));
-          host[i] = dims == c.dims() ? c : c.reshaped(dims);
+          if (dims == c.dims()) {
+            host[i] = c;
+          } else {
+            auto view = c.view(std::move(dims));
+            if (!view)
+              return view.status().with_context(str_cat(s.node->describe(), ": input ", i));
+            host[i] = std::move(view).value();
+          }
         } else {
           host[i] = c;
         }

@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <unordered_map>
 
@@ -19,8 +21,8 @@
 #include "ops/context.h"
 #include "ops/op_schema.h"
 #include "runtime/device.h"
-#include "tune/autotuner.h"
 #include "runtime/dump.h"
+#include "tune/autotuner.h"
 
 namespace ferrite {
 
@@ -144,7 +146,7 @@ class CpuModel : public PreparedModel {
       if (s.kind == Step::Kind::kKernel) {
         FERRITE_RETURN_IF_ERROR(run_kernel(si, s.kernel, fns_[si], bind, syms, bufs));
       } else {
-        FERRITE_RETURN_IF_ERROR(run_library(s, bind, bufs));
+        FERRITE_RETURN_IF_ERROR(run_library_guarded(s, bind, bufs));
       }
       release(si, bufs);
     }
@@ -172,8 +174,11 @@ class CpuModel : public PreparedModel {
     FERRITE_ASSIGN_OR_RETURN(auto dims, eval_dims(k.shape, bind));
     FERRITE_ASSIGN_OR_RETURN(auto out_dims,
                              eval_dims(lg_.buffers[k.output_buffer].shape.dims(), bind));
-    FERRITE_ASSIGN_OR_RETURN(Tensor out,
-                             memory_->allocate(k.output_buffer, k.out_dtype, out_dims, /*zero=*/false));
+    auto allocated = memory_->allocate(k.output_buffer, k.out_dtype, out_dims, /*zero=*/false);
+    if (!allocated)
+      return allocated.status().with_context(
+          str_cat("value '", lg_.buffers[k.output_buffer].name, "'"));
+    Tensor out = std::move(allocated).value();
     std::vector<void*> ptrs;
     for (int b : k.input_buffers) ptrs.push_back(const_cast<void*>(bufs[b].raw()));
     ptrs.push_back(out.raw());
@@ -212,6 +217,19 @@ class CpuModel : public PreparedModel {
     return Status::ok();
   }
 
+  // Library kernels allocate (std::vector, oneDNN scratch) and call oneDNN, which reports
+  // failures by throwing (the thread pool carries a worker's exception back here): errors of
+  // the node, never a terminated process.
+  Status run_library_guarded(const Step& s, const SymBindings& bind, std::vector<Tensor>& bufs) {
+    try {
+      return run_library(s, bind, bufs);
+    } catch (const std::bad_alloc&) {
+      return err(s.node->describe(), ": out of memory");
+    } catch (const std::exception& e) {
+      return err(s.node->describe(), ": library kernel failed: ", e.what());
+    }
+  }
+
   Status run_library(const Step& s, const SymBindings& bind, std::vector<Tensor>& bufs) {
     std::vector<Tensor> views(s.inputs.size());
     std::vector<const Tensor*> ins;
@@ -223,7 +241,13 @@ class CpuModel : public PreparedModel {
       const Tensor& t = bufs[s.inputs[i]];
       if (s.input_dims[i]) {
         FERRITE_ASSIGN_OR_RETURN(auto dims, eval_dims(*s.input_dims[i], bind));
-        views[i] = dims == t.dims() ? t : t.reshaped(dims);
+        if (dims == t.dims()) {
+          views[i] = t;
+        } else {
+          auto v = t.view(std::move(dims));
+          if (!v) return v.status().with_context(str_cat(s.node->describe(), ": input ", i));
+          views[i] = std::move(v).value();
+        }
       } else {
         views[i] = t;
       }
@@ -271,9 +295,11 @@ class CpuModel : public PreparedModel {
     } else {
       FERRITE_RETURN_IF_ERROR(s.node->schema->kernel(ctx));
     }
-    for (size_t i = 0; i < s.outputs.size(); ++i)
-      if (s.outputs[i] >= 0)
-        bufs[s.outputs[i]] = memory_->adopt_output(s.outputs[i], std::move(outs[i]));
+    for (size_t i = 0; i < s.outputs.size(); ++i) {
+      if (s.outputs[i] < 0) continue;
+      FERRITE_ASSIGN_OR_RETURN(bufs[s.outputs[i]],
+                               memory_->adopt_output(s.outputs[i], std::move(outs[i])));
+    }
     return Status::ok();
   }
 

@@ -416,7 +416,13 @@ Status CudaModel::run_library(size_t si) {
     }
     FERRITE_ASSIGN_OR_RETURN(Tensor t, host_tensor(s.inputs[i]));
     FERRITE_ASSIGN_OR_RETURN(auto dims, input_dims(s, i));
-    ins.push_back(dims == t.dims() ? t : t.reshaped(dims));
+    if (dims == t.dims()) {
+      ins.push_back(std::move(t));
+      continue;
+    }
+    auto v = t.view(dims);
+    if (!v) return v.status().with_context(str_cat(s.node->describe(), ": input ", i));
+    ins.push_back(std::move(v).value());
   }
   return run_on_host(si, std::move(ins), all_host);
 }

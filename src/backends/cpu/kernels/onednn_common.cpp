@@ -196,7 +196,18 @@ Status run_reference(KernelContext& ctx) {
 }
 
 bool can_fuse_activation(const Activation& a) {
-  return a.kind != ActKind::kClip || a.alpha <= a.beta;
+  switch (a.kind) {
+    // oneDNN's JIT relu (alpha 0) and clip are max / min instructions, which return the bound
+    // for a NaN input (measured: NaN -> 0 for relu, -> min for clip, oneDNN 2.6 avx2), where the
+    // ONNX ops and the reference keep NaN. apply_epilogue computes them NaN-preserving after the
+    // primitive instead. Leaky relu (alpha != 0) selects by a compare and keeps NaN.
+    case ActKind::kRelu:
+    case ActKind::kClip:
+    case ActKind::kHardSigmoid:
+      return false;
+    default:
+      return true;
+  }
 }
 
 void append_activation(dnnl::post_ops& po, const Activation& a) {

@@ -146,8 +146,9 @@ memory wrap(const memory::desc& md, const void* ptr);
 Status run_reference(KernelContext& ctx);
 
 // Whether oneDNN's eltwise post-ops compute `a` as the op defines it, and appends them. Exact up
-// to rounding (hard_swish and hard_sigmoid associate differently), except that clip may not keep
-// a NaN input as NaN (the reference does). Clip with min > max is left to the caller's loop.
+// to rounding (hard_swish associates differently). Relu, clip and hard_sigmoid are never fused:
+// oneDNN's max/min turn NaN into the bound where the reference keeps NaN, so the caller's loop
+// (apply_epilogue) runs them.
 bool can_fuse_activation(const Activation& a);
 void append_activation(dnnl::post_ops& po, const Activation& a);
 
