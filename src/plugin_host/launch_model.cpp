@@ -27,10 +27,18 @@ struct DeviceValue {
   DType dtype = DType::kUndefined;
   std::vector<int64_t> dims;
   bool owned = false;  // allocated for this run (freed at its last use); else arena or constant
+  // Callers check the size first (place: too_large); unsigned, so never undefined.
   size_t bytes() const {
-    int64_t n = 1;
-    for (int64_t d : dims) n *= d;
-    return static_cast<size_t>(n) * dtype_size(dtype);
+    size_t n = dtype_size(dtype);
+    for (int64_t d : dims) n *= static_cast<size_t>(d);
+    return n;
+  }
+  // Whether the size overflows (dims from the model: an error, not undefined behaviour).
+  bool too_large() const {
+    int64_t n = static_cast<int64_t>(dtype_size(dtype));
+    for (int64_t d : dims)
+      if (d < 0 || __builtin_mul_overflow(n, d, &n)) return true;
+    return false;
   }
 };
 
@@ -156,6 +164,8 @@ class LaunchModel : public PreparedModel {
     DeviceValue v;
     v.dtype = dtype;
     v.dims = std::move(dims);
+    if (v.too_large())
+      return err("value of dims ", dims_to_string(v.dims), " is too large to allocate");
     int r = request_of_buffer_.empty() ? -1 : request_of_buffer_[b];
     if (plan_ && r >= 0 && static_cast<int64_t>(v.bytes()) <= plan_->bytes[r]) {
       v.ptr = static_cast<char*>(arena_) + plan_->offsets[r];
