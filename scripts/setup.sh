@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what ferrite needs on a fresh Debian machine (idempotent) and configures + builds it.
-#   scripts/setup.sh            deps, Python venv (.venv) and a release build in build/
+#   scripts/setup.sh            deps, Python venv (.venv), a release build in build/, and the
+#                               ferrite Python package installed into .venv in place
 #   FERRITE_SKIP_BUILD=1 ...    deps and venv only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(cmake ninja-build g++ libprotobuf-dev protobuf-compiler libonnx-dev libgtest-dev
-              libdnnl-dev python3-venv)
+              libdnnl-dev python3-venv python3-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -18,14 +19,22 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# Python test tools: onnx (its backend node-test data), onnxruntime and numpy as oracles.
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import onnx, numpy, onnxruntime" 2>/dev/null; then
-  echo "setup: creating .venv"
-  python3 -m venv .venv
+# Python: onnx (its backend node-test data), onnxruntime and numpy as oracles; nanobind for the
+# extension; torch, torchvision and transformers for the PyTorch frontend and its tests.
+venv_ok() {
+  .venv/bin/python -c "import onnx, numpy, onnxruntime, nanobind, torch, torchvision, transformers, \
+onnxscript, pytest; assert onnx.__version__ == '1.16.2'" 2>/dev/null
+}
+if [ ! -x .venv/bin/python ] || ! venv_ok; then
+  echo "setup: installing the Python requirements into .venv (torch is large: minutes)"
+  [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -r scripts/requirements.txt
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps -r scripts/requirements-nodeps.txt
 fi
 
 if [ "${FERRITE_SKIP_BUILD:-0}" != 1 ]; then
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DPython_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
   cmake --build build -j "$(nproc)"
+  scripts/dev_install_python.sh build >/dev/null
 fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: dependencies, build, unit/model/conformance tests,
-# then the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# the Python tests (pytest), then the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
 #   scripts/test.sh                 everything
 #   FERRITE_SKIP_SANITIZERS=1 ...   skip the sanitizer build
 set -euo pipefail
@@ -9,6 +9,8 @@ scripts/setup.sh
 jobs=$(nproc)
 echo "== tests (build/) =="
 ctest --test-dir build --output-on-failure -j "$jobs"
+echo "== Python tests (pytest: Session API, torch.compile backend, ATen table, models) =="
+.venv/bin/python -m pytest -q -p no:cacheprovider tests/python
 if [ "${FERRITE_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "== unit tests under ASan + UBSan (build-asan/) =="
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFERRITE_SANITIZE=ON >/dev/null

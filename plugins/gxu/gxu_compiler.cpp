@@ -2,15 +2,23 @@
 // ($GXU_CXX, default c++) into a shared object and loaded with dlopen. A real vendor would call
 // its own compiler here (a Triton backend, an LLVM target, ...).
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <cerrno>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
+#include <vector>
 
 #include "gxu.h"
+
+extern char** environ;
 
 struct fe_module_t {
   void* handle;
@@ -22,9 +30,86 @@ namespace {
 
 const char* kFlags = "-std=c++17 -O2 -march=native -fPIC -shared -fno-math-errno -fopenmp-simd";
 
-std::string cxx() {
+// $GXU_CXX may be a launcher plus a compiler ("ccache g++"): words split at spaces, no shell.
+std::vector<std::string> words(const std::string& s) {
+  std::vector<std::string> out;
+  std::string w;
+  for (char c : s) {
+    if (c == ' ' || c == '\t') {
+      if (!w.empty()) out.push_back(w);
+      w.clear();
+    } else {
+      w += c;
+    }
+  }
+  if (!w.empty()) out.push_back(w);
+  return out;
+}
+
+std::vector<std::string> cxx() {
   const char* c = std::getenv("GXU_CXX");
-  return c && *c ? c : "c++";
+  std::vector<std::string> argv = words(c && *c ? c : "c++");
+  if (argv.empty()) argv.push_back("c++");
+  return argv;
+}
+
+// What a run of the compiler came to: the wait status (or the spawn error) and its output.
+struct RunResult {
+  int spawn_error = 0;
+  int status = 0;
+  std::string output;
+};
+
+// Runs argv with posix_spawnp (no shell: paths containing quotes or `;` stay one argument),
+// stdin from /dev/null, stdout (and stderr unless `quiet_stderr`) captured. The host may block
+// SIGINT/SIGTERM in its threads; the child gets an empty mask and default actions.
+RunResult run(const std::vector<std::string>& argv, bool quiet_stderr) {
+  RunResult r;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    r.spawn_error = errno;
+    return r;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  if (quiet_stderr)
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  else
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  sigset_t empty, defaults;
+  sigemptyset(&empty);
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGINT);
+  sigaddset(&defaults, SIGTERM);
+  sigaddset(&defaults, SIGPIPE);
+  posix_spawnattr_setsigmask(&attr, &empty);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid;
+  r.spawn_error = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  close(fds[1]);
+  if (r.spawn_error == 0) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fds[0], buf, sizeof buf)) != 0) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      if (r.output.size() < 65536) r.output.append(buf, static_cast<size_t>(n));
+    }
+    while (waitpid(pid, &r.status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  close(fds[0]);
+  return r;
 }
 
 thread_local std::string compile_log;
@@ -33,47 +118,61 @@ thread_local std::string compile_log;
 
 const char* compiler_identity() {
   static const std::string id = [] {
-    std::string version;
-    if (FILE* p = popen((cxx() + " --version 2>/dev/null").c_str(), "r")) {
-      char buf[256];
-      if (fgets(buf, sizeof buf, p)) version = buf;
-      pclose(p);
-    }
-    while (!version.empty() && (version.back() == '\n' || version.back() == '\r'))
-      version.pop_back();
-    return "gxucc 1.0 (" + cxx() + " " + kFlags + "; " + version + ")";
+    std::vector<std::string> argv = cxx();
+    argv.push_back("--version");
+    std::string version = run(argv, true).output;
+    version = version.substr(0, version.find('\n'));
+    while (!version.empty() && version.back() == '\r') version.pop_back();
+    std::string command;
+    for (const auto& w : cxx()) command += w + " ";
+    return "gxucc 1.0 (" + command + kFlags + "; " + version + ")";
   }();
   return id.c_str();
 }
 
 fe_status module_compile(const char* source, size_t len, fe_module* module, const char** log) {
+  namespace fs = std::filesystem;
   if (!source || !module) return fail(kInvalidValue, "gxuModuleCompile: null argument");
-  char dir_template[] = "/tmp/gxu-XXXXXX";
-  const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/gxu-XXXXXX";
-  std::string dir_buf = tmpl;
-  char* dir = mkdtemp(dir_buf.data());
-  if (!dir) dir = mkdtemp(dir_template);
-  if (!dir) return fail(kCompileFailed, "gxuModuleCompile: cannot create a temp dir");
-  std::string d = dir, src = d + "/module.cpp", so = d + "/module.so", lg = d + "/log.txt";
+  std::error_code ec;
+  fs::path base = fs::temp_directory_path(ec);
+  if (ec || base.empty()) base = "/tmp";
+  std::string dir_buf = (base / "gxu-XXXXXX").string();
+  if (!mkdtemp(dir_buf.data()))
+    return fail(kCompileFailed, "gxuModuleCompile: cannot create a temp dir in " + base.string() +
+                                    ": " + std::strerror(errno));
+  const fs::path dir = dir_buf;
+  // Removed on every return; the loaded module stays mapped after its file is gone.
+  struct Remove {
+    const fs::path& d;
+    ~Remove() {
+      std::error_code e;
+      fs::remove_all(d, e);
+    }
+  } remove{dir};
+  const std::string src = (dir / "module.cpp").string(), so = (dir / "module.so").string();
   {
-    std::ofstream out(src);
+    std::ofstream out(src, std::ios::binary);
     out.write(source, static_cast<std::streamsize>(len));
+    out.close();
+    if (!out) return fail(kCompileFailed, "gxuModuleCompile: cannot write " + src);
   }
-  std::string cmd = cxx() + " " + kFlags + " -o '" + so + "' '" + src + "' >'" + lg + "' 2>&1";
-  int rc = std::system(cmd.c_str());
-  std::ifstream in(lg);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  compile_log = ss.str();
+  std::vector<std::string> argv = cxx();
+  for (const auto& flag : words(kFlags)) argv.push_back(flag);
+  for (const std::string& a : {std::string("-o"), so, src}) argv.push_back(a);
+  RunResult r = run(argv, false);
+  compile_log = r.output;
   if (log) *log = compile_log.c_str();
-  if (rc != 0) {
-    std::system(("rm -rf '" + d + "'").c_str());
-    return fail(kCompileFailed, "gxuModuleCompile: compilation failed: " +
-                                    compile_log.substr(0, 1500));
-  }
+  if (r.spawn_error != 0)
+    return fail(kCompileFailed,
+                "gxuModuleCompile: cannot run " + argv[0] + ": " + std::strerror(r.spawn_error));
+  if (WIFSIGNALED(r.status))
+    return fail(kCompileFailed,
+                "gxuModuleCompile: interrupted: the compiler was killed by signal " +
+                    std::to_string(WTERMSIG(r.status)));
+  if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0)
+    return fail(kCompileFailed,
+                "gxuModuleCompile: compilation failed: " + compile_log.substr(0, 1500));
   void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-  std::system(("rm -rf '" + d + "'").c_str());  // stays mapped after removal
   if (!h) return fail(kCompileFailed, std::string("gxuModuleCompile: load failed: ") + dlerror());
   *module = new fe_module_t{h};
   return kSuccess;

@@ -83,6 +83,7 @@ class Model : public PreparedModel {
   Status run_kernel(size_t si);
   Status launch_kernel(size_t si, KernelLaunch& kl, std::vector<void*>& ptrs);
   Status run_library(size_t si);
+  Status run_library_step(size_t si);
   Status run_host_library(size_t si);
   Expected<bool> run_device_library(size_t si, const LibraryOp& op);
   Status run_on_host(size_t si, std::vector<Tensor> ins, bool resident);

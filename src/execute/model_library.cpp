@@ -1,5 +1,8 @@
 // Library steps of the shared executor: the device's library op (backend_api/library.h) where it
 // has one for the node, else the op table's kernel on the host.
+#include <exception>
+#include <new>
+
 #include "execute/model.h"
 
 namespace ferrite::execute {
@@ -10,9 +13,31 @@ bool is_shape_query(const Node& n) {
   return n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size");
 }
 
+// Input i of step s seen with the dims the lowering recorded for it (a view of the same bytes); a
+// view the bytes cannot hold is an error of the node, never a read past the buffer.
+Expected<Tensor> view_as(const Step& s, size_t i, Tensor t, std::vector<int64_t> dims) {
+  if (dims == t.dims()) return t;
+  auto v = t.view(std::move(dims));
+  if (!v) return v.status().with_context(str_cat(s.node->describe(), ": input ", i));
+  return std::move(v).value();
+}
+
 }  // namespace
 
+// Library kernels allocate (std::vector, oneDNN scratch) and call libraries that report failures
+// by throwing (the cpu thread pool carries a worker's exception back here): errors of the node,
+// never a terminated process.
 Status Model::run_library(size_t si) {
+  try {
+    return run_library_step(si);
+  } catch (const std::bad_alloc&) {
+    return err(lg_.steps[si].node->describe(), ": out of memory");
+  } catch (const std::exception& e) {
+    return err(lg_.steps[si].node->describe(), ": library kernel failed: ", e.what());
+  }
+}
+
+Status Model::run_library_step(size_t si) {
   if (host_) return run_host_library(si);
   const Step& s = lg_.steps[si];
   const Node& node = *s.node;
@@ -75,7 +100,8 @@ Status Model::run_library(size_t si) {
     }
     FERRITE_ASSIGN_OR_RETURN(Tensor t, host_tensor(s.inputs[i]));
     FERRITE_ASSIGN_OR_RETURN(auto dims, input_dims(s, i));
-    ins.push_back(dims == t.dims() ? t : t.reshaped(dims));
+    FERRITE_ASSIGN_OR_RETURN(Tensor v, view_as(s, i, std::move(t), std::move(dims)));
+    ins.push_back(std::move(v));
   }
   return run_on_host(si, std::move(ins), all_host);
 }
@@ -94,7 +120,7 @@ Status Model::run_host_library(size_t si) {
     const Tensor& t = slots_[s.inputs[i]].host;
     if (s.input_dims[i]) {
       FERRITE_ASSIGN_OR_RETURN(auto dims, eval_dims(*s.input_dims[i], bind_.names, name_));
-      views[i] = dims == t.dims() ? t : t.reshaped(dims);
+      FERRITE_ASSIGN_OR_RETURN(views[i], view_as(s, i, t, std::move(dims)));
     } else {
       views[i] = t;
     }
@@ -113,9 +139,11 @@ Status Model::run_host_library(size_t si) {
     ++run_stats_.host_resident;
     FERRITE_RETURN_IF_ERROR(s.node->schema->kernel(ctx));
   }
-  for (size_t i = 0; i < s.outputs.size(); ++i)
-    if (s.outputs[i] >= 0)
-      set_host(s.outputs[i], memory_->adopt_output(s.outputs[i], std::move(outs[i])));
+  for (size_t i = 0; i < s.outputs.size(); ++i) {
+    if (s.outputs[i] < 0) continue;
+    FERRITE_ASSIGN_OR_RETURN(Tensor o, memory_->adopt_output(s.outputs[i], std::move(outs[i])));
+    set_host(s.outputs[i], std::move(o));
+  }
   return Status::ok();
 }
 

@@ -96,9 +96,14 @@ Expected<void*> Model::place(int b, DType dtype, const std::vector<int64_t>& dim
   s = Slot{};
   s.dtype = dtype;
   s.dims = dims;
+  // Sizes come from the model and its inputs: an impossible allocation is an error of the value.
+  if (too_large(dtype, dims))
+    return err(name_, ": value '", lg_.buffers[b].name, "' of dims ", dims_to_string(dims),
+               " is too large to allocate");
   if (host_) {
-    FERRITE_ASSIGN_OR_RETURN(Tensor t, memory_->allocate(b, dtype, dims, /*zero=*/false));
-    set_host(b, std::move(t));
+    auto t = memory_->allocate(b, dtype, dims, /*zero=*/false);
+    if (!t) return t.status().with_context(str_cat("value '", lg_.buffers[b].name, "'"));
+    set_host(b, std::move(t).value());
     return s.dev;
   }
   const size_t bytes = byte_count(dtype, dims);

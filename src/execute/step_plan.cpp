@@ -10,10 +10,18 @@ bool log_enabled(const char* topic) {
   return v && (std::string(v).find(topic) != std::string::npos || std::string(v) == "all");
 }
 
+// Unsigned, so never undefined; callers that take dims from a model check `too_large` first.
 size_t byte_count(DType t, const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return static_cast<size_t>(n) * dtype_size(t);
+  size_t n = dtype_size(t);
+  for (int64_t d : dims) n *= static_cast<size_t>(d);
+  return n;
+}
+
+bool too_large(DType t, const std::vector<int64_t>& dims) {
+  int64_t n = static_cast<int64_t>(dtype_size(t));
+  for (int64_t d : dims)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return true;
+  return false;
 }
 
 namespace {

@@ -47,5 +47,7 @@ Expected<std::vector<int64_t>> eval_dims(const std::vector<Dim>& dims, const Sym
                                          const std::string& device);
 
 size_t byte_count(DType t, const std::vector<int64_t>& dims);
+// Whether a value of these dims has a negative dim or a byte size that overflows int64.
+bool too_large(DType t, const std::vector<int64_t>& dims);
 
 }  // namespace ferrite

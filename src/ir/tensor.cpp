@@ -1,3 +1,4 @@
+#include <atomic>
 #include "ir/tensor.h"
 
 #include <algorithm>
@@ -79,6 +80,14 @@ Tensor Tensor::zeros(DType dtype, std::vector<int64_t> dims) {
   return std::move(t).value();
 }
 
+Expected<Tensor> Tensor::borrow(DType dtype, std::vector<int64_t> dims,
+                                std::shared_ptr<uint8_t[]> storage) {
+  static std::atomic<uint64_t> next_id{1};
+  FERRITE_ASSIGN_OR_RETURN(Tensor t, over_storage(dtype, std::move(dims), std::move(storage)));
+  t.borrow_id_ = next_id.fetch_add(1, std::memory_order_relaxed);
+  return t;
+}
+
 Tensor Tensor::reshaped(std::vector<int64_t> dims) const {
   Tensor t = *this;
   auto n = checked_numel(dims);
@@ -87,12 +96,25 @@ Tensor Tensor::reshaped(std::vector<int64_t> dims) const {
   return t;
 }
 
-Tensor Tensor::clone() const {
-  auto created = create_uninitialized(dtype_, dims_);
-  FERRITE_CHECK(created.has_value());
-  Tensor t = std::move(created).value();
+Expected<Tensor> Tensor::view(std::vector<int64_t> dims) const {
+  auto n = checked_numel(dims);
+  if (!n || *n != numel_)
+    return err("cannot view ", type_string(), " (", numel_, " elements) as ", dims_to_string(dims));
+  Tensor t = *this;
+  t.dims_ = std::move(dims);
+  return t;
+}
+
+Expected<Tensor> Tensor::try_clone() const {
+  FERRITE_ASSIGN_OR_RETURN(Tensor t, create_uninitialized(dtype_, dims_));
   if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
   return t;
+}
+
+Tensor Tensor::clone() const {
+  auto t = try_clone();
+  FERRITE_CHECK(t.has_value());
+  return std::move(t).value();
 }
 
 int64_t Tensor::int_at(int64_t i) const {

@@ -25,7 +25,14 @@ class Tensor {
   // numel(dims) * dtype_size(dtype) bytes; the contents are used as they are.
   static Expected<Tensor> over_storage(DType dtype, std::vector<int64_t> dims,
                                        std::shared_ptr<uint8_t[]> storage);
-  // For internal use where dims are known to be valid.
+  // A tensor over memory the caller owns and may change between runs (a framework's parameters,
+  // bound without a copy). Kernels must not keep copies derived from it keyed by its address:
+  // each borrow has its own id (borrow_id), never reused, for caches of such copies.
+  static Expected<Tensor> borrow(DType dtype, std::vector<int64_t> dims,
+                                 std::shared_ptr<uint8_t[]> storage);
+  // For internal use where dims are known to be valid and small (constants the compiler makes,
+  // tests): aborts when the allocation fails. Sizes that come from a model or its inputs use
+  // create(), which returns the failure.
   static Tensor zeros(DType dtype, std::vector<int64_t> dims);
   template <class T>
   static Tensor from_vector(const std::vector<T>& values, std::vector<int64_t> dims) {
@@ -46,6 +53,8 @@ class Tensor {
   int64_t dim(size_t i) const { return dims_[i]; }
   int64_t numel() const { return numel_; }
   size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
+  bool borrowed() const { return borrow_id_ != 0; }
+  uint64_t borrow_id() const { return borrow_id_; }
 
   void* raw() { return storage_ ? storage_.get() : nullptr; }
   const void* raw() const { return storage_ ? storage_.get() : nullptr; }
@@ -64,10 +73,14 @@ class Tensor {
     return {data<T>(), static_cast<size_t>(numel_)};
   }
 
-  // Same storage, new dims with equal element count.
+  // Same storage, new dims with equal element count (checked: for dims a kernel validated).
   Tensor reshaped(std::vector<int64_t> dims) const;
-  // Deep copy.
+  // The same as a value: an error naming both shapes when the element counts differ.
+  Expected<Tensor> view(std::vector<int64_t> dims) const;
+  // Deep copy; aborts when the allocation fails (small internal tensors, tests).
   Tensor clone() const;
+  // Deep copy that returns an allocation failure.
+  Expected<Tensor> try_clone() const;
   // Reads element i of an integer or bool tensor as int64 (for shape-like inputs); floats
   // truncate, saturating, with NaN -> 0.
   int64_t int_at(int64_t i) const;
@@ -84,6 +97,7 @@ class Tensor {
   DType dtype_ = DType::kUndefined;
   std::vector<int64_t> dims_;
   int64_t numel_ = 0;
+  uint64_t borrow_id_ = 0;  // nonzero: memory the caller owns (borrow)
   std::shared_ptr<uint8_t[]> storage_;
 };
 

@@ -81,13 +81,25 @@ class Lowerer {
     return std::find(g_.outputs().begin(), g_.outputs().end(), v) != g_.outputs().end();
   }
 
+  // Whether `l` is its whole buffer in row-major order, so that a library step can take the
+  // buffer itself (viewed with l.dims). Offset 0 and row-major strides are not enough: a prefix
+  // Slice (Shape -> Slice [0:2] -> Concat, as exporters emit for dynamic reshapes) has both but
+  // covers only part of the buffer.
   bool is_contiguous(const Lowered& l) const {
     if (!l.realized() || !l.dims_known) return l.realized();  // unknown dims: library output
     if (l.offset != SymExpr(0)) return false;
     auto c = contiguous(l.dims);
     for (size_t i = 0; i < c.size(); ++i)
       if (l.dims[i].value() != 1 && c[i] != l.strides[i]) return false;
-    return true;
+    const Shape& whole = out_.buffers[l.buffer].shape;
+    if (!whole.rank_known()) return false;
+    SymExpr view_numel(1), buffer_numel(1);
+    for (const Dim& d : l.dims) view_numel = view_numel * d.expr();
+    for (const Dim& d : whole.dims()) {
+      if (!d.is_known()) return false;
+      buffer_numel = buffer_numel * d.expr();
+    }
+    return view_numel == buffer_numel;
   }
 
   // Materializes `l` into a fresh contiguous buffer with a generated kernel.
@@ -142,7 +154,8 @@ class Lowerer {
       out_.buffers[l.buffer].kind = Buffer::Kind::kOutput;
       return l.buffer;
     }
-    if (l.realized() && is_contiguous(l) && out_.buffers[l.buffer].kind == Buffer::Kind::kOutput)
+    if (l.realized() && is_contiguous(l) &&
+        out_.buffers[l.buffer].kind == Buffer::Kind::kOutput)
       return l.buffer;
     if (!l.dims_known) return err("internal: output '", v->name, "' has unknown dims");
     return materialize(l, Buffer::Kind::kOutput, v, v->name);

@@ -241,11 +241,11 @@ KernelContext::OutputAllocator LoweredMemory::output_allocator(
   };
 }
 
-Tensor LoweredMemory::adopt_output(int b, Tensor t) {
+Expected<Tensor> LoweredMemory::adopt_output(int b, Tensor t) {
   if (!t.defined() || !arena_.contains(t.raw())) return t;
   int r = b >= 0 && static_cast<size_t>(b) < request_of_buffer_.size() ? request_of_buffer_[b] : -1;
   if (plan_ && r >= 0 && t.raw() == arena_.address(plan_->offsets[r])) return t;
-  return t.clone();
+  return t.try_clone();
 }
 
 }  // namespace ferrite

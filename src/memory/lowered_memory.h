@@ -96,7 +96,8 @@ class LoweredMemory {
 
   // A library step's output `t` for buffer `b`: copied out when it points into the arena
   // anywhere but b's own slot (a view of an input, whose slot is reused once the input dies).
-  Tensor adopt_output(int b, Tensor t);
+  // The copy is an allocation the size of the output: its failure is returned.
+  Expected<Tensor> adopt_output(int b, Tensor t);
 
   // Whether buffer b has an arena slot.
   bool planned(int b) const { return request_of_buffer_[b] >= 0; }

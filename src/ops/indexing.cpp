@@ -226,7 +226,7 @@ Status scatter_elements_kernel(KernelContext& ctx) {
   if (upd.dims() != ind.dims())
     return ctx.error("updates ", upd.type_string(), " must have the shape of indices ",
                      ind.type_string());
-  Tensor out = x.clone();
+  FERRITE_ASSIGN_OR_RETURN(Tensor out, x.try_clone());
   Status st;
   visit_dtype(x.dtype(), [&]<class T>() {
     const T* u = upd.data<T>();
@@ -336,7 +336,7 @@ Status scatter_nd_kernel(KernelContext& ctx) {
   for (int64_t d = 0; d + 1 < q; ++d) tuples *= ind.dim(d);
   auto strides = contiguous_strides(x.dims());
   auto idx = ind.to_int_vector();
-  Tensor out = x.clone();
+  FERRITE_ASSIGN_OR_RETURN(Tensor out, x.try_clone());
   Status st;
   visit_dtype(x.dtype(), [&]<class T>() {
     const T* u = upd.data<T>();

@@ -155,6 +155,20 @@ Status infer_reshape(InferContext& ctx) {
   return Status::ok();
 }
 
+// The -1 of a Reshape of an empty tensor whose other output dims multiply to 0.
+int64_t empty_reshape_size(const KernelContext& ctx, const Tensor& x,
+                           const std::vector<int64_t>& out, int neg) {
+  const Value* y = ctx.node().output(0);
+  if (y && y->type.shape.rank_known() && y->type.shape.rank() == out.size())
+    if (auto v = y->type.shape[neg].value(); v && *v >= 0) return *v;
+  int64_t in = 1, other = 1;
+  for (int64_t d : x.dims())
+    if (d != 0) in *= d;
+  for (size_t i = 0; i < out.size(); ++i)
+    if (static_cast<int>(i) != neg && out[i] != 0) other *= out[i];
+  return in % other == 0 ? in / other : 0;
+}
+
 Status reshape_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& s = ctx.input(1);
@@ -185,6 +199,14 @@ Status reshape_kernel(KernelContext& ctx) {
   }
   if (neg >= 0) {
     if (literal_zero) return ctx.error("the shape has both -1 and 0 with allowzero=1");
+    if (known == 0 && x.numel() == 0) {
+      // An empty input (batch 0) copied into a 0 dim: every size satisfies the -1. Take the one
+      // shape inference derived from the symbolic dims, which the compiling devices use (e.g.
+      // [batch,128,8,8] -> [batch,-1] gives 8192 at any batch), else ignore the zero dims.
+      out[neg] = empty_reshape_size(ctx, x, out, neg);
+      ctx.set_output(0, x.reshaped(out));
+      return Status::ok();
+    }
     if (known == 0 || x.numel() % known != 0)
       return ctx.error("cannot reshape ", x.type_string(), " to ",
                        dims_to_string(s.to_int_vector()));

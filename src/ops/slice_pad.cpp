@@ -317,7 +317,7 @@ Status trilu_kernel(KernelContext& ctx) {
     k = ctx.input(1).int_at(0);
   }
   bool upper = ctx.node().attr_int("upper", 1) != 0;
-  Tensor out = x.clone();
+  FERRITE_ASSIGN_OR_RETURN(Tensor out, x.try_clone());
   int64_t rows = x.dim(x.rank() - 2), cols = x.dim(x.rank() - 1);
   int64_t mats = rows * cols == 0 ? 0 : x.numel() / (rows * cols);
   size_t esz = dtype_size(x.dtype());

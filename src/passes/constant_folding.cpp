@@ -3,6 +3,8 @@
 // dims are all static folds too (Shape of a static tensor, and chains over it), because inference
 // records it as a dims value. Results that would be much larger than their inputs (Expand, Tile,
 // ConstantOfShape) stay as nodes: folding must not bloat the model.
+#include <unordered_set>
+
 #include "ops/context.h"
 #include "passes/pass.h"
 
@@ -36,8 +38,16 @@ class ConstantFolding : public Pass {
   Expected<bool> run(Graph& g) override {
     bool changed = false;
     std::vector<const Node*> dead;
+    // Values something reads: folding a node nothing reads would only copy data (a dead
+    // Transpose of a weight is a copy of the weight) for dead-code elimination to drop.
+    std::unordered_set<const Value*> used(g.outputs().begin(), g.outputs().end());
+    for (const auto& node : g.nodes())
+      for (const Value* v : node->inputs) used.insert(v);
     for (auto& node : g.nodes()) {
       Node& n = *node;
+      bool read = false;
+      for (const Value* v : n.outputs) read = read || (v && used.count(v));
+      if (!read) continue;
       std::vector<Tensor> outputs(n.outputs.size());
       bool folded = false;
       // Outputs already known from inference (Constant nodes, small folds, static dims values).

@@ -40,6 +40,7 @@ CompareResult compare_tensors(const Tensor& actual, const Tensor& expected, cons
   // matches any NaN (E5M2 has several NaN encodings).
   const bool float8_bits = is_float8(actual.dtype()) && tol.atol == 0 && tol.rtol == 0;
   int64_t bad = 0, first_bad = -1;
+  int64_t nan_bad = 0, inf_bad = 0;  // mismatches a finite difference cannot describe
   for (int64_t i = 0; i < actual.numel(); ++i) {
     double a = actual.double_at(i), e = expected.double_at(i);
     bool match;
@@ -49,8 +50,10 @@ CompareResult compare_tensors(const Tensor& actual, const Tensor& expected, cons
         r.max_abs_error = std::max(r.max_abs_error, std::fabs(a - e));
     } else if (std::isnan(e) || std::isnan(a)) {
       match = std::isnan(e) && std::isnan(a);
+      nan_bad += !match;
     } else if (std::isinf(e) || std::isinf(a)) {
       match = a == e;
+      inf_bad += !match;
     } else if (!is_float(actual.dtype()) && !is_float8(actual.dtype())) {
       // Compare integers exactly (double holds i64 up to 2^53; beyond that use the int path).
       match = actual.dtype() == DType::kI64 || actual.dtype() == DType::kU64
@@ -70,12 +73,22 @@ CompareResult compare_tensors(const Tensor& actual, const Tensor& expected, cons
     r.ok = false;
     char buf[256];
     std::snprintf(buf, sizeof buf,
-                  "%lld of %lld elements differ; first at %lld: got %.9g, expected %.9g; "
-                  "max abs error %.3g (atol %.1g, rtol %.1g)",
+                  "%lld of %lld elements differ; first at %lld: got %.9g, expected %.9g",
                   static_cast<long long>(bad), static_cast<long long>(actual.numel()),
                   static_cast<long long>(first_bad), actual.double_at(first_bad),
-                  expected.double_at(first_bad), r.max_abs_error, tol.atol, tol.rtol);
+                  expected.double_at(first_bad));
     r.message = buf;
+    // A NaN or infinity mismatch has no finite error: count it, so that "max abs error 0" never
+    // stands for elements that are NaN on one side only.
+    if (nan_bad)
+      r.message +=
+          str_cat("; ", nan_bad, " NaN mismatches (NaN on one side, a number on the other)");
+    if (inf_bad) r.message += str_cat("; ", inf_bad, " infinity mismatches");
+    if (bad > nan_bad + inf_bad) {
+      std::snprintf(buf, sizeof buf, "; max abs error %.3g (atol %.1g, rtol %.1g)", r.max_abs_error,
+                    tol.atol, tol.rtol);
+      r.message += buf;
+    }
     if (float8_bits) {
       std::snprintf(buf, sizeof buf, " (bits 0x%02x, expected 0x%02x)",
                     float8_at(actual, first_bad), float8_at(expected, first_bad));

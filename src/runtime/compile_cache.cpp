@@ -145,6 +145,13 @@ CacheLocation resolve_cache_location(const EnvLookup& getenv) {
   return loc;
 }
 
+namespace {
+bool readable_directory(const fs::path& dir) {
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  return fd.valid() && ::access(dir.c_str(), R_OK | X_OK) == 0;
+}
+}  // namespace
+
 CompileCache::CompileCache(CompileCacheOptions options) : options_(std::move(options)) {
   if (!options_.warn) options_.warn = default_warn;
   if (!options_.getenv) options_.getenv = [](const char* name) { return std::getenv(name); };
@@ -175,6 +182,15 @@ CompileCache::CompileCache(CompileCacheOptions options) : options_(std::move(opt
     } else {
       s = tmp.status();
     }
+  }
+  if (!s.is_ok() && readable_directory(dir_)) {
+    // A read-only cache (a shared, pre-populated directory; a read-only mount) still serves its
+    // entries: every read validates the entry's hash, and nothing is written.
+    disk_enabled_ = true;
+    read_only_ = true;
+    disabled_reason_ = str_cat("cache directory '", dir_.string(), "' is read-only (", s.message(),
+                               "): entries are read, none stored");
+    return;
   }
   if (!s.is_ok()) {
     disabled_reason_ = str_cat("cache directory '", dir_.string(), "' unusable: ", s.message());
@@ -285,7 +301,7 @@ Status CompileCache::put(const CacheKey& key, std::string_view payload, std::str
   std::string hex = key.hex();
   memory_put(hex,
              std::make_shared<CachedBlob>(CachedBlob{std::string(payload), std::string(metadata)}));
-  if (!disk_enabled_) return Status::ok();
+  if (!disk_enabled_ || read_only_) return Status::ok();
   fs::path path = entry_path(key);
   Status s = ensure_dir(path.parent_path());
   if (s.is_ok())
@@ -300,7 +316,7 @@ Status CompileCache::put(const CacheKey& key, std::string_view payload, std::str
 
 Expected<fs::path> CompileCache::put_file(const CacheKey& key, const fs::path& source,
                                           std::string_view metadata) {
-  if (!disk_enabled_)
+  if (!disk_enabled_ || read_only_)
     return err("compile cache: cannot store file artifacts: ",
                disabled_reason_.empty() ? "disk cache disabled" : disabled_reason_);
   if (metadata.size() > kMaxMetadataBytes)
@@ -313,11 +329,10 @@ Expected<fs::path> CompileCache::put_file(const CacheKey& key, const fs::path& s
     return s.with_context("compile cache");
   };
 
-  Fd in(::open(source.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!in.valid()) return errno_status("cannot open artifact", source, errno);
   struct stat src_st;
-  if (::fstat(in.get(), &src_st) != 0 || !S_ISREG(src_st.st_mode))
-    return err("artifact '", source.string(), "' is not a regular file");
+  auto opened = open_regular_file(source, &src_st);
+  if (!opened) return opened.status().with_context("artifact");
+  Fd in(*opened);
   if (Status s = ensure_dir(entry.parent_path()); !s.is_ok()) return fail(s);
 
   // The final name depends on the content hash, known only after copying; the temp file is named
@@ -368,14 +383,12 @@ CacheLookup<CachedFile> CompileCache::get_file(const CacheKey& key) {
   auto record = decode_file_record(e.entry.payload, hex);
   if (!record) return reject("malformed artifact record", {});
   fs::path artifact = entry.parent_path() / record->name;
-  Fd fd(::open(artifact.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) {
-    if (errno != ENOENT) {
-      return miss<CachedFile>(CacheOutcome::kIoError,
-                              errno_status("cannot open", artifact, errno).message());
-    }
+  struct stat artifact_st;
+  if (::lstat(artifact.c_str(), &artifact_st) != 0 && errno == ENOENT)
     return reject(str_cat("artifact '", record->name, "' is missing"), {});
-  }
+  auto opened = open_regular_file(artifact, &artifact_st);
+  if (!opened) return miss<CachedFile>(CacheOutcome::kIoError, opened.status().message());
+  Fd fd(*opened);
   auto hashed = hash_stream(fd.get(), artifact, -1, {});
   if (!hashed) return miss<CachedFile>(CacheOutcome::kIoError, hashed.status().message());
   if (hashed->first != record->size)
@@ -395,7 +408,7 @@ CacheLookup<CachedFile> CompileCache::get_file(const CacheKey& key) {
 Status CompileCache::remove(const CacheKey& key) {
   std::string hex = key.hex();
   memory_erase(hex);
-  if (!disk_enabled_) return Status::ok();
+  if (!disk_enabled_ || read_only_) return Status::ok();
   fs::path entry = entry_path(key);
   std::vector<fs::path> doomed{entry};
   std::error_code ec;
@@ -407,7 +420,7 @@ Status CompileCache::remove(const CacheKey& key) {
 
 Expected<PruneResult> CompileCache::prune(uint64_t max_bytes) {
   PruneResult result;
-  if (!disk_enabled_) return result;
+  if (!disk_enabled_ || read_only_) return result;
   FERRITE_ASSIGN_OR_RETURN(DiskScan scan, scan_disk(dir_));
   uint64_t total = scan.total_bytes;
   auto drop = [&](const std::vector<fs::path>& paths) {

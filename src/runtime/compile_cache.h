@@ -148,6 +148,9 @@ class CompileCache {
 
   bool enabled() const { return enabled_; }
   bool disk_enabled() const { return disk_enabled_; }
+  // The directory could not be written at start (permissions, a read-only mount): entries are
+  // still read, nothing is stored on disk.
+  bool read_only() const { return read_only_; }
   const std::filesystem::path& dir() const { return dir_; }
   // Why the cache or its disk level is off; empty when fully enabled.
   const std::string& disabled_reason() const { return disabled_reason_; }
@@ -191,6 +194,7 @@ class CompileCache {
   CompileCacheOptions options_;
   bool enabled_ = true;
   bool disk_enabled_ = false;
+  bool read_only_ = false;
   std::filesystem::path dir_;
   std::string disabled_reason_;
 

@@ -40,6 +40,12 @@ void Fd::reset(int fd) {
   fd_ = fd;
 }
 
+int Fd::release() {
+  int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
 int Fd::close_checked() {
   int r = ::close(fd_);
   fd_ = -1;
@@ -257,9 +263,24 @@ void remove_if_same(const fs::path& path, const struct stat& validated) {
     ::unlink(path.c_str());
 }
 
+Expected<int> open_regular_file(const fs::path& path, struct stat* st) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever (and a
+  // device file could block too); fstat then rejects everything but a regular file.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) return errno_status("cannot open", path, errno);
+  if (::fstat(fd.get(), st) != 0) return errno_status("cannot stat", path, errno);
+  if (!S_ISREG(st->st_mode)) return err("'", path.string(), "' is not a regular file");
+  // Reads of a regular file never block; clear the flag anyway so nothing depends on it.
+  int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags >= 0) ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+  int raw = fd.get();
+  fd.release();
+  return raw;
+}
+
 EntryRead read_entry(const fs::path& path, const std::string& key, bool touch) {
   EntryRead r;
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (!fd.valid()) {
     if (errno == ENOENT || errno == ENOTDIR) return r;
     r.outcome = CacheOutcome::kIoError;
@@ -272,6 +293,8 @@ EntryRead read_entry(const fs::path& path, const std::string& key, bool touch) {
     r.reason = str_cat("cannot stat '", path.string(), "' or not a regular file");
     return r;
   }
+  if (int flags = ::fcntl(fd.get(), F_GETFL); flags >= 0)
+    ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
   auto reject = [&](const Status& why) {
     remove_if_same(path, st);
     r.outcome = CacheOutcome::kRejected;

@@ -50,6 +50,7 @@ class Fd {
   int get() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
   void reset(int fd = -1);
+  int release();  // gives up ownership
   // close() reports deferred write errors (NFS, quota), so writers check it.
   int close_checked();
 
@@ -80,9 +81,12 @@ struct EntryRead {
   ParsedEntry entry;
   struct stat st {};  // of the file that was read
 };
-// Reads and validates the entry at `path` for `key`. A file that fails validation is removed (if
-// it is still the one read) and reported as kRejected. `touch` marks the entry recently used for
-// prune(); prune itself reads without touching.
+// Opens `path` for reading only if it is a regular file: a FIFO, socket or device planted in the
+// cache directory is an error instead of a read that never returns.
+Expected<int> open_regular_file(const fs::path& path, struct stat* st);
+// Reads and validates the entry at `path` for `key`. Opened like open_regular_file. A file that
+// fails validation is removed (if it is still the one read) and reported as kRejected. `touch`
+// marks the entry recently used for prune(); prune itself reads without touching.
 EntryRead read_entry(const fs::path& path, const std::string& key, bool touch);
 // Removes `path` only if it is still the file that was validated, so a reader never deletes a
 // valid entry that a concurrent writer renamed into place after the read.

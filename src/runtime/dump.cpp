@@ -3,6 +3,7 @@
 #include <fstream>
 #include <map>
 
+#include "support/result_dir.h"
 #include "support/status.h"
 
 namespace ferrite {
@@ -55,10 +56,7 @@ std::map<std::string, const Node*> nodes_by_name(const Graph& g) {
 }
 
 Status write_text(const fs::path& p, const std::string& text) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << text;
-  if (!out) return err("cannot write '", p.string(), "'");
-  return Status::ok();
+  return write_file_atomic(p, text);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "frontend/onnx/tensor_proto.h"
 #include "ops/context.h"
 #include "passes/pass.h"
+#include "support/result_dir.h"
 
 namespace ferrite {
 
@@ -128,7 +129,8 @@ Expected<std::shared_ptr<Session::Variant>> Session::compile(const std::vector<T
     v->guards.add_assumptions(assumed);
     // Next to the device's dump: what this compile assumes about its inputs.
     if (opts.dump_dir && std::filesystem::is_directory(*opts.dump_dir))
-      std::ofstream(*opts.dump_dir / "guards.txt") << v->guards.to_string();
+      FERRITE_RETURN_IF_ERROR(
+          write_file_atomic(*opts.dump_dir / "guards.txt", v->guards.to_string()));
   }
   ++compiles_;
   return v;

@@ -1,48 +1,33 @@
 // Autotuning through the CLI on cpu and gxu: the first process times candidate launches and
 // writes the tuning database; a second process with the same cache dir reuses every record and
 // times nothing; results equal the untuned run's. Plus the candidate generator's legality.
-#include <sys/wait.h>
-
 #include <fstream>
 #include <regex>
 #include <sstream>
 
+#include "cli_util.h"
 #include "lower/kernel_ir.h"
 #include "runtime/device.h"
-#include "test_util.h"
 #include "tune/autotuner.h"
-
-#ifndef FERRITE_CLI_PATH
-#error "FERRITE_CLI_PATH must name the ferrite binary"
-#endif
 
 namespace ferrite::testing {
 namespace {
 
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 std::string read(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_text(p);
 }
 
+// Runs `ferrite run`; returns its stdout followed by its stderr (exit 0 asserted).
 std::string run(const TempDir& dir, const fs::path& model, const std::string& device,
                 const fs::path& cache, const std::string& tag, bool autotune) {
-  fs::path out = dir / (tag + ".stdout"), out_dir = dir / ("out-" + tag);
-  std::string cmd = "FERRITE_CACHE_DIR=" + quote(cache.string()) + " FERRITE_PROGRESS=0 " +
-                    quote(FERRITE_CLI_PATH) + " run " + quote(model.string()) + " --device " +
-                    device + " --input x=random:300x64" + (autotune ? " --autotune" : "") +
-                    " --output-dir " + quote(out_dir.string()) + " >" + quote(out.string()) +
-                    " 2>&1";
-  int status = std::system(cmd.c_str());
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read(out);
-  return read(out);
+  fs::path out_dir = dir / ("out-" + tag);
+  std::vector<std::string> args{"run",     model.string(),    "--device",     device,
+                                "--input", "x=random:300x64", "--output-dir", out_dir.string()};
+  if (autotune) args.push_back("--autotune");
+  CliResult r =
+      run_ferrite(dir, args, {{"FERRITE_CACHE_DIR", cache.string()}, {"FERRITE_PROGRESS", "0"}});
+  EXPECT_TRUE(r.exited && r.code == 0) << r.out << r.err;
+  return r.out + r.err;
 }
 
 // "autotune: T kernel launches timed (...), R reused ..."

@@ -1,34 +1,19 @@
 // `ferrite bench` end to end on a tiny model: the JSON report's fields, --inputs directories,
 // option errors, and (when the project venv has onnxruntime) the interleaved ORT comparison.
-#include <sys/wait.h>
-
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <sstream>
 
+#include "cli_util.h"
 #include "frontend/onnx/tensor_proto.h"
-#include "test_util.h"
-
-#ifndef FERRITE_CLI_PATH
-#error "FERRITE_CLI_PATH must name the ferrite binary"
-#endif
 
 namespace ferrite::testing {
 namespace {
 
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_text(p);
 }
 
 struct Result {
@@ -36,16 +21,14 @@ struct Result {
   std::string out, err;
 };
 
-Result bench(const TempDir& dir, const std::vector<std::string>& args,
-             const std::string& env = "") {
-  std::string cmd = env + " exec " + quote(FERRITE_CLI_PATH) + " bench";
-  for (const auto& a : args) cmd += " " + quote(a);
-  cmd += " >" + quote((dir / "stdout").string()) + " 2>" + quote((dir / "stderr").string());
-  int status = std::system(cmd.c_str());
+Result bench(const TempDir& dir, const std::vector<std::string>& args, const EnvVars& env = {}) {
+  std::vector<std::string> argv{"bench"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  CliResult c = run_ferrite(dir, argv, env);
   Result r;
-  if (WIFEXITED(status)) r.code = WEXITSTATUS(status);
-  r.out = read_all(dir / "stdout");
-  r.err = read_all(dir / "stderr");
+  if (c.exited) r.code = c.code;
+  r.out = c.out;
+  r.err = c.err;
   return r;
 }
 
@@ -161,7 +144,7 @@ TEST(BenchCli, OptionErrors) {
   }
   // A python that does not exist: a clean error naming it.
   auto r = bench(dir, {model, "--input", "x=random:2x8", "--compare", "onnxruntime", "--quiet"},
-                 "FERRITE_PYTHON=/nonexistent/python");
+                 {{"FERRITE_PYTHON", "/nonexistent/python"}});
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_NE(r.err.find("/nonexistent/python"), std::string::npos) << r.err;
 }
@@ -176,8 +159,10 @@ std::string ort_python() {
     py = (fs::path(FERRITE_TEST_DATA_DIR).parent_path().parent_path() / ".venv" / "bin" / "python")
              .string();
   }
-  std::string cmd = quote(py) + " -c 'import onnxruntime, onnx, numpy' >/dev/null 2>&1";
-  return std::system(cmd.c_str()) == 0 ? py : "";
+  ProcessOptions quiet;
+  quiet.stdout_file = quiet.stderr_file = "/dev/null";
+  auto r = run_process({py, "-c", "import onnxruntime, onnx, numpy"}, quiet);
+  return r && r->ok() ? py : "";
 }
 
 TEST(BenchCli, CompareOnnxRuntime) {
@@ -189,7 +174,7 @@ TEST(BenchCli, CompareOnnxRuntime) {
       dir,
       {model.string(), "--input", "x=random:4x8", "--runs", "3", "--warmup", "1", "--min-seconds",
        "0", "--threads", "1", "--compare", "onnxruntime", "--json", (dir / "b.json").string()},
-      "FERRITE_PYTHON=" + quote(py));
+      {{"FERRITE_PYTHON", py}});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(std::regex_search(
       r.out, std::regex("ferrite [0-9.]+ ms \\| onnxruntime [0-9.]+ ms \\| ratio \\(ort/ferrite\\) "

@@ -1,72 +1,17 @@
 // The `ferrite run` binary on hostile models and inputs: a non-zero exit, exactly one stderr line
 // starting with "error:", and no crash signal.
-#include <sys/wait.h>
-
-#include <fstream>
-#include <sstream>
-
+#include "cli_util.h"
 #include "frontend/onnx/tensor_proto.h"
-#include "test_util.h"
-
-#ifndef FERRITE_CLI_PATH
-#error "FERRITE_CLI_PATH must name the ferrite binary"
-#endif
 
 namespace ferrite::testing {
 namespace {
 
-struct CliResult {
-  bool exited = false;  // false: killed by a signal
-  int code = -1;
-  int signal = 0;
-  std::string out, err;
-};
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_text(p);
 }
 
 CliResult run_cli(const TempDir& dir, const std::vector<std::string>& args) {
-  std::string cmd = "exec " + shell_quote(FERRITE_CLI_PATH);
-  for (const auto& a : args) cmd += " " + shell_quote(a);
-  fs::path out = dir / "cli.stdout", err = dir / "cli.stderr";
-  cmd += " >" + shell_quote(out.string()) + " 2>" + shell_quote(err.string());
-  int status = std::system(cmd.c_str());
-  CliResult r;
-  r.exited = WIFEXITED(status);
-  if (r.exited) r.code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-// Exit code 1 (not a signal, not a shell-reported 128+N), one "error:" line containing every
-// fragment.
-::testing::AssertionResult clean_failure(const CliResult& r,
-                                         std::initializer_list<std::string> fragments) {
-  if (!r.exited)
-    return ::testing::AssertionFailure() << "killed by signal " << r.signal << "\n" << r.err;
-  if (r.code == 0) return ::testing::AssertionFailure() << "exit code 0";
-  if (r.code >= 128)
-    return ::testing::AssertionFailure() << "exit code " << r.code << "\n" << r.err;
-  if (r.err.rfind("error: ", 0) != 0)
-    return ::testing::AssertionFailure() << "stderr does not start with 'error: ': " << r.err;
-  if (r.err.empty() || r.err.back() != '\n' || r.err.find('\n') != r.err.size() - 1)
-    return ::testing::AssertionFailure() << "stderr is not exactly one line: [" << r.err << "]";
-  for (const auto& f : fragments)
-    if (r.err.find(f) == std::string::npos)
-      return ::testing::AssertionFailure() << "stderr lacks '" << f << "': " << r.err;
-  return ::testing::AssertionSuccess();
+  return run_ferrite(dir, args);
 }
 
 std::string add_model() {

@@ -1,6 +1,7 @@
 #include "runtime/compile_cache.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,7 +9,9 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "compile_cache_test_util.h"
@@ -291,17 +294,118 @@ TEST(CompileCache, UnwritableDirDegradesToMemoryWithAWarning) {
   EXPECT_TRUE(cache.prune(0).has_value());
 }
 
-TEST(CompileCache, ReadOnlyDirDegrades) {
-  if (::geteuid() == 0) GTEST_SKIP() << "permissions do not bind root";
+// Runs `check` where `dir` cannot be written: as root (permissions do not bind root) in a forked
+// child that drops to the unprivileged "nobody" user, otherwise with the directory made
+// read-only. `check` returns a failure description, empty on success.
+void expect_in_read_only_dir(const fs::path& dir, const std::function<std::string()>& check) {
+  if (::geteuid() != 0) {
+    fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec);
+    std::string why = check();
+    fs::permissions(dir, fs::perms::owner_all);
+    EXPECT_EQ(why, "");
+    return;
+  }
+  EXPECT_EXIT(
+      {
+        if (::setgid(65534) != 0 || ::setuid(65534) != 0) _exit(3);
+        std::string why = check();
+        std::fprintf(stderr, "%s", why.c_str());
+        _exit(why.empty() ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// A cache directory that cannot be written still serves its valid entries (a shared,
+// pre-populated cache; a read-only mount), and stores nothing.
+TEST(CompileCache, ReadOnlyDirServesItsEntries) {
   TempDir tmp;
-  fs::path ro = tmp.path() / "ro";
-  fs::create_directories(ro);
-  fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec);
-  Warnings w;
-  CompileCache cache(options_for(ro, &w));
-  EXPECT_FALSE(cache.disk_enabled());
-  EXPECT_EQ(w.list->size(), 1u);
-  fs::permissions(ro, fs::perms::owner_all);
+  fs::path dir = tmp.path() / "ro";
+  auto blob = key_of("blob"), file = key_of("file"), absent = key_of("absent");
+  {
+    CompileCache writer(options_for(dir));
+    ASSERT_TRUE(writer.disk_enabled());
+    ASSERT_TRUE(writer.put(blob, "payload", "meta").is_ok());
+    ASSERT_TRUE(writer.put_file(file, tmp.write("a.so", "elf bytes")).has_value());
+  }
+  // World-readable, as a shared cache would be (the test's umask may be stricter).
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    fs::permissions(e.path(),
+                    fs::perms::others_read | fs::perms::group_read |
+                        (e.is_directory() ? fs::perms::others_exec : fs::perms::none),
+                    fs::perm_options::add);
+  fs::permissions(dir, fs::perms::others_read | fs::perms::others_exec, fs::perm_options::add);
+  fs::permissions(tmp.path(), fs::perms::others_exec, fs::perm_options::add);
+  std::vector<std::string> before = tree(dir);
+  expect_in_read_only_dir(dir, [&]() -> std::string {
+    Warnings w;
+    CompileCache cache(options_for(dir, &w));
+    if (!cache.disk_enabled() || !cache.read_only())
+      return "disk level off: " + cache.disabled_reason();
+    auto b = cache.get(blob);
+    if (!b.hit() || b.value->payload != "payload") return "blob entry not served: " + b.reason;
+    auto f = cache.get_file(file);
+    if (!f.hit() || read_file(f.value->path) != "elf bytes")
+      return "file entry not served: " + f.reason;
+    if (!cache.put(absent, "x").is_ok()) return "put failed instead of staying in memory";
+    if (!cache.get(absent).hit()) return "memory level lost the new entry";
+    if (cache.put_file(absent, f.value->path).has_value()) return "put_file stored into it";
+    if (!w.list->empty()) return "warned: " + (*w.list)[0];
+    return "";
+  });
+  EXPECT_EQ(tree(dir), before);
+}
+
+// Runs `lookup` on another thread; fails the test if it has not returned within 10 seconds, and
+// then releases a reader stuck in open() on `fifo` by opening its write end.
+template <class F>
+void expect_returns_promptly(const fs::path& fifo, F lookup) {
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    lookup();
+    done = true;
+  });
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (!done) {
+    ADD_FAILURE() << "cache lookup blocked on the FIFO " << fifo;
+    int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (w >= 0) ::close(w);
+  }
+  t.join();
+}
+
+// A FIFO (or any non-regular file) where an entry or an artifact should be is a miss, never a
+// read that waits for a writer forever; storing the key again replaces it.
+TEST(CompileCache, FifoInTheCacheIsAMissNotAHang) {
+  TempDir tmp;
+  CompileCache cache(disk_only(tmp.path()));
+  auto blob = key_of("blob");
+  fs::path entry = cache.entry_path(blob);
+  fs::create_directories(entry.parent_path());
+  ASSERT_EQ(::mkfifo(entry.c_str(), 0644), 0);
+  expect_returns_promptly(entry, [&] {
+    auto r = cache.get(blob);
+    EXPECT_FALSE(r.hit());
+    EXPECT_NE(r.reason.find("not a regular file"), std::string::npos) << r.reason;
+  });
+  ASSERT_TRUE(cache.put(blob, "payload").is_ok());
+  EXPECT_TRUE(cache.get(blob).hit());
+
+  // The artifact of a file entry.
+  auto file = key_of("file");
+  auto stored = cache.put_file(file, tmp.write("a.so", "elf"));
+  ASSERT_TRUE(stored.has_value());
+  fs::path artifact = *stored;
+  ASSERT_TRUE(fs::remove(artifact));
+  ASSERT_EQ(::mkfifo(artifact.c_str(), 0644), 0);
+  expect_returns_promptly(artifact, [&] {
+    auto r = cache.get_file(file);
+    EXPECT_FALSE(r.hit());
+    EXPECT_NE(r.reason.find("not a regular file"), std::string::npos) << r.reason;
+  });
+  ASSERT_TRUE(cache.put_file(file, tmp.write("b.so", "elf")).has_value());
+  EXPECT_TRUE(cache.get_file(file).hit());
 }
 
 TEST(CompileCache, WriteFailureAfterStartIsAStatusAndOneWarning) {

@@ -1,43 +1,26 @@
 // The cpu device through the CLI: a second process compiling the same model loads the kernels
 // from the disk compile cache instead of invoking the C++ compiler, and gets the same results.
-#include <sys/wait.h>
-
 #include <fstream>
-#include <sstream>
 
-#include "test_util.h"
-
-#ifndef FERRITE_CLI_PATH
-#error "FERRITE_CLI_PATH must name the ferrite binary"
-#endif
+#include "cli_util.h"
 
 namespace ferrite::testing {
 namespace {
 
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 std::string read(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_text(p);
 }
 
 // Runs `ferrite run` on the cpu device with the given cache dir; returns stderr (exit 0 asserted).
 std::string run_cpu(const TempDir& dir, const fs::path& model, const fs::path& cache,
                     const std::string& tag) {
-  fs::path err = dir / (tag + ".stderr"), out_dir = dir / ("out-" + tag);
-  std::string cmd = "FERRITE_CACHE_DIR=" + quote(cache.string()) + " FERRITE_LOG=compile " +
-                    quote(FERRITE_CLI_PATH) + " run " + quote(model.string()) +
-                    " --device cpu --input x=random:3x5 --quiet --output-dir " +
-                    quote(out_dir.string()) + " 2>" + quote(err.string());
-  int status = std::system(cmd.c_str());
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read(err);
-  return read(err);
+  fs::path out_dir = dir / ("out-" + tag);
+  CliResult r = run_ferrite(dir,
+                            {"run", model.string(), "--device", "cpu", "--input", "x=random:3x5",
+                             "--quiet", "--output-dir", out_dir.string()},
+                            {{"FERRITE_CACHE_DIR", cache.string()}, {"FERRITE_LOG", "compile"}});
+  EXPECT_TRUE(r.exited && r.code == 0) << r.err;
+  return r.err;
 }
 
 TEST(CpuCompileCache, SecondProcessHitsDiskCache) {

@@ -15,6 +15,7 @@
 #include "lower/lowering.h"
 #include "plugin_host/plugin_loader.h"
 #include "runtime/device.h"
+#include "support/subprocess.h"
 #include "test_util.h"
 
 namespace ferrite {
@@ -175,9 +176,9 @@ static fe_device_spec spec = {sizeof(fe_device_spec), "old"};
 static fe_device_plugin p = {FE_SDK_VERSION_MAJOR + 1, 0, sizeof(fe_device_plugin), &spec};
 extern "C" const fe_device_plugin* ferrite_device_plugin_v1(void) { return &p; }
 )";
-  std::string cmd = std::string("c++ -shared -fPIC -I") + FERRITE_SDK_INCLUDE_DIR + " -o " +
-                    so.string() + " " + src.string() + " 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto built = run_process({"c++", "-shared", "-fPIC", std::string("-I") + FERRITE_SDK_INCLUDE_DIR,
+                            "-o", so.string(), src.string()});
+  ASSERT_TRUE(built && built->ok()) << (built ? built->output : built.status().message());
   auto loaded = load_plugin(so.string());
   ASSERT_FALSE(loaded);
   EXPECT_NE(loaded.status().message().find("built for device SDK 2.0"), std::string::npos)

@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "cli_util.h"
 #include "codegen/cpp_source.h"
 #include "frontend/onnx/importer.h"
 #include "memory/in_place.h"
@@ -473,15 +474,16 @@ TEST(CpuArena, RunJsonAndLogReportMemory) {
   std::string bytes;
   model.SerializeToString(&bytes);
   std::filesystem::path path = dir.write("chain.onnx", bytes);
-  std::string cmd = std::string("FERRITE_LOG=memory '") + FERRITE_CLI_PATH + "' run '" +
-                    path.string() + "' --device cpu --input x=random:7x8 --input w=random:8x8" +
-                    " --quiet --output-dir '" + (dir / "out").string() + "' 2>'" +
-                    (dir / "err").string() + "'";
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
-  std::ifstream js(dir / "out" / "run.json"), log(dir / "err");
+  auto r = ferrite::testing::run_ferrite(
+      dir,
+      {"run", path.string(), "--device", "cpu", "--input", "x=random:7x8", "--input",
+       "w=random:8x8", "--quiet", "--output-dir", (dir / "out").string()},
+      {{"FERRITE_LOG", "memory"}});
+  ASSERT_TRUE(r.exited && r.code == 0) << r.err;
+  std::ifstream js(dir / "out" / "run.json");
   std::stringstream j, l;
   j << js.rdbuf();
-  l << log.rdbuf();
+  l << r.err;
   // 6 buffers of 7*8 floats (224 bytes) in two slots, the second at 256; per run and overall.
   const std::string mem = "\"memory\": {\"planned_peak_bytes\": 480, \"intermediate_bytes\": 1344,";
   EXPECT_NE(j.str().find("\"seconds\": "), std::string::npos) << j.str();

@@ -1,17 +1,14 @@
 #include "backends/cpu/host_compiler.h"
 
-#include "runtime/compile_cache.h"
-
-#include <dlfcn.h>
-#include <unistd.h>
-
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <vector>
+
+#include "runtime/compile_cache.h"
+#include "support/cleanup.h"
+#include "support/subprocess.h"
 
 namespace ferrite {
 
@@ -31,14 +28,24 @@ std::string compiler() {
   return cxx && *cxx ? cxx : "c++";
 }
 
-std::string first_line_of_command(const std::string& cmd) {
-  std::string out;
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    char buf[512];
-    if (fgets(buf, sizeof buf, p)) out = buf;
-    pclose(p);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+// $FERRITE_CXX may name a launcher and a compiler ("ccache g++"): split into words, never given
+// to a shell.
+std::vector<std::string> compiler_command() {
+  std::vector<std::string> argv = split_command(compiler());
+  if (argv.empty()) argv.push_back("c++");
+  return argv;
+}
+
+// The first line of `$FERRITE_CXX --version` (empty when it cannot run).
+std::string compiler_version_line() {
+  std::vector<std::string> argv = compiler_command();
+  argv.push_back("--version");
+  ProcessOptions opts;
+  opts.discard_stderr = true;
+  auto r = run_process(argv, opts);
+  if (!r) return "";
+  std::string out = r->output.substr(0, r->output.find('\n'));
+  while (!out.empty() && out.back() == '\r') out.pop_back();
   return out;
 }
 
@@ -56,8 +63,7 @@ std::string host_cpu_identity() {
 }  // namespace
 
 std::string HostCompiler::identity() const {
-  return compiler() + " " + kFlags + " (" +
-         first_line_of_command(compiler() + " --version 2>/dev/null") + ")";
+  return compiler() + " " + kFlags + " (" + compiler_version_line() + ")";
 }
 
 Expected<CompiledModule> HostCompiler::compile(const std::string& source, const std::string& tag) {
@@ -67,8 +73,7 @@ Expected<CompiledModule> HostCompiler::compile(const std::string& source, const 
 Expected<CompiledModule> compile_and_load(const std::string& source, const std::string& tag,
                                           const std::string& extra_key) {
   auto t0 = std::chrono::steady_clock::now();
-  static const std::string compiler_version =
-      first_line_of_command(compiler() + " --version 2>/dev/null");
+  static const std::string compiler_version = compiler_version_line();
   static const std::string cpu = host_cpu_identity();
   CompileCache& cache = CompileCache::global();
   std::string device = cpu + extra_key;
@@ -91,29 +96,33 @@ Expected<CompiledModule> compile_and_load(const std::string& source, const std::
       cache_note = hit.reason;
     }
   }
-  std::error_code ec;
-  std::string tmpl = (fs::temp_directory_path(ec) / "ferrite-XXXXXX").string();
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (!mkdtemp(buf.data())) return err("cannot create a temporary directory for compilation");
-  fs::path dir(buf.data());
-  fs::path src = dir / (tag + ".cpp"), so = dir / (tag + ".so"), log = dir / "compile.log";
+  FERRITE_ASSIGN_OR_RETURN(TempDirectory dir, TempDirectory::create("ferrite-"));
+  fs::path src = dir / (tag + ".cpp"), so = dir / (tag + ".so");
   {
     std::ofstream out(src);
     out << source;
+    out.close();
     if (!out) return err("cannot write generated source to '", src.string(), "'");
   }
-  std::string cmd = compiler() + " " + kFlags + " -o '" + so.string() + "' '" + src.string() +
-                    "' > '" + log.string() + "' 2>&1";
-  int rc = std::system(cmd.c_str());
-  if (rc != 0) {
-    std::ifstream in(log);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string text = ss.str();
-    if (text.size() > 2000) text = text.substr(0, 2000) + "...";
+  std::vector<std::string> argv = compiler_command();
+  for (std::string& flag : split_command(kFlags)) argv.push_back(std::move(flag));
+  for (const char* a : {"-o", so.c_str(), src.c_str()}) argv.emplace_back(a);
+  ProcessOptions opts;
+  opts.max_output = 2000;
+  auto run = run_process(argv, opts);
+  if (!run) return run.status().with_context("cannot compile generated code");
+  if (!run->exited) {
+    // A compiler killed by a signal (Ctrl-C reaches the whole process group) did not find an
+    // error in the code: say so instead of reporting a compile failure.
+    return err("interrupted: the C++ compiler (", argv[0], ") was ", run->describe(),
+               " while compiling ", src.string());
+  }
+  if (run->exit_code != 0) {
+    std::string text = run->output;
+    if (text.size() >= opts.max_output) text += "...";
     for (char& c : text)
       if (c == '\n') c = ' ';
+    dir.keep();  // the message names the source: leave it for whoever debugs the generator
     return err("generated code failed to compile (", src.string(), "): ", text);
   }
   std::string load_path = so.string();
@@ -130,7 +139,7 @@ Expected<CompiledModule> compile_and_load(const std::string& source, const std::
   r.cache_note = cache_note;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // The loaded module stays mapped after its file is removed; keep sources with FERRITE_KEEP_SOURCE.
-  if (!std::getenv("FERRITE_KEEP_SOURCE")) fs::remove_all(dir, ec);
+  if (std::getenv("FERRITE_KEEP_SOURCE")) dir.keep();
   return r;
 }
 

@@ -70,8 +70,14 @@ void ThreadPool::worker_loop() {
       next_ = e;
       const auto* job = job_;
       lock.unlock();
-      (*job)(b, e);
+      std::exception_ptr failed;
+      try {
+        (*job)(b, e);
+      } catch (...) {
+        failed = std::current_exception();
+      }
       lock.lock();
+      if (failed) fail_job(failed);
     }
     if (--active_ == 0 && caller_waiting_) done_cv_.notify_all();
   }
@@ -86,6 +92,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
     f(0, n);
     return;
   }
+  std::exception_ptr failed;
   std::unique_lock<std::mutex> lock(mu_);
   job_ = &f;
   n_ = n;
@@ -99,8 +106,13 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
     int64_t e = std::min(n_, b + chunk_);
     next_ = e;
     lock.unlock();
-    f(b, e);
+    try {
+      f(b, e);
+    } catch (...) {
+      failed = std::current_exception();
+    }
     lock.lock();
+    if (failed) fail_job(failed);
   }
   if (--active_ > 0) {
     // Workers still run their last chunks: usually for microseconds.
@@ -115,6 +127,15 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
   }
   job_ = nullptr;
   n_ = 0;
+  // Every thread is out of f (which the job pointed to): now the error may unwind the caller.
+  std::exception_ptr error = std::move(error_);
+  error_ = nullptr;
+  if (error) std::rethrow_exception(error);
+}
+
+void ThreadPool::fail_job(std::exception_ptr e) {
+  if (!error_) error_ = std::move(e);
+  next_ = n_;  // hand out no more chunks
 }
 
 }  // namespace ferrite

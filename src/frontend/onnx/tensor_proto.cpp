@@ -10,6 +10,7 @@
 
 #include "frontend/onnx/external_data.h"
 #include "support/checked_math.h"
+#include "support/result_dir.h"
 
 namespace ferrite {
 
@@ -237,13 +238,20 @@ Expected<NamedTensor> read_tensor_file(const std::filesystem::path& path) {
   return NamedTensor{proto.name(), std::move(t).value()};
 }
 
-Status write_tensor_file(const std::filesystem::path& path, const std::string& name,
-                         const Tensor& t) {
+Expected<std::string> encode_tensor_file(const std::string& name, const Tensor& t) {
   onnx::TensorProto proto;
   tensor_to_proto(t, name, &proto);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out || !proto.SerializeToOstream(&out)) return err("cannot write '", path.string(), "'");
-  return Status::ok();
+  std::string bytes;
+  // Protobuf messages are limited to 2 GiB; larger tensors fail here rather than on disk.
+  if (!proto.SerializeToString(&bytes))
+    return err("tensor '", name, "' (", t.nbytes(), " bytes) cannot be encoded as a TensorProto");
+  return bytes;
+}
+
+Status write_tensor_file(const std::filesystem::path& path, const std::string& name,
+                         const Tensor& t) {
+  FERRITE_ASSIGN_OR_RETURN(std::string bytes, encode_tensor_file(name, t));
+  return write_file_atomic(path, bytes);
 }
 
 }  // namespace ferrite

@@ -43,6 +43,9 @@ struct NamedTensor {
   Tensor tensor;
 };
 Expected<NamedTensor> read_tensor_file(const std::filesystem::path& path);
+// The bytes of a TensorProto file holding `t` named `name`.
+Expected<std::string> encode_tensor_file(const std::string& name, const Tensor& t);
+// Writes the file atomically (support/result_dir.h): checked, fsynced, renamed into place.
 Status write_tensor_file(const std::filesystem::path& path, const std::string& name,
                          const Tensor& t);
 

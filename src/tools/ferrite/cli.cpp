@@ -153,17 +153,26 @@ std::string json_escape(const std::string& s) {
 std::string tensor_summary(const Tensor& t) {
   std::string s = t.type_string();
   if (t.numel() == 0) return s + " (empty)";
+  // NaN is counted, not summed: one NaN would make the mean NaN and min/max meaningless.
   double sum = 0, lo = INFINITY, hi = -INFINITY;
+  int64_t nans = 0;
   for (int64_t i = 0; i < t.numel(); ++i) {
     double v = t.double_at(i);
+    if (std::isnan(v)) {
+      ++nans;
+      continue;
+    }
     sum += v;
     lo = std::min(lo, v);
     hi = std::max(hi, v);
   }
+  if (nans == t.numel()) return s + " all NaN";
   char buf[160];
-  std::snprintf(buf, sizeof buf, " mean=%.6g min=%.6g max=%.6g", sum / static_cast<double>(t.numel()),
-                lo, hi);
-  return s + buf;
+  std::snprintf(buf, sizeof buf, " mean=%.6g min=%.6g max=%.6g",
+                sum / static_cast<double>(t.numel() - nans), lo, hi);
+  s += buf;
+  if (nans) s += str_cat(" nan=", nans);
+  return s;
 }
 
 }  // namespace ferrite::cli

@@ -36,7 +36,9 @@ Expected<std::vector<Session::NamedInput>> read_output_dir(const std::filesystem
 Expected<Session::NamedInput> random_input(const Graph& g, const std::string& spec);
 
 std::string json_escape(const std::string& s);
-std::string tensor_summary(const Tensor& t);  // "f32[2,10] mean=.. min=.. max=.."
+// "f32[2,10] mean=.. min=.. max=.." over the numbers, then "nan=K" when K elements are NaN;
+// "f32[2,10] all NaN" when nothing else is left.
+std::string tensor_summary(const Tensor& t);
 
 int run_command(int argc, char** argv);
 int info_command(int argc, char** argv);

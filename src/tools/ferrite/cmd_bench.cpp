@@ -21,6 +21,8 @@
 
 #include "frontend/onnx/tensor_proto.h"
 #include "runtime/compare.h"
+#include "support/cleanup.h"
+#include "support/result_dir.h"
 #include "tools/ferrite/cli.h"
 
 namespace ferrite::cli {
@@ -207,29 +209,6 @@ class Progress {
   double last_ = 0;
 };
 
-// A directory under $TMPDIR removed with everything in it when this goes away.
-class TempDir {
- public:
-  Status create() {
-    std::error_code ec;
-    fs::path base = fs::temp_directory_path(ec);
-    if (ec) base = "/tmp";
-    std::string tmpl = (base / "ferrite-bench-XXXXXX").string();
-    if (!mkdtemp(tmpl.data()))
-      return err("cannot create a temp directory in '", base.string(), "'");
-    path_ = tmpl;
-    return Status::ok();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 // Candidate repository roots: the one the binary sits in (<repo>/build*/bin/ferrite) and the
 // source tree it was configured from.
 std::vector<fs::path> repo_roots() {
@@ -290,6 +269,10 @@ class OrtChild {
       return err("fork: ", std::strerror(errno));
     }
     if (pid == 0) {
+      // The CLI blocks SIGINT/SIGTERM in its threads (interrupt.h); the child starts with them.
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
       dup2(in[0], 0);
       dup2(out[1], 1);
       execv(cargv[0], cargv.data());
@@ -304,6 +287,7 @@ class OrtChild {
     close(out[1]);
     auto c = std::unique_ptr<OrtChild>(new OrtChild());
     c->pid_ = pid;
+    c->registration_ = std::make_unique<ChildRegistration>(pid);
     c->to_ = fdopen(in[1], "w");
     c->from_ = fdopen(out[0], "r");
     if (!c->to_ || !c->from_) return err("fdopen: ", std::strerror(errno));
@@ -359,6 +343,7 @@ class OrtChild {
  private:
   OrtChild() = default;
   pid_t pid_ = -1;
+  std::unique_ptr<ChildRegistration> registration_;  // an interrupt terminates the child
   FILE* to_ = nullptr;
   FILE* from_ = nullptr;
   char* line_ = nullptr;
@@ -504,7 +489,7 @@ int bench_command(int argc, char** argv) {
   std::vector<Runner*> runners{&fer};
 
   // ONNX Runtime: start, check its outputs against ours.
-  TempDir tmp;
+  TempDirectory tmp;  // registered: an interrupt removes it too
   std::unique_ptr<OrtChild> ort;
   Runner ortr{"onnxruntime", nullptr};
   std::string ort_ready;
@@ -514,7 +499,9 @@ int bench_command(int argc, char** argv) {
   if (!compare.empty()) {
     auto found = find_python_and_script();
     if (!found) return fail(found.status());
-    if (Status st = tmp.create(); !st) return fail(st);
+    auto created = TempDirectory::create("ferrite-bench-");
+    if (!created) return fail(created.status());
+    tmp = std::move(created).value();
     fs::path in_dir = tmp.path() / "inputs", out_dir = tmp.path() / "ort_outputs";
     std::error_code ec;
     fs::create_directories(in_dir, ec);
@@ -700,10 +687,7 @@ int bench_command(int argc, char** argv) {
             "onnxruntime (>1: ferrite faster)\"";
     }
     js << "}\n";
-    std::ofstream f(json_path);
-    f << js.str();
-    f.close();
-    if (!f) return fail(err("cannot write '", json_path, "'"));
+    if (Status st = write_file_atomic(json_path, js.str()); !st) return fail(st);
   }
   return 0;
 }

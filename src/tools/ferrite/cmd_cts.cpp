@@ -4,8 +4,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "cts/cts.h"
+#include "support/result_dir.h"
 #include "tools/ferrite/cli.h"
 
 namespace ferrite::cli {
@@ -68,8 +70,7 @@ struct Row {
 
 Status write_json(const std::string& path, const std::string& device, const cts::SuiteResult& s,
                   const Row& total) {
-  std::ofstream f(path);
-  if (!f) return err("cannot write '", path, "'");
+  std::ostringstream f;
   f << "{\n  \"device\": \"" << json_escape(device) << "\",\n  \"seconds\": " << num(s.seconds)
     << ",\n  \"sessions\": " << s.sessions << ",\n  \"totals\": {\"cases\": " << total.cases
     << ", \"pass\": " << total.pass << ", \"fail\": " << total.fail
@@ -90,7 +91,7 @@ Status write_json(const std::string& path, const std::string& device, const cts:
       << json_escape(c.detail) << "\"}" << (i + 1 < s.cases.size() ? "," : "") << "\n";
   }
   f << "  ]\n}\n";
-  return f.good() ? Status::ok() : err("cannot write '", path, "'");
+  return write_file_atomic(path, f.str());
 }
 
 }  // namespace

@@ -86,6 +86,11 @@ int info_command(int argc, char** argv) {
       if (names.size() > 4) list += ", ...";
       std::printf("  %s: %zu node(s) (%s)\n", op.c_str(), names.size(), list.c_str());
     }
+    // The exit status says the model cannot run; say why on stderr like every other failure.
+    std::string ops;
+    for (const auto& [op, names] : by_op) ops += (ops.empty() ? "" : ", ") + op;
+    std::fprintf(stderr, "error: the model uses %zu unsupported op(s): %s\n", by_op.size(),
+                 ops.c_str());
     return 1;
   }
   std::printf("all ops supported\n");

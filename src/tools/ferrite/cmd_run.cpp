@@ -1,13 +1,14 @@
 // `ferrite run`: load once, run once per input set, write outputs and run.json.
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "frontend/onnx/tensor_proto.h"
 #include "passes/pass.h"
 #include "runtime/compare.h"
 #include "tools/ferrite/cli.h"
+#include "tools/ferrite/run_output.h"
 
 namespace ferrite::cli {
 
@@ -70,6 +71,14 @@ int run_command(int argc, char** argv) {
     std::fputs(kRunHelp, stderr);
     return fail(Status::error("run takes exactly one MODEL"));
   }
+  // What an earlier run left in OUT goes before anything else (run_output.h), so that a run
+  // that fails or is interrupted from here on leaves no stale run.json behind.
+  std::optional<RunOutput> output;
+  if (auto dirs = args->all("output-dir"); !dirs.empty()) {
+    auto started = RunOutput::start(dirs.back());
+    if (!started) return fail(started.status());
+    output = std::move(started).value();
+  }
   std::string device = args->get("device", "reference");
   auto t0 = std::chrono::steady_clock::now();
   auto graph = import_onnx_file(args->positional()[0]);
@@ -127,15 +136,17 @@ int run_command(int argc, char** argv) {
     input_sets.push_back(std::move(set));
     labels.push_back("random");
   }
-  if (input_sets.empty()) return fail(Status::error("no inputs: give --inputs DIR or --input SPEC"));
-
-  fs::path out_dir = args->get("output-dir");
-  std::error_code ec;
-  if (!out_dir.empty()) {
-    fs::create_directories(out_dir, ec);
-    if (ec) return fail(err("cannot create output directory '", out_dir.string(), "': ", ec.message()));
+  if (input_sets.empty()) {
+    if (!(*session)->graph().inputs().empty())
+      return fail(Status::error("no inputs: give --inputs DIR or --input SPEC"));
+    // A model without graph inputs (its outputs come from constants) runs once as it is.
+    input_sets.emplace_back();
+    labels.push_back("(no inputs)");
   }
+
   const Graph& g = (*session)->graph();
+  std::vector<std::string> output_names;
+  for (const Value* v : g.outputs()) output_names.push_back(v->name);
   std::vector<double> seconds;
   std::vector<std::optional<MemoryStats>> memory;  // per run, where the device plans memory
   std::vector<std::optional<TuningStats>> tuning;  // cumulative after each run (--autotune)
@@ -156,7 +167,7 @@ int run_command(int argc, char** argv) {
       for (size_t i = 0; i < outs->size(); ++i)
         std::printf("  %s: %s\n", g.outputs()[i]->name.c_str(), tensor_summary((*outs)[i]).c_str());
     }
-    if (args->flag("check") && labels[k] != "random") {
+    if (args->flag("check") && labels[k] != "random" && !input_sets[k].empty()) {
       auto expected = read_output_dir(labels[k]);
       if (!expected) return fail(expected.status());
       checks[k] = expected->empty() ? "no expected outputs" : "pass";
@@ -175,15 +186,8 @@ int run_command(int argc, char** argv) {
       if (checks[k].rfind("fail", 0) == 0) all_match = false;
       std::printf("  check: %s\n", checks[k].c_str());
     }
-    if (!out_dir.empty()) {
-      fs::path dir = out_dir / std::to_string(k);
-      fs::create_directories(dir, ec);
-      if (ec) return fail(err("cannot create '", dir.string(), "': ", ec.message()));
-      for (size_t i = 0; i < outs->size(); ++i) {
-        Status st = write_tensor_file(dir / ("output_" + std::to_string(i) + ".pb"),
-                                      g.outputs()[i]->name, (*outs)[i]);
-        if (!st) return fail(st);
-      }
+    if (output) {
+      if (Status st = output->write_outputs(k, output_names, *outs); !st) return fail(st);
     }
   }
   // Devices that compile nothing (the reference interpreter) ignore dump_dir: say so.
@@ -201,8 +205,10 @@ int run_command(int argc, char** argv) {
     std::printf("autotune: %d kernel launches timed (%d configurations, %.3f s), %d reused from "
                 "the tuning database\n",
                 tuned->kernels_tuned, tuned->configs_timed, tuned->seconds, tuned->kernels_reused);
-  if (!out_dir.empty()) {
-    std::ofstream js(out_dir / "run.json");
+  if (output) {
+    // Built in memory and written last, atomically: a run.json on disk means every output of
+    // this invocation is complete.
+    std::ostringstream js;
     js << "{\"device\": \"" << json_escape(device) << "\", \"model\": \""
        << json_escape(args->positional()[0]) << "\", \"compiles\": " << (*session)->compiles()
        << ", \"load_seconds\": " << load_s << ", \"prepare_seconds\": " << prepare_s
@@ -244,7 +250,7 @@ int run_command(int argc, char** argv) {
          << ", \"configs_timed\": " << tuned->configs_timed
          << ", \"tuning_seconds\": " << tuned->seconds << "}";
     js << "}\n";
-    if (!js) return fail(err("cannot write '", (out_dir / "run.json").string(), "'"));
+    if (Status st = output->write_run_json(js.str()); !st) return fail(st);
   }
   if (!all_match) {
     std::fprintf(stderr, "error: outputs differ from the expected outputs (see check lines)\n");

@@ -5,8 +5,10 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "runtime/compare.h"
+#include "support/result_dir.h"
 #include "tools/ferrite/cli.h"
 
 namespace ferrite::cli {
@@ -146,7 +148,7 @@ int test_onnx_command(int argc, char** argv) {
   std::printf("%d passed, %d failed, %d unsupported (device %s)\n", counts["pass"], counts["fail"],
               counts["unsupported"], device.c_str());
   if (auto path = args->get("json"); !path.empty()) {
-    std::ofstream js(path);
+    std::ostringstream js;
     js << "{\"device\": \"" << json_escape(device) << "\", \"cases\": [\n";
     for (size_t i = 0; i < results.size(); ++i) {
       const auto& r = results[i];
@@ -161,6 +163,10 @@ int test_onnx_command(int argc, char** argv) {
          << "\n";
     }
     js << "]}\n";
+    if (Status st = write_file_atomic(path, js.str()); !st) {
+      std::fprintf(stderr, "error: %s\n", st.message().c_str());
+      return 1;
+    }
   }
   return counts["fail"] ? 1 : 0;
 }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tools/ferrite/cli.h"
+#include "tools/ferrite/interrupt.h"
 
 namespace {
 const char* kUsage = R"(ferrite — a deep-learning compiler and runtime
@@ -39,6 +40,8 @@ Run `ferrite <command> --help` for the options of one command.
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any thread starts: they inherit the blocked SIGINT/SIGTERM.
+  ferrite::cli::install_interrupt_handling();
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
       !std::strcmp(argv[1], "help")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);

@@ -15,6 +15,7 @@
 
 #include "frontend/onnx/tensor_proto.h"
 #include "ir/dtype.h"
+#include "support/result_dir.h"
 
 namespace fs = std::filesystem;
 using ferrite::BFloat16;
@@ -138,8 +139,11 @@ int main(int argc, char** argv) {
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) return fail("cannot create " + out.string());
-  std::ofstream os(out / "model.onnx", std::ios::binary | std::ios::trunc);
-  if (!model.SerializeToOstream(&os)) return fail("cannot write " + (out / "model.onnx").string());
+  std::string encoded;
+  if (!model.SerializeToString(&encoded))
+    return fail("cannot encode " + (out / "model.onnx").string());
+  if (ferrite::Status st = ferrite::write_file_atomic(out / "model.onnx", encoded); !st)
+    return fail(st.message());
   for (const auto& e : fs::directory_iterator(in)) {
     if (!e.is_directory()) continue;
     fs::path link = out / e.path().filename();

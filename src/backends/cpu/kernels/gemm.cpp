@@ -390,7 +390,7 @@ Status matmul_run(KernelContext& ctx, ThreadPool& pool) {
   if (!batch) return run_reference(ctx);
   GemmProblem p;
   std::vector<int64_t> full = plan_matmul(a, ad, b, bd, *batch, false, p);
-  if (p.b_off.size() == 1 && is_constant_input(ctx.node(), 1, b)) p.b_constant = &b;
+  if (p.b_off.size() == 1 && packable_gemm_weight(ctx.node(), 1, b)) p.b_constant = &b;
   std::vector<int64_t> out = *batch;
   if (!a_vec) out.push_back(full[full.size() - 2]);
   if (!b_vec) out.push_back(full.back());
@@ -438,7 +438,7 @@ Status gemm_run(KernelContext& ctx, ThreadPool& pool) {
   p.b_rs = tb ? 1 : N;
   p.b_cs = tb ? K : 1;
   p.y = y->data<float>();
-  if (is_constant_input(node, 1, b)) p.b_constant = &b;
+  if (packable_gemm_weight(node, 1, b)) p.b_constant = &b;
   // A per-column C with unit factors is exactly oneDNN's bias; anything else is added after.
   const bool c_as_bias = c && alpha == 1.0f && beta == 1.0f && cd[0] == 1 && cd[1] == N;
   if (c_as_bias) p.col_bias = c->data<float>();
@@ -482,7 +482,7 @@ Status fused_matmul_run(KernelContext& ctx, ThreadPool& pool) {
   auto batch = broadcast_dims(ctx, a_batch, b_batch);
   if (!batch) return run_reference(ctx);
   std::vector<int64_t> out = plan_matmul(a, ad, b, bd, *batch, tb, p);
-  if (p.b_off.size() == 1 && is_constant_input(ctx.node(), 1, b)) p.b_constant = &b;
+  if (p.b_off.size() == 1 && packable_gemm_weight(ctx.node(), 1, b)) p.b_constant = &b;
   // Residuals the blocks take: the full output, or one row for all rows. Other broadcasts are
   // added afterwards.
   bool res_later = false;

@@ -56,6 +56,10 @@ bool is_constant_input(const Node& node, size_t i, const Tensor& t) {
   return v && v->constant && v->constant->raw() == t.raw() && v->constant->dims() == t.dims();
 }
 
+bool packable_gemm_weight(const Node& node, size_t i, const Tensor& t) {
+  return is_constant_input(node, i, t) && !t.borrowed();
+}
+
 memory wrap(const memory::desc& md, const void* ptr) {
   return memory(md, engine(), const_cast<void*>(ptr));
 }
@@ -103,8 +107,14 @@ class PackedCache {
  public:
   memory get(const Tensor& owner, const void* ptr, const memory::desc& have,
              const memory::desc& want) {
-    std::string key = std::to_string(reinterpret_cast<uintptr_t>(ptr)) + ":" + desc_bytes(have) +
-                      desc_bytes(want);
+    // A borrowed tensor's memory may change between sessions: its key is the borrow, and the
+    // entry does not pin it (the packed copy is all the entry needs).
+    std::string key = owner.borrowed()
+                          ? "b" + std::to_string(owner.borrow_id()) + ":" +
+                                std::to_string(reinterpret_cast<uintptr_t>(ptr) -
+                                               reinterpret_cast<uintptr_t>(owner.raw()))
+                          : std::to_string(reinterpret_cast<uintptr_t>(ptr));
+    key += ":" + desc_bytes(have) + desc_bytes(want);
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = map_.find(key);
@@ -119,7 +129,7 @@ class PackedCache {
       map_.clear();
       total_ = 0;
     }
-    auto [it, inserted] = map_.emplace(key, Packed{owner, out, bytes});
+    auto [it, inserted] = map_.emplace(key, Packed{owner.borrowed() ? Tensor() : owner, out, bytes});
     if (inserted) total_ += bytes;
     return it->second.mem;
   }
@@ -186,7 +196,18 @@ Status run_reference(KernelContext& ctx) {
 }
 
 bool can_fuse_activation(const Activation& a) {
-  return a.kind != ActKind::kClip || a.alpha <= a.beta;
+  switch (a.kind) {
+    // oneDNN's JIT relu (alpha 0) and clip are max / min instructions, which return the bound
+    // for a NaN input (measured: NaN -> 0 for relu, -> min for clip, oneDNN 2.6 avx2), where the
+    // ONNX ops and the reference keep NaN. apply_epilogue computes them NaN-preserving after the
+    // primitive instead. Leaky relu (alpha != 0) selects by a compare and keeps NaN.
+    case ActKind::kRelu:
+    case ActKind::kClip:
+    case ActKind::kHardSigmoid:
+      return false;
+    default:
+      return true;
+  }
 }
 
 void append_activation(dnnl::post_ops& po, const Activation& a) {

@@ -105,6 +105,10 @@ memory::desc strided_desc(const Dims& dims, const Dims& strides);
 
 // True when input `i` of `node` is a graph constant and `t` is its storage (not a copy).
 bool is_constant_input(const Node& node, size_t i, const Tensor& t);
+// Whether a GEMM may keep a reordered copy of its constant B: not when B is borrowed (a
+// framework's parameter bound in place), whose copy would double the model's memory; oneDNN
+// reads it in its stored layout instead.
+bool packable_gemm_weight(const Node& node, size_t i, const Tensor& t);
 
 // Scratch memory of layout `md` in this thread's buffer number `slot` (0..kScratchSlots-1), reused
 // across calls: fresh allocations of activation-sized buffers cost page faults on every run. Valid
@@ -142,8 +146,9 @@ memory wrap(const memory::desc& md, const void* ptr);
 Status run_reference(KernelContext& ctx);
 
 // Whether oneDNN's eltwise post-ops compute `a` as the op defines it, and appends them. Exact up
-// to rounding (hard_swish and hard_sigmoid associate differently), except that clip may not keep
-// a NaN input as NaN (the reference does). Clip with min > max is left to the caller's loop.
+// to rounding (hard_swish associates differently). Relu, clip and hard_sigmoid are never fused:
+// oneDNN's max/min turn NaN into the bound where the reference keeps NaN, so the caller's loop
+// (apply_epilogue) runs them.
 bool can_fuse_activation(const Activation& a);
 void append_activation(dnnl::post_ops& po, const Activation& a);
 

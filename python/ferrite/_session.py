@@ -1,0 +1,155 @@
+"""The Session API: an ONNX model compiled for one device, run on arrays."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence, Union
+
+from . import _core
+
+ArrayLike = Any  # numpy.ndarray, torch.Tensor, or anything with __dlpack__ on the host
+
+
+def devices() -> list[str]:
+    """Names of the devices this build can run on (built in, and plugins found)."""
+    return list(_core.devices())
+
+
+def _framework_of(x: Any) -> str:
+    mod = type(x).__module__
+    return "torch" if mod.startswith("torch") else "numpy"
+
+
+def _contiguous_host(x: Any, what: str) -> Any:
+    """The array itself when ferrite can read it in place, else a contiguous host copy."""
+    if _framework_of(x) == "torch":
+        if x.device.type != "cpu":
+            raise _core.UnsupportedError(
+                f"{what}: tensor is on {x.device}; this Session reads host memory "
+                "(move it with .cpu(), or use torch.compile(backend='ferrite'))")
+        if x.requires_grad:
+            x = x.detach()
+        return x if x.is_contiguous() else x.contiguous()
+    import numpy as np
+
+    a = np.asarray(x) if not hasattr(x, "__dlpack__") else x
+    if isinstance(a, np.ndarray) and not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+    return a
+
+
+class Session:
+    """An ONNX model compiled for one device.
+
+    ``Session(model, device="cpu", precision="f32", threads=0, autotune=False, passes=None,
+    cache_dir=None, dump_dir=None)``
+
+    * ``model``: a path to an ``.onnx`` file, or its bytes (external data is then resolved
+      against ``base_dir``, refused when that is None).
+    * ``device``: ``"cpu"``, ``"cuda"``, ``"reference"`` (the oracle), or a plugin such as
+      ``"gxu"``; :func:`ferrite.devices` lists them.
+    * ``precision``: storage precision of float tensors: ``"f32"``, ``"tf32"``, ``"bf16"``,
+      ``"fp16"``. The model's interface keeps its dtypes.
+    * ``threads``: host threads (0: the device's default). ``autotune``: time kernel launch
+      candidates on the first run at each size (persisted). ``passes``: graph passes instead of
+      the device's defaults (``[]`` for none). ``cache_dir``: the compile cache's directory
+      (process-wide: sets ``FERRITE_CACHE_DIR``). ``dump_dir``: generated code, fusion and
+      memory plans are written there.
+
+    Dims the model leaves symbolic compile once for every size. Inputs are read in place (no
+    copy) when they are C-contiguous host arrays; outputs come back as arrays of the inputs'
+    framework (torch in, torch out) over ferrite's memory, without a copy.
+
+    Errors raise :class:`ferrite.FerriteError` (:class:`ferrite.UnsupportedError` for valid
+    models ferrite does not handle yet) with ferrite's message, naming the node or tensor.
+    """
+
+    def __init__(
+        self,
+        model: Union[str, os.PathLike, bytes],
+        device: str = "cpu",
+        *,
+        precision: str = "f32",
+        threads: int = 0,
+        autotune: bool = False,
+        passes: Sequence[str] | None = None,
+        cache_dir: Union[str, os.PathLike, None] = None,
+        dump_dir: Union[str, os.PathLike, None] = None,
+        base_dir: Union[str, os.PathLike, None] = None,
+    ) -> None:
+        if cache_dir is not None:
+            os.environ["FERRITE_CACHE_DIR"] = str(cache_dir)
+        kw = dict(
+            device=device,
+            precision=precision,
+            threads=threads,
+            autotune=autotune,
+            passes=list(passes) if passes is not None else None,
+            dump_dir=str(dump_dir) if dump_dir is not None else None,
+        )
+        if isinstance(model, (bytes, bytearray, memoryview)):
+            self._s = _core.Session.from_bytes(
+                bytes(model), str(base_dir) if base_dir is not None else "", **kw)
+        else:
+            self._s = _core.Session.load(str(Path(model)), **kw)
+
+    @classmethod
+    def _wrap(cls, core_session: Any) -> "Session":
+        self = cls.__new__(cls)
+        self._s = core_session
+        return self
+
+    @property
+    def device(self) -> str:
+        """The device this Session runs on."""
+        return self._s.device
+
+    @property
+    def inputs(self) -> list[tuple[str, str, list | None]]:
+        """``(name, dtype, dims)`` of each graph input; a dim is an int, a symbol (str) or None."""
+        return list(self._s.inputs)
+
+    @property
+    def outputs(self) -> list[tuple[str, str, list | None]]:
+        """``(name, dtype, dims)`` of each graph output, as declared."""
+        return list(self._s.outputs)
+
+    @property
+    def compiles(self) -> int:
+        """How many times the model was compiled (recompiles for new sizes included)."""
+        return self._s.compiles
+
+    def stats(self) -> dict:
+        """Compiles and the last run's memory, tuning and device-memory statistics."""
+        return dict(self._s.stats())
+
+    def ir(self) -> str:
+        """The graph the last run used (after passes), as text."""
+        return self._s.ir()
+
+    def run(self, inputs: Union[Mapping[str, ArrayLike], Sequence[ArrayLike]]) -> list[Any]:
+        """Runs the model; ``inputs`` by name (a mapping) or in graph-input order (a sequence).
+
+        Returns the outputs in graph-output order, as torch tensors when any input was a torch
+        tensor, else as numpy arrays.
+        """
+        if isinstance(inputs, Mapping):
+            names = [str(k) for k in inputs.keys()]
+            values = list(inputs.values())
+        else:
+            names, values = [], list(inputs)
+        framework = "torch" if any(_framework_of(v) == "torch" for v in values) else "numpy"
+        arrays = [
+            _contiguous_host(v, f"input '{n}'" if names else f"input {i}")
+            for i, (n, v) in enumerate(zip(names or [""] * len(values), values))
+        ]
+        return list(self._s.run(names, arrays, framework))
+
+    def __call__(self, *args: ArrayLike) -> list[Any]:
+        """``session(x, y)`` is ``session.run([x, y])``."""
+        return self.run(list(args))
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{n}: {d}{dims}" for n, d, dims in self.inputs)
+        return f"<ferrite.Session device={self.device!r} inputs=({ins}) compiles={self.compiles}>"

@@ -1,0 +1,85 @@
+"""The ``torch.compile`` backend: ``torch.compile(model, backend="ferrite", options={...})``."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set
+
+import torch
+import torch.fx
+
+from .options import CompileOptions
+
+_graph_ids = itertools.count()
+
+
+def _decompositions() -> Dict[Any, Callable]:
+    """Core ATen decompositions for the ops the table does not translate itself, so that ops with
+    a native ferrite form (layer norm, softmax, SDPA, GELU, convolution, matmul) stay whole."""
+    from torch._decomp import core_aten_decompositions
+
+    from .aten_table import table
+
+    mine = table()
+    decomps = {op: fn for op, fn in core_aten_decompositions().items() if op not in mine}
+    return decomps
+
+
+def _static_indices(example_inputs: Sequence[Any]) -> Set[int]:
+    """Inputs Dynamo lifted from the module: parameters and buffers (bound as constants)."""
+    static = set()
+    try:
+        from torch._guards import TracingContext
+
+        tc = TracingContext.try_get()
+        meta = getattr(tc, "fw_metadata", None) if tc is not None else None
+        if meta is not None and getattr(meta, "static_input_indices", None) is not None:
+            static.update(meta.static_input_indices)
+    except Exception:  # older/newer torch without these internals: fall back to types below
+        pass
+    for i, t in enumerate(example_inputs):
+        if isinstance(t, torch.nn.Parameter) or getattr(t, "_dynamo_static_input_type", None):
+            static.add(i)
+    return static
+
+
+def ferrite_backend(gm: torch.fx.GraphModule, example_inputs: List[Any],
+                    options: Optional[Dict[str, Any]] = None, _report: Any = None,
+                    **kwargs: Any) -> Callable:
+    """Dynamo backend entry point (registered as ``"ferrite"``)."""
+    opts = CompileOptions.from_mapping(options)
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    from .partition import PartitionReport, partition_and_compile
+
+    outer_static = _static_indices(example_inputs)
+    graph_name = f"g{next(_graph_ids)}"
+
+    def compile_forward(aten_gm: torch.fx.GraphModule, aten_inputs: List[Any]) -> Callable:
+        static = _static_indices(aten_inputs) | outer_static
+        report = PartitionReport() if _report is not None else None
+        try:
+            compiled = partition_and_compile(aten_gm, static, opts, graph_name, report)
+        except Exception as e:  # never break the user's model: run this graph in eager
+            if opts.fallback == "raise":
+                raise
+            if opts.fallback == "warn":
+                warnings.warn(f"ferrite: graph {graph_name} runs in eager PyTorch: "
+                              f"{type(e).__name__}: {e}", RuntimeWarning)
+            if report is not None:
+                report.errors.append(f"{type(e).__name__}: {e}")
+            compiled = aten_gm
+        if _report is not None:
+            _report.append((graph_name, report))
+        return make_boxed_func(compiled)
+
+    def compile_backward(aten_gm: torch.fx.GraphModule, aten_inputs: List[Any]) -> Callable:
+        # Training graphs are the training issue's work: backward runs in eager PyTorch.
+        return make_boxed_func(aten_gm)
+
+    return aot_autograd(fw_compiler=compile_forward, bw_compiler=compile_backward,
+                        inference_compiler=compile_forward,
+                        decompositions=_decompositions())(gm, example_inputs)

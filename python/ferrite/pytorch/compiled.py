@@ -1,0 +1,122 @@
+"""A compiled ferrite partition: the callable that replaces one FX submodule at run time."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+import torch.fx
+
+from .. import _core
+from .fx_importer import ImportedGraph, TranslationError, import_graph
+from .options import CompileOptions
+
+
+def _default_device(args: Sequence[Any]) -> str:
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.device.type == "cuda":
+            return "cuda"
+    return "cpu"
+
+
+class CompiledPartition:
+    """Runs an FX graph module through a ferrite Session.
+
+    The Session is built on the first call, when the real values of the static inputs
+    (parameters and buffers) are known: they become graph constants over the same memory (no
+    copy). A static input whose storage or version changes later (``load_state_dict``, an
+    optimizer step, ``.copy_()``) makes the next call rebuild the Session over the new values.
+    """
+
+    def __init__(self, gm: torch.fx.GraphModule, static_indices: Sequence[int],
+                 options: CompileOptions, name: str) -> None:
+        self.gm = gm
+        self.static_indices = sorted(set(static_indices))
+        self.options = options
+        self.name = name
+        self._session: Any = None
+        self._imported: Optional[ImportedGraph] = None
+        self._static_keys: List[Any] = []
+        self._eager = False  # compile failed: run the FX module itself
+        self.builds = 0
+        self.device: Optional[str] = None
+        out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+        self._tuple_out = isinstance(out.args[0], (list, tuple))
+
+    # ---- building ------------------------------------------------------------------------------
+    @staticmethod
+    def _key(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        return (t.data_ptr(), t._version, tuple(t.shape), t.dtype)
+
+    def _build(self, args: Sequence[Any]) -> None:
+        o = self.options
+        device = o.device or _default_device(args)
+        statics = {i: args[i] for i in self.static_indices if isinstance(args[i], torch.Tensor)}
+        imported = import_graph(self.gm, statics, self.name)
+        self._session = imported.builder.build_session(
+            device=device, precision=o.precision, threads=o.threads, autotune=o.autotune,
+            passes=list(o.passes) if o.passes is not None else None,
+            dump_dir=f"{o.dump_dir}/{self.name}" if o.dump_dir else None)
+        self._imported = imported
+        self._static_keys = [self._key(args[i]) for i in self.static_indices]
+        self.device = device
+        self.builds += 1
+
+    def _stale(self, args: Sequence[Any]) -> bool:
+        keys = self._static_keys
+        for k, i in enumerate(self.static_indices):
+            if self._key(args[i]) != keys[k]:
+                return True
+        return False
+
+    def _fall_back(self, e: BaseException) -> None:
+        if self.options.fallback == "raise":
+            raise e
+        if self.options.fallback == "warn":
+            warnings.warn(f"ferrite: partition {self.name} runs in eager PyTorch: "
+                          f"{type(e).__name__}: {e}", RuntimeWarning, stacklevel=3)
+        self._eager = True
+
+    # ---- running -------------------------------------------------------------------------------
+    def __call__(self, *args: Any) -> Any:
+        if self._eager:
+            return self.gm(*args)
+        if self._session is None or self._stale(args):
+            try:
+                self._build(args)
+            except (_core.FerriteError, TranslationError, NotImplementedError, ValueError,
+                    KeyError, TypeError) as e:
+                self._fall_back(e)
+                return self.gm(*args)
+        imp = self._imported
+        feeds = []
+        out_device = None
+        for kind, i in imp.feeds:
+            a = args[i]
+            if kind == "sym":
+                feeds.append(torch.tensor([int(a)], dtype=torch.int64))
+                continue
+            if a.device.type != "cpu":
+                out_device = a.device
+                a = a.cpu()  # staged: the Session reads host memory
+            feeds.append(a.detach() if a.requires_grad else a)
+        try:
+            outs = self._session.run([], feeds, "torch")
+        except _core.FerriteError as e:
+            if self.options.fallback == "raise":
+                raise
+            self._fall_back(e)
+            return self.gm(*args)
+        result = []
+        for kind, v in imp.outputs:
+            if kind == "out":
+                t = outs[v]
+                result.append(t.to(out_device) if out_device is not None else t)
+            elif kind == "arg":
+                result.append(args[v])
+            else:
+                result.append(v)
+        return tuple(result) if self._tuple_out else result[0]

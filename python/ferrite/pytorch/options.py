@@ -1,0 +1,51 @@
+"""Options of the ``torch.compile`` backend: ``torch.compile(m, backend="ferrite",
+options={...})``."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Optional, Sequence
+
+_PRECISIONS = ("f32", "tf32", "bf16", "fp16")
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileOptions:
+    """What ``options=`` may hold.
+
+    * ``device``: the ferrite device (``"cpu"``, ``"cuda"``, ``"reference"``, ``"gxu"``, ...).
+      Default: the device of the model's tensors (``cuda`` for CUDA tensors, else ``cpu``).
+    * ``precision``: ``"f32"`` (default), ``"tf32"``, ``"bf16"``, ``"fp16"``: storage precision
+      ferrite uses for float tensors inside the compiled graph (the interface keeps torch's dtypes).
+    * ``threads``: host threads for ferrite's kernels (0: the device's default).
+    * ``autotune``: time kernel launch candidates on the first run at each size.
+    * ``passes``: graph passes instead of the device's defaults.
+    * ``dump_dir``: generated code, fusion and memory plans of each partition go there.
+    * ``fallback``: ``"warn"`` (default: a partition that fails to compile runs in eager PyTorch
+      with one warning), ``"silent"``, or ``"raise"`` (for tests and debugging).
+    * ``min_partition_ops``: partitions with fewer compute ops stay in eager (default 1).
+    """
+
+    device: Optional[str] = None
+    precision: str = "f32"
+    threads: int = 0
+    autotune: bool = False
+    passes: Optional[Sequence[str]] = None
+    dump_dir: Optional[str] = None
+    fallback: str = "warn"
+    min_partition_ops: int = 1
+
+    @classmethod
+    def from_mapping(cls, options: Optional[Mapping[str, Any]]) -> "CompileOptions":
+        options = dict(options or {})
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(options) - names)
+        if unknown:
+            raise ValueError(
+                f"ferrite: unknown torch.compile option(s) {unknown}; known: {sorted(names)}")
+        o = cls(**options)
+        if o.precision not in _PRECISIONS:
+            raise ValueError(f"ferrite: precision must be one of {_PRECISIONS}, not {o.precision!r}")
+        if o.fallback not in ("warn", "silent", "raise"):
+            raise ValueError("ferrite: fallback must be 'warn', 'silent' or 'raise'")
+        return o

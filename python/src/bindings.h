@@ -1,0 +1,34 @@
+// Parts of the ferrite._core module, one function per file that binds them.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+#include <string>
+
+#include "ir/graph.h"
+#include "runtime/device.h"
+
+namespace ferrite {
+class Session;
+}
+
+namespace ferrite::py {
+
+namespace nb = nanobind;
+
+void bind_session(nb::module_& m);
+void bind_graph_builder(nb::module_& m);
+
+// Session options from the Python keywords (ValueError on a bad value).
+RunOptions make_options(const std::string& precision, int threads, bool autotune,
+                        const std::optional<std::vector<std::string>>& passes,
+                        const std::optional<std::string>& dump_dir);
+
+// A Session over a graph built in memory (GraphBuilder) or imported from bytes.
+std::unique_ptr<Session> session_from_graph(std::unique_ptr<Graph> g, const std::string& device,
+                                            const RunOptions& o);
+
+}  // namespace ferrite::py

@@ -1,0 +1,167 @@
+// ferrite._core.Session: a loaded model on a device (runtime/session.h) seen from Python.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "bindings.h"
+#include "frontend/onnx/importer.h"
+#include "runtime/session.h"
+#include "tensor_interop.h"
+
+namespace ferrite::py {
+
+namespace {
+
+
+nb::list describe_values(const std::vector<Value*>& values) {
+  nb::list out;
+  for (const Value* v : values) {
+    nb::list dims;
+    const Shape& s = v->type.shape;
+    if (s.rank_known())
+      for (size_t i = 0; i < s.rank(); ++i) dims.append(dim_to_py(s[i]));
+    out.append(nb::make_tuple(v->name, std::string(dtype_name(v->type.dtype)),
+                              s.rank_known() ? nb::object(dims) : nb::none()));
+  }
+  return out;
+}
+
+nb::dict stats_to_dict(const Session& s) {
+  nb::dict d;
+  d["compiles"] = s.compiles();
+  ModelStats st = s.stats();
+  if (st.memory) {
+    nb::dict m;
+    m["planned_peak_bytes"] = st.memory->planned_peak_bytes;
+    m["intermediate_bytes"] = st.memory->intermediate_bytes;
+    m["live_peak_bytes"] = st.memory->live_peak_bytes;
+    m["planned_buffers"] = st.memory->planned_buffers;
+    m["in_place"] = st.memory->in_place;
+    m["unplanned_buffers"] = st.memory->unplanned_buffers;
+    m["arena_capacity_bytes"] = st.memory->arena_capacity_bytes;
+    d["memory"] = m;
+  }
+  if (st.tuning) {
+    nb::dict t;
+    t["kernels_tuned"] = st.tuning->kernels_tuned;
+    t["kernels_reused"] = st.tuning->kernels_reused;
+    t["configs_timed"] = st.tuning->configs_timed;
+    t["seconds"] = st.tuning->seconds;
+    d["tuning"] = t;
+  }
+  if (st.device_memory) {
+    const DeviceMemoryStats& dm = *st.device_memory;
+    nb::dict m;
+    m["in_use_bytes"] = dm.in_use_bytes;
+    m["peak_in_use_bytes"] = dm.peak_in_use_bytes;
+    m["reserved_bytes"] = dm.reserved_bytes;
+    m["peak_reserved_bytes"] = dm.peak_reserved_bytes;
+    m["driver_allocs"] = dm.driver_allocs;
+    m["cache_hits"] = dm.cache_hits;
+    d["device_memory"] = m;
+  }
+  return d;
+}
+
+std::vector<nb::object> run_session(Session& s, const std::vector<std::string>& names,
+                                    const std::vector<nb::ndarray<>>& arrays,
+                                    const std::string& framework) {
+  if (!names.empty() && names.size() != arrays.size())
+    throw nb::value_error("names and arrays differ in length");
+  std::vector<Session::NamedInput> inputs;
+  inputs.reserve(arrays.size());
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    std::string name = names.empty() ? std::string() : names[i];
+    std::string what = name.empty() ? "input " + std::to_string(i) : "input '" + name + "'";
+    inputs.push_back({name, unwrap(tensor_from_array(arrays[i], what))});
+  }
+  Expected<std::vector<Tensor>> out = [&] {
+    nb::gil_scoped_release nogil;
+    return s.run(inputs);
+  }();
+  {
+    // Input storages hold Python references: drop them with the GIL held.
+    inputs.clear();
+  }
+  std::vector<Tensor> tensors = unwrap(std::move(out));
+  std::vector<nb::object> result;
+  result.reserve(tensors.size());
+  for (Tensor& t : tensors) result.push_back(array_from_tensor(std::move(t), framework));
+  return result;
+}
+
+}  // namespace
+
+RunOptions make_options(const std::string& precision, int threads, bool autotune,
+                        const std::optional<std::vector<std::string>>& passes,
+                        const std::optional<std::string>& dump_dir) {
+  RunOptions o;
+  auto p = precision_from_name(precision);
+  if (!p) throw nb::value_error(("unknown precision '" + precision + "' (f32, tf32, bf16, fp16)").c_str());
+  o.precision = *p;
+  if (threads < 0) throw nb::value_error("threads must be >= 0 (0: the device's default)");
+  o.threads = threads;
+  o.autotune = autotune;
+  o.passes = passes;
+  if (dump_dir) o.dump_dir = std::filesystem::path(*dump_dir);
+  return o;
+}
+
+std::unique_ptr<Session> session_from_graph(std::unique_ptr<Graph> g, const std::string& device,
+                                            const RunOptions& o) {
+  Expected<std::unique_ptr<Session>> s = [&] {
+    nb::gil_scoped_release nogil;
+    return Session::from_graph(std::move(g), device, o);
+  }();
+  return unwrap(std::move(s));
+}
+
+void bind_session(nb::module_& m) {
+  nb::class_<Session>(m, "Session")
+      .def_static(
+          "load",
+          [](const std::string& path, const std::string& device, const std::string& precision,
+             int threads, bool autotune, std::optional<std::vector<std::string>> passes,
+             std::optional<std::string> dump_dir) {
+            RunOptions o = make_options(precision, threads, autotune, passes, dump_dir);
+            Expected<std::unique_ptr<Session>> s = [&] {
+              nb::gil_scoped_release nogil;
+              return Session::load(path, device, o);
+            }();
+            return unwrap(std::move(s));
+          },
+          nb::arg("path"), nb::arg("device"), nb::arg("precision") = "f32",
+          nb::arg("threads") = 0, nb::arg("autotune") = false, nb::arg("passes") = nb::none(),
+          nb::arg("dump_dir") = nb::none())
+      .def_static(
+          "from_bytes",
+          [](nb::bytes data, const std::string& base_dir, const std::string& device,
+             const std::string& precision, int threads, bool autotune,
+             std::optional<std::vector<std::string>> passes, std::optional<std::string> dump_dir) {
+            RunOptions o = make_options(precision, threads, autotune, passes, dump_dir);
+            std::string bytes(data.c_str(), data.size());
+            Expected<std::unique_ptr<Graph>> g = [&] {
+              nb::gil_scoped_release nogil;
+              return import_onnx_bytes(bytes, base_dir);
+            }();
+            return session_from_graph(unwrap(std::move(g)), device, o);
+          },
+          nb::arg("data"), nb::arg("base_dir"), nb::arg("device"), nb::arg("precision") = "f32",
+          nb::arg("threads") = 0, nb::arg("autotune") = false, nb::arg("passes") = nb::none(),
+          nb::arg("dump_dir") = nb::none())
+      .def("run", &run_session, nb::arg("names"), nb::arg("arrays"), nb::arg("framework"))
+      .def_prop_ro("inputs", [](const Session& s) { return describe_values(s.graph().inputs()); })
+      .def_prop_ro("outputs",
+                   [](const Session& s) { return describe_values(s.graph().outputs()); })
+      .def_prop_ro("device", [](const Session& s) { return s.device().name(); })
+      .def_prop_ro("compiles", &Session::compiles)
+      .def("stats", &stats_to_dict)
+      .def("guards", &Session::guards)
+      .def("ir", [](const Session& s) { return print_graph(s.compiled_graph()); });
+}
+
+}  // namespace ferrite::py

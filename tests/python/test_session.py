@@ -1,0 +1,100 @@
+"""ferrite.Session: ONNX in, numpy/torch arrays in and out, errors as exceptions."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ferrite
+
+ROOT = Path(__file__).resolve().parents[2]
+CONVNET = ROOT / "examples" / "convnet" / "model.onnx"
+
+
+def _tiny_onnx(dynamic=True):
+    import onnx
+    from onnx import TensorProto, helper
+
+    batch = "batch" if dynamic else 2
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 4])
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4], [1.0, 2.0, 3.0, 4.0])
+    nodes = [helper.make_node("Mul", ["x", "w"], ["t"]), helper.make_node("Relu", ["t"], ["y"])]
+    g = helper.make_graph(nodes, "tiny", [x], [y], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return m.SerializeToString()
+
+
+def test_devices_listed():
+    d = ferrite.devices()
+    assert "cpu" in d and "reference" in d
+
+
+@pytest.mark.parametrize("device", ["reference", "cpu"])
+def test_bytes_numpy_roundtrip(device):
+    s = ferrite.Session(_tiny_onnx(), device)
+    x = np.array([[1, -1, 2, -2], [0.5, 0.5, -0.5, -0.5]], dtype=np.float32)
+    (y,) = s.run({"x": x})
+    assert isinstance(y, np.ndarray) and y.dtype == np.float32
+    np.testing.assert_array_equal(y, np.maximum(x * [1, 2, 3, 4], 0))
+    assert s.inputs == [("x", "f32", ["batch", 4])]
+    # One compile for every batch size (the batch dim is symbolic).
+    (y3,) = s.run([np.ones((3, 4), np.float32)])
+    assert y3.shape == (3, 4)
+    assert s.compiles == 1
+
+
+def test_torch_in_torch_out_without_copies():
+    torch = pytest.importorskip("torch")
+    s = ferrite.Session(_tiny_onnx(), "cpu")
+    x = torch.randn(5, 4)
+    (y,) = s.run([x])
+    assert isinstance(y, torch.Tensor)
+    torch.testing.assert_close(y, torch.relu(x * torch.tensor([1.0, 2, 3, 4])))
+    # The output is ferrite's buffer handed over through DLPack, and a second output is a new
+    # buffer (outputs own their memory: nothing later overwrites an earlier result).
+    (y2,) = s.run([x])
+    assert y.data_ptr() != y2.data_ptr()
+    torch.testing.assert_close(y, y2)
+
+
+def test_non_contiguous_input_is_made_contiguous():
+    torch = pytest.importorskip("torch")
+    s = ferrite.Session(_tiny_onnx(), "cpu")
+    x = torch.randn(4, 6)[:, :4]
+    (y,) = s(x)
+    torch.testing.assert_close(y, torch.relu(x * torch.tensor([1.0, 2, 3, 4])))
+
+
+def test_onnx_file_on_cpu():
+    s = ferrite.Session(CONVNET, "cpu", threads=1)
+    name, dtype, dims = s.inputs[0]
+    shape = [d if isinstance(d, int) else 1 for d in dims]
+    (y,) = s.run({name: np.random.default_rng(0).standard_normal(shape).astype(np.float32)})
+    ref = ferrite.Session(CONVNET, "reference")
+    (y_ref,) = ref.run({name: np.random.default_rng(0).standard_normal(shape).astype(np.float32)})
+    np.testing.assert_allclose(y, y_ref, rtol=1e-4, atol=1e-5)
+    assert "compiles" in s.stats()
+    assert "memory" in s.stats()
+
+
+def test_errors_are_exceptions_naming_the_tensor():
+    s = ferrite.Session(_tiny_onnx(), "cpu")
+    with pytest.raises(ferrite.FerriteError, match="x"):
+        s.run({"x": np.ones((2, 5), np.float32)})  # dim 1 must be 4
+    with pytest.raises(ferrite.FerriteError):
+        s.run({"x": np.ones((2, 4), np.int32)})  # wrong dtype
+    with pytest.raises(ferrite.FerriteError):
+        ferrite.Session(b"not a model", "cpu")
+    with pytest.raises(ferrite.FerriteError):
+        ferrite.Session(_tiny_onnx(), "no-such-device")
+    with pytest.raises(ValueError):
+        ferrite.Session(_tiny_onnx(), "cpu", precision="f8")
+
+
+def test_help_is_useful():
+    doc = ferrite.Session.__doc__
+    assert "device" in doc and "precision" in doc and "DLPack" in ferrite.__doc__

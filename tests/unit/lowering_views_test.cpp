@@ -1,0 +1,85 @@
+// Library steps take whole buffers: a value that is only part of its buffer (a prefix Slice of a
+// Shape, as exporters emit for dynamic reshapes -- torchvision's ViT with a dynamic batch) must
+// be copied out first. Before the fix the cpu, cuda and gxu executors viewed the whole buffer
+// with the slice's dims and aborted in Tensor::reshaped. Also: sizes from the model that cannot
+// be allocated are errors, never aborts.
+#include "runtime/device.h"
+#include "test_util.h"
+
+namespace ferrite::testing {
+namespace {
+
+std::vector<std::string> compiling_devices() {
+  std::vector<std::string> d{"cpu"};
+  if (!DeviceRegistry::global().origin("gxu").empty()) d.push_back("gxu");
+  return d;
+}
+
+Expected<std::vector<Tensor>> run_on(const std::string& model, const std::string& device,
+                                     std::vector<Session::NamedInput> inputs) {
+  FERRITE_ASSIGN_OR_RETURN(auto g, import_bytes(model));
+  FERRITE_ASSIGN_OR_RETURN(auto s, Session::from_graph(std::move(g), device));
+  return s->run(inputs);
+}
+
+onnx::TensorProto* init_i64(ModelBuilder& b, const std::string& name,
+                            const std::vector<int64_t>& v) {
+  auto* t = b.graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(kOnnxInt64);
+  t->add_dims(static_cast<int64_t>(v.size()));
+  for (int64_t x : v) t->add_int64_data(x);
+  return t;
+}
+
+// y = Reshape(Exp(x), Concat(Shape(x)[0:2], [-1])) with x [batch, 4, 6]: the Concat (a library
+// step) reads the first two of Shape's three values.
+TEST(LoweringViews, PrefixSliceIntoLibraryStep) {
+  ModelBuilder b;
+  b.input("x", kOnnxFloat, {"batch", 4, 6});
+  init_i64(b, "zero", {0});
+  init_i64(b, "two", {2});
+  init_i64(b, "minus_one", {-1});
+  b.node("Shape", {"x"}, {"shape"}, "shape");
+  b.node("Slice", {"shape", "zero", "two"}, {"lead"}, "lead");
+  add_int_attr(b.node("Concat", {"lead", "minus_one"}, {"target"}, "target"), "axis", 0);
+  b.node("Exp", {"x"}, {"e"}, "exp");
+  b.node("Reshape", {"e", "target"}, {"y"}, "reshape");
+  b.output("y");
+  Tensor x = Tensor::zeros(DType::kF32, {16, 4, 6});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 0.01f * static_cast<float>(i % 50);
+  auto want = run_on(b.bytes(), "reference", {{"x", x.clone()}});
+  ASSERT_TRUE(want) << want.status().message();
+  for (const std::string& device : compiling_devices()) {
+    SCOPED_TRACE(device);
+    auto got = run_on(b.bytes(), device, {{"x", x.clone()}});
+    ASSERT_TRUE(got) << got.status().message();
+    ASSERT_EQ((*got)[0].dims(), (std::vector<int64_t>{16, 4, 6}));
+    for (int64_t i = 0; i < x.numel(); ++i)
+      EXPECT_FLOAT_EQ((*got)[0].data<float>()[i], (*want)[0].data<float>()[i]) << i;
+  }
+}
+
+// The reproduction: a Reshape to the constant shape [2^40, 2^40]. An error naming the
+// size on every device, not an abort in Tensor::zeros (gxu downloaded the output that way).
+TEST(LoweringViews, ImpossibleReshapeIsAnError) {
+  ModelBuilder b;
+  b.input("x", kOnnxFloat, {"n"});
+  init_i64(b, "shape", {int64_t{1} << 40, int64_t{1} << 40});
+  b.node("Reshape", {"x", "shape"}, {"y"}, "reshape");
+  b.output("y");
+  std::vector<std::string> devices = compiling_devices();
+  devices.insert(devices.begin(), "reference");
+  for (const std::string& device : devices) {
+    SCOPED_TRACE(device);
+    auto got = run_on(b.bytes(), device, {{"x", Tensor::zeros(DType::kF32, {4})}});
+    EXPECT_FALSE(got.has_value());
+    if (!got) {
+      EXPECT_NE(got.status().message().find("1099511627776"), std::string::npos)
+          << got.status().message();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ferrite::testing
