@@ -21,13 +21,17 @@ def _framework_of(x: Any) -> str:
     return "torch" if mod.startswith("torch") else "numpy"
 
 
+def _on_cuda(x: Any) -> bool:
+    return _framework_of(x) == "torch" and x.device.type == "cuda"
+
+
 def _contiguous_host(x: Any, what: str) -> Any:
     """The array itself when ferrite can read it in place, else a contiguous host copy."""
     if _framework_of(x) == "torch":
         if x.device.type != "cpu":
             raise _core.UnsupportedError(
-                f"{what}: tensor is on {x.device}; this Session reads host memory "
-                "(move it with .cpu(), or use torch.compile(backend='ferrite'))")
+                f"{what}: tensor is on {x.device}; a Session on this device reads host memory "
+                "(move it with .cpu())")
         if x.requires_grad:
             x = x.detach()
         return x if x.is_contiguous() else x.contiguous()
@@ -37,6 +41,31 @@ def _contiguous_host(x: Any, what: str) -> Any:
     if isinstance(a, np.ndarray) and not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
     return a
+
+
+def _torch_dtypes() -> dict:
+    import torch
+
+    # ferrite's dtype names (ir/dtype.cpp) to torch's.
+    return {
+        "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+        "f64": torch.float64, "i8": torch.int8, "i16": torch.int16,
+        "i32": torch.int32, "i64": torch.int64, "u8": torch.uint8,
+        "u16": torch.uint16, "u32": torch.uint32, "u64": torch.uint64,
+        "bool": torch.bool,
+    }
+
+
+class _LazyTorchDTypes(dict):
+    def __missing__(self, key: str) -> Any:
+        if not self:
+            self.update(_torch_dtypes())
+            if key in self:
+                return self[key]
+        raise _core.UnsupportedError(f"ferrite dtype {key} has no torch equivalent")
+
+
+_TORCH_DTYPES = _LazyTorchDTypes()
 
 
 class Session:
@@ -59,7 +88,9 @@ class Session:
 
     Dims the model leaves symbolic compile once for every size. Inputs are read in place (no
     copy) when they are C-contiguous host arrays; outputs come back as arrays of the inputs'
-    framework (torch in, torch out) over ferrite's memory, without a copy.
+    framework (torch in, torch out) over ferrite's memory, without a copy. On ``cuda``, torch
+    tensors on the GPU stay there: outputs are new CUDA tensors, and the run is ordered on
+    torch's current stream (it returns once the work is queued, like a torch op).
 
     Errors raise :class:`ferrite.FerriteError` (:class:`ferrite.UnsupportedError` for valid
     models ferrite does not handle yet) with ferrite's message, naming the node or tensor.
@@ -139,12 +170,37 @@ class Session:
             values = list(inputs.values())
         else:
             names, values = [], list(inputs)
+        if self.device == "cuda" and any(_on_cuda(v) for v in values):
+            return self._run_cuda(names, values)
         framework = "torch" if any(_framework_of(v) == "torch" for v in values) else "numpy"
         arrays = [
             _contiguous_host(v, f"input '{n}'" if names else f"input {i}")
             for i, (n, v) in enumerate(zip(names or [""] * len(values), values))
         ]
         return list(self._s.run(names, arrays, framework))
+
+    def _run_cuda(self, names: list[str], values: list[Any]) -> list[Any]:
+        """Device-resident run: CUDA tensors in and out, on torch's current stream."""
+        import torch
+
+        device = next(v.device for v in values if _on_cuda(v))
+        arrays = []
+        for i, v in enumerate(values):
+            if _framework_of(v) != "torch":
+                v = torch.as_tensor(v)
+            if v.requires_grad:
+                v = v.detach()
+            arrays.append(v if v.is_contiguous() else v.contiguous())
+        outputs: list[Any] = []
+
+        def alloc(i: int, dims: tuple, dtype: str) -> int:
+            t = torch.empty(dims, dtype=_TORCH_DTYPES[dtype], device=device)
+            outputs.append(t)
+            return t.data_ptr()
+
+        stream = torch.cuda.current_stream(device).cuda_stream
+        self._s.run_device(names, arrays, alloc, stream)
+        return outputs
 
     def __call__(self, *args: ArrayLike) -> list[Any]:
         """``session(x, y)`` is ``session.run([x, y])``."""

@@ -94,6 +94,60 @@ std::vector<nb::object> run_session(Session& s, const std::vector<std::string>& 
   return result;
 }
 
+// Session::run_device from Python: arrays in the device's memory stay there (host arrays are
+// accepted beside them); `alloc(i, dims, dtype_name)` returns the device address of output i
+// (the caller keeps that memory); `stream` is the caller's stream handle (0: the device's own).
+void run_device_session(Session& s, const std::vector<std::string>& names,
+                        const std::vector<nb::ndarray<>>& arrays, nb::callable alloc,
+                        uintptr_t stream) {
+  if (!names.empty() && names.size() != arrays.size())
+    throw nb::value_error("names and arrays differ in length");
+  std::vector<Session::NamedInput> inputs;
+  DeviceRun run;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    std::string name = names.empty() ? std::string() : names[i];
+    std::string what = name.empty() ? "input " + std::to_string(i) : "input '" + name + "'";
+    if (arrays[i].device_type() == nb::device::cpu::value) {
+      inputs.push_back({name, unwrap(tensor_from_array(arrays[i], what))});
+      run.input_dev.push_back(nullptr);
+      continue;
+    }
+    DeviceArray d = unwrap(device_array(arrays[i], what));
+    if (d.device_type != nb::device::cuda::value || s.device().name() != "cuda")
+      throw nb::value_error((what + ": a tensor on DLPack device type " +
+                             std::to_string(d.device_type) + " cannot run on device '" +
+                             s.device().name() + "'")
+                                .c_str());
+    if (d.device_id != 0)
+      throw nb::value_error((what + ": on GPU " + std::to_string(d.device_id) +
+                             ", but the session runs on GPU 0")
+                                .c_str());
+    // dtype and dims only: the bytes stay on the device (a one-byte stand-in is never read).
+    Tensor shape_only = unwrap(Tensor::over_storage(d.dtype, d.dims,
+                                                    std::shared_ptr<uint8_t[]>(new uint8_t[1])));
+    inputs.push_back({name, std::move(shape_only)});
+    run.input_dev.push_back(d.data);
+  }
+  run.stream = reinterpret_cast<void*>(stream);
+  run.output = [&alloc](size_t i, DType dtype, const std::vector<int64_t>& dims) -> Expected<void*> {
+    nb::gil_scoped_acquire gil;
+    try {
+      nb::object r = alloc(i, nb::tuple(nb::cast(dims)), std::string(dtype_name(dtype)));
+      return reinterpret_cast<void*>(nb::cast<uintptr_t>(r));
+    } catch (nb::python_error& e) {
+      return err("output ", i, ": the allocator raised ", e.what());
+    } catch (const std::exception& e) {
+      return err("output ", i, ": the allocator failed: ", e.what());
+    }
+  };
+  Status st = [&] {
+    nb::gil_scoped_release nogil;
+    return s.run_device(inputs, run);
+  }();
+  inputs.clear();  // storages of host inputs hold Python references: dropped with the GIL
+  check(st);
+}
+
 }  // namespace
 
 RunOptions make_options(const std::string& precision, int threads, bool autotune,
@@ -154,6 +208,8 @@ void bind_session(nb::module_& m) {
           nb::arg("threads") = 0, nb::arg("autotune") = false, nb::arg("passes") = nb::none(),
           nb::arg("dump_dir") = nb::none())
       .def("run", &run_session, nb::arg("names"), nb::arg("arrays"), nb::arg("framework"))
+      .def("run_device", &run_device_session, nb::arg("names"), nb::arg("arrays"),
+           nb::arg("alloc"), nb::arg("stream"))
       .def_prop_ro("inputs", [](const Session& s) { return describe_values(s.graph().inputs()); })
       .def_prop_ro("outputs",
                    [](const Session& s) { return describe_values(s.graph().outputs()); })

@@ -44,24 +44,41 @@ nb::dlpack::dtype dlpack_from_dtype(DType t) {
                            .c_str());
 }
 
-Expected<Tensor> tensor_from_array(const nb::ndarray<>& a, const std::string& what) {
-  if (a.device_type() != nb::device::cpu::value)
-    return unsupported(what, ": the array is not in host memory (DLPack device type ",
-                       a.device_type(), "); pass a CPU tensor");
-  FERRITE_ASSIGN_OR_RETURN(DType dtype, dtype_from_dlpack(a.dtype(), what));
+namespace {
+
+// The array's dims, checked C-contiguous (strides of size-1 dims do not matter).
+Expected<std::vector<int64_t>> contiguous_dims(const nb::ndarray<>& a, const std::string& what) {
   std::vector<int64_t> dims(a.ndim());
-  int64_t numel = 1;
-  for (size_t i = 0; i < a.ndim(); ++i) {
-    dims[i] = static_cast<int64_t>(a.shape(i));
-    numel *= dims[i];
-  }
-  // C-contiguous (strides of size-1 dims do not matter).
+  for (size_t i = 0; i < a.ndim(); ++i) dims[i] = static_cast<int64_t>(a.shape(i));
   int64_t expect = 1;
   for (size_t i = a.ndim(); i-- > 0;) {
     if (dims[i] != 1 && a.stride(i) != expect)
       return err(what, ": the array is not C-contiguous");
     expect *= dims[i];
   }
+  return dims;
+}
+
+}  // namespace
+
+Expected<DeviceArray> device_array(const nb::ndarray<>& a, const std::string& what) {
+  DeviceArray d;
+  FERRITE_ASSIGN_OR_RETURN(d.dtype, dtype_from_dlpack(a.dtype(), what));
+  FERRITE_ASSIGN_OR_RETURN(d.dims, contiguous_dims(a, what));
+  d.data = a.data();
+  d.device_type = static_cast<int>(a.device_type());
+  d.device_id = static_cast<int>(a.device_id());
+  return d;
+}
+
+Expected<Tensor> tensor_from_array(const nb::ndarray<>& a, const std::string& what) {
+  if (a.device_type() != nb::device::cpu::value)
+    return unsupported(what, ": the array is not in host memory (DLPack device type ",
+                       a.device_type(), "); pass a CPU tensor");
+  FERRITE_ASSIGN_OR_RETURN(DType dtype, dtype_from_dlpack(a.dtype(), what));
+  FERRITE_ASSIGN_OR_RETURN(std::vector<int64_t> dims, contiguous_dims(a, what));
+  int64_t numel = 1;
+  for (int64_t d : dims) numel *= d;
   if (numel == 0 || a.data() == nullptr) return Tensor::create(dtype, std::move(dims));
   // The storage holds a reference to the array; dropping it may run Python code (the DLPack
   // deleter), so it takes the GIL, from whatever thread releases the tensor last.

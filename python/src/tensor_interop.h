@@ -6,6 +6,7 @@
 #include <nanobind/ndarray.h>
 
 #include <string>
+#include <vector>
 
 #include "ir/shape.h"
 #include "ir/tensor.h"
@@ -22,6 +23,17 @@ nb::dlpack::dtype dlpack_from_dtype(DType t);
 // A Tensor over the array's memory (no copy): the storage keeps the array alive. The array must
 // be on the CPU and C-contiguous (callers make it so, or get an error naming `what`).
 Expected<Tensor> tensor_from_array(const nb::ndarray<>& a, const std::string& what);
+
+// An array in a device's memory (DLPack device type other than CPU), described without copying:
+// what Session::run_device takes. Must be C-contiguous.
+struct DeviceArray {
+  DType dtype = DType::kUndefined;
+  std::vector<int64_t> dims;
+  const void* data = nullptr;
+  int device_type = 0;  // DLPack's (2: CUDA)
+  int device_id = 0;
+};
+Expected<DeviceArray> device_array(const nb::ndarray<>& a, const std::string& what);
 
 // An array of the given framework ("numpy" or "torch") over the tensor's storage (no copy).
 nb::object array_from_tensor(Tensor t, const std::string& framework);

@@ -19,6 +19,19 @@ for m in "$shared"/*/; do cp -r "$m" "$dest/models/"; done
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 py=${FERRITE_PYTHON:-$repo/.venv/bin/python}
 "$py" "$repo/scripts/gpu/make_micro_models.py" "$dest/micro"
+# The Python package for the GPU machine's interpreter (PY_BUILD: a build of target _core for
+# that Python, e.g. build-py312): CARRY/py goes on PYTHONPATH there; the dist-info registers the
+# torch.compile backend.
+if [ -n "${PY_BUILD:-}" ]; then
+  mkdir -p "$dest/py"
+  cp -rL "$repo/python/ferrite" "$dest/py/ferrite"
+  rm -rf "$dest/py/ferrite/_core"*.so "$dest/py/ferrite/backends" "$dest/py/ferrite"/__pycache__ "$dest/py/ferrite"/*/__pycache__
+  for so in "$PY_BUILD"/python/ferrite/_core*.so; do strip -o "$dest/py/ferrite/${so##*/}" "$so"; done
+  dist="$dest/py/ferrite-0.1.0.dist-info"
+  mkdir -p "$dist"
+  printf 'Metadata-Version: 2.1\nName: ferrite\nVersion: 0.1.0\n' > "$dist/METADATA"
+  printf '[torch_dynamo_backends]\nferrite = ferrite.pytorch.backend:ferrite_backend\n' > "$dist/entry_points.txt"
+fi
 git -C "$(dirname "$0")" log -1 --format='%h %cd' --date=iso > "$dest/COMMIT" 2>/dev/null || true
 chmod -R u+w "$dest"
 du -sh "$dest"

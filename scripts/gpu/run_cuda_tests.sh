@@ -58,6 +58,12 @@ filter='Cuda*'
 [ -n "$prec" ] && filter='Cuda*:Precision/PrecisionRun.*cuda_*:Precision.*:ConvertPrecision*'
 "$bin/ferrite_unit_tests" --gtest_filter="$filter" >> "$log" 2>&1
 echo "unit tests rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$log" | tr '\n' ' ')" >> "$summary"
+# The backend conformance suite on the GPU: every op and fusion pattern against `reference`.
+if [ -z "${NO_CTS:-}" ]; then
+  timeout 400 "$bin/ferrite" cts --device cuda --json "$out/cts-cuda.json" > "$out/cts-cuda.txt" 2>&1
+  echo "cts rc=$? $(tail -2 "$out/cts-cuda.txt" | tr '\n' ' ')" >> "$summary"
+  grep -E "^ *(FAIL|error)" "$out/cts-cuda.txt" | head -100 >> "$log"
+fi
 mkdir -p /tmp/models
 echo "[" > "$out/bench.json"
 sep=""

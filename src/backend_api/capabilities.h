@@ -5,6 +5,7 @@
 //   RunCapture    records a steady binding's run once, then replays   CUDA graphs
 //   EventTimer    per-step device times (profile, trace), time_resident  CUDA events
 //   MemoryPool    per-model caching allocator with statistics         caching_allocator.h
+//   StreamOrder   runs on a caller's tensors ordered on its stream    CUDA events
 #pragma once
 
 #include <cstddef>
@@ -82,6 +83,17 @@ class MemoryPool {
   virtual DeviceMemoryStats stats() const = 0;
   // One FERRITE_LOG=memory line.
   virtual std::string describe(const char* when) const = 0;
+};
+
+// Joins the device's own order of work with a caller's stream (a framework's current stream),
+// without waiting on the host: what PreparedModel::run_device needs.
+class StreamOrder {
+ public:
+  virtual ~StreamOrder() = default;
+  // Work queued on the device from now on starts after what is queued on `stream` so far.
+  virtual Status after(void* stream) = 0;
+  // Work queued on `stream` from now on starts after what is queued on the device so far.
+  virtual Status before(void* stream) = 0;
 };
 
 }  // namespace ferrite

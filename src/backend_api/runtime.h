@@ -41,6 +41,8 @@ class DeviceRuntime {
   virtual EventTimer* timer() { return nullptr; }
   // A caching allocator for one prepared model; null: allocate()/free() per buffer.
   virtual std::unique_ptr<MemoryPool> make_pool() { return nullptr; }
+  // Orders the device's work with a caller's stream (run_device on a framework's tensors).
+  virtual StreamOrder* stream_order() { return nullptr; }
 };
 
 // Host memory: the runtime of `cpu`, and of emulated devices that run on the host.

@@ -97,8 +97,12 @@ Expected<std::vector<Tensor>> Model::run_locked(const std::vector<Tensor>& input
   BindingState& st = *state_;
   if (st.exec && st.input_dims == in_dims) return replay(inputs);
   if (capture_on_ && !recorder_ && st.capturable && st.clean_runs > 0 && !st.exec) {
-    auto r = capture(inputs, in_dims);
-    if (r || !capture_failed_) return r;
+    Status r = record(inputs, in_dims, nullptr);
+    if (r) {
+      FERRITE_RETURN_IF_ERROR(rt_.capture()->replay(st.exec));
+      return finish(Status::ok());
+    }
+    if (!capture_failed_) return r;
     capture_failed_ = false;  // not capturable: run step by step from now on
   }
   prepare_slots(inputs, nullptr);
@@ -260,6 +264,15 @@ Expected<std::vector<Tensor>> Model::finish(Status st) {
       out.push_back(*t);
     }
   if (st && run_stats_.flag_used) st = check_flag();
+  st = end_run(st);
+  if (!st) return st;
+  if (!host_) FERRITE_RETURN_IF_ERROR(rt_.synchronize());
+  if (log_enabled("fallback") && !logged_) log_run();
+  return out;
+}
+
+// Gives back what the run held (pooled buffers, scratch); on an error, waits for the device.
+Status Model::end_run(Status st) {
   for (Slot& s : slots_)
     if (s.pooled) put(s.dev);
   for (void* p : scratch_) put(p);
@@ -270,13 +283,8 @@ Expected<std::vector<Tensor>> Model::finish(Status st) {
     if (log_enabled("memory") && runs_ == 1)
       std::fprintf(stderr, "%s\n", pool_->describe("after the first run").c_str());
   }
-  if (!st) {
-    (void)rt_.synchronize();
-    return st;
-  }
-  if (!host_) FERRITE_RETURN_IF_ERROR(rt_.synchronize());
-  if (log_enabled("fallback") && !logged_) log_run();
-  return out;
+  if (!st) (void)rt_.synchronize();
+  return st;
 }
 
 void Model::log_run() const {

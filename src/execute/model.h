@@ -1,5 +1,6 @@
 // The shared executor's prepared model (executor.h). Internal to src/execute: model.cpp runs the
-// steps, model_memory.cpp keeps track of where each buffer is, model_capture.cpp records and
+// steps, model_memory.cpp keeps track of where each buffer is, model_device_run.cpp runs on a
+// caller's device tensors, model_capture.cpp records and
 // replays runs and times them on the device.
 #pragma once
 
@@ -27,6 +28,7 @@ class Model : public PreparedModel {
   Status init(const std::string& source, const RunOptions& opts);
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) override;
   Expected<DeviceTiming> time_resident(const std::vector<Tensor>& inputs, int runs) override;
+  Status run_device(const std::vector<Tensor>& inputs, const DeviceRun& run) override;
   ModelStats stats() const override;
 
  private:
@@ -88,6 +90,7 @@ class Model : public PreparedModel {
   Expected<bool> run_device_library(size_t si, const LibraryOp& op);
   Status run_on_host(size_t si, std::vector<Tensor> ins, bool resident);
   Expected<std::vector<Tensor>> finish(Status st);
+  Status end_run(Status st);
   Status check_flag();
   std::string step_kind(size_t si) const;
   void log_run() const;
@@ -105,9 +108,15 @@ class Model : public PreparedModel {
   void drop_capture(BindingState& st);
   void drop_binding(BindingState& st);
 
+  // model_device_run.cpp
+  Status run_device_locked(const std::vector<Tensor>& inputs, const DeviceRun& run);
+  Status replay_device(const std::vector<Tensor>& inputs, const DeviceRun& run);
+  Status write_outputs(const DeviceRun& run);
+
   // model_capture.cpp
-  Expected<std::vector<Tensor>> capture(const std::vector<Tensor>& inputs,
-                                        const std::vector<std::vector<int64_t>>& in_dims);
+  Status record(const std::vector<Tensor>& inputs,
+                const std::vector<std::vector<int64_t>>& in_dims,
+                const std::vector<const void*>* src_dev);
   void abandon_capture(const std::vector<void*>& owned, const std::vector<void*>& in_dev);
   Expected<std::vector<Tensor>> replay(const std::vector<Tensor>& inputs);
   Expected<double> time_one(bool captured, const std::vector<Tensor>& inputs, EventHandle e0,

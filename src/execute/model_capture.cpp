@@ -20,18 +20,32 @@ size_t staged(size_t n) {
 
 }  // namespace
 
-Expected<std::vector<Tensor>> Model::capture(const std::vector<Tensor>& inputs,
-                                             const std::vector<std::vector<int64_t>>& in_dims) {
+// Records the run of `inputs` (copied into the recording's own input buffers: from the host, or
+// on the device where `src_dev` has an address) without replaying it; slots_ then describe the
+// recorded run's buffers. On a step that cannot be recorded, capture_failed_ is set.
+Status Model::record(const std::vector<Tensor>& inputs,
+                     const std::vector<std::vector<int64_t>>& in_dims,
+                     const std::vector<const void*>* src_dev) {
   BindingState& st = *state_;
   RunCapture& cap = *rt_.capture();
   std::vector<void*> in_dev;
-  for (const Tensor& t : inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
     FERRITE_ASSIGN_OR_RETURN(void* p, pool_->get_owned(t.nbytes()));
     in_dev.push_back(p);
-    FERRITE_RETURN_IF_ERROR(rt_.copy_to_device(p, t.raw(), t.nbytes()));
+    if (src_dev && (*src_dev)[i])
+      FERRITE_RETURN_IF_ERROR(rt_.copy_on_device(p, (*src_dev)[i], t.nbytes()));
+    else
+      FERRITE_RETURN_IF_ERROR(rt_.copy_to_device(p, t.raw(), t.nbytes()));
   }
   if (flag_) FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
   prepare_slots(inputs, &in_dev);
+  if (src_dev)  // device-resident inputs: the host tensors only carry dtype and dims
+    for (size_t i = 0; i < lg_.inputs.size(); ++i)
+      if ((*src_dev)[i]) {
+        slots_[lg_.inputs[i]].host = Tensor();
+        slots_[lg_.inputs[i]].host_valid = false;
+      }
   pool_->begin_owned();
   capturing_ = true;
   Status s = cap.begin();
@@ -67,8 +81,7 @@ Expected<std::vector<Tensor>> Model::capture(const std::vector<Tensor>& inputs,
   if (log_enabled("graph"))
     std::fprintf(stderr, "[graph] %s: captured %zu steps for one binding\n", name_.c_str(),
                  lg_.steps.size());
-  FERRITE_RETURN_IF_ERROR(cap.replay(st.exec));
-  return finish(Status::ok());
+  return Status::ok();
 }
 
 // Not capturable (a step needed the host): run step by step from now on.

@@ -71,6 +71,19 @@ struct ModelStats {
   std::optional<DeviceMemoryStats> device_memory;
 };
 
+// A run whose inputs and outputs live in the device's memory (a framework's GPU tensors): nothing
+// is copied through the host, and the run is ordered on the caller's stream.
+struct DeviceRun {
+  // Per graph input: its device address, or null where the host tensor given holds the value
+  // (for device-resident inputs that tensor only carries dtype and dims; its bytes are not read).
+  std::vector<const void*> input_dev;
+  // Device memory of the caller for output i (it keeps the memory); called once per output.
+  std::function<Expected<void*>(size_t i, DType dtype, const std::vector<int64_t>& dims)> output;
+  // The caller's stream (a CUstream on cuda; null: the device's default order). The run starts
+  // after the work queued on it so far and work queued on it later starts after the run.
+  void* stream = nullptr;
+};
+
 // A graph prepared for one device. Inputs are in graph-input order, already validated.
 class PreparedModel {
  public:
@@ -85,6 +98,13 @@ class PreparedModel {
     (void)inputs;
     (void)runs;
     return unsupported("this device does not time runs itself");
+  }
+  // Optional: a run with device-resident inputs and outputs (DeviceRun). Returns once the work
+  // is queued, ordered on `run.stream`; outputs are written to the memory `run.output` gave.
+  virtual Status run_device(const std::vector<Tensor>& inputs, const DeviceRun& run) {
+    (void)inputs;
+    (void)run;
+    return unsupported("this device does not run on tensors in device memory");
   }
 };
 

@@ -136,7 +136,8 @@ Expected<std::shared_ptr<Session::Variant>> Session::compile(const std::vector<T
   return v;
 }
 
-Expected<std::vector<Tensor>> Session::bind_inputs(const std::vector<NamedInput>& inputs) const {
+Expected<std::vector<Tensor>> Session::bind_inputs(const std::vector<NamedInput>& inputs,
+                                                   std::vector<int>* given_at) const {
   const auto& decl = graph_->inputs();
   std::vector<Tensor> bound(decl.size());
   std::vector<bool> have(decl.size(), false);
@@ -157,6 +158,16 @@ Expected<std::vector<Tensor>> Session::bind_inputs(const std::vector<NamedInput>
     if (have[slot]) return err("input '", decl[slot]->name, "' is given twice");
     bound[slot] = inputs[k].tensor;
     have[slot] = true;
+  }
+  if (given_at) {
+    given_at->assign(decl.size(), -1);
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      size_t slot = k;
+      if (by_name)
+        for (size_t i = 0; i < decl.size(); ++i)
+          if (decl[i]->name == inputs[k].name) slot = i;
+      (*given_at)[slot] = static_cast<int>(k);
+    }
   }
   for (size_t i = 0; i < decl.size(); ++i) {
     const Value* v = decl[i];
@@ -185,6 +196,26 @@ void Session::log(const std::string& line) const {
 
 Expected<std::vector<Tensor>> Session::run(const std::vector<NamedInput>& inputs) {
   FERRITE_ASSIGN_OR_RETURN(auto bound, bind_inputs(inputs));
+  FERRITE_ASSIGN_OR_RETURN(auto v, select(bound));
+  return v->prepared->run(bound);
+}
+
+Status Session::run_device(const std::vector<NamedInput>& inputs, DeviceRun run) {
+  std::vector<int> given_at;
+  FERRITE_ASSIGN_OR_RETURN(auto bound, bind_inputs(inputs, &given_at));
+  if (run.input_dev.size() != inputs.size())
+    return err("run_device: ", run.input_dev.size(), " device addresses for ", inputs.size(),
+               " inputs");
+  std::vector<const void*> dev(bound.size(), nullptr);  // graph order; null: a host value
+  for (size_t i = 0; i < bound.size(); ++i)
+    if (given_at[i] >= 0) dev[i] = run.input_dev[given_at[i]];
+  run.input_dev = std::move(dev);
+  FERRITE_ASSIGN_OR_RETURN(auto v, select(bound));
+  return v->prepared->run_device(bound, run);
+}
+
+// The compiled variant whose guards accept `bound`, compiling one when none does.
+Expected<std::shared_ptr<Session::Variant>> Session::select(const std::vector<Tensor>& bound) {
   std::shared_ptr<Variant> v;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -249,7 +280,7 @@ Expected<std::vector<Tensor>> Session::run(const std::vector<NamedInput>& inputs
     }
     last_ = v;
   }
-  return v->prepared->run(bound);
+  return v;
 }
 
 Expected<DeviceTiming> Session::time_resident(const std::vector<NamedInput>& inputs, int runs) {

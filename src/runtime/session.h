@@ -33,6 +33,10 @@ class Session {
     Tensor tensor;
   };
   Expected<std::vector<Tensor>> run(const std::vector<NamedInput>& inputs);
+  // A run on tensors in the device's memory (PreparedModel::run_device): `run.input_dev[k]` is
+  // the device address of inputs[k] (null: inputs[k] is a host tensor), whose tensor then only
+  // gives dtype and dims. Outputs are written where `run.output` says, ordered on `run.stream`.
+  Status run_device(const std::vector<NamedInput>& inputs, DeviceRun run);
 
   // `runs` runs timed by the device with inputs resident on it (PreparedModel::time_resident);
   // runs `inputs` once through run() first, so that the variant exists and is warm.
@@ -78,7 +82,10 @@ class Session {
 
   Status init();
   Expected<std::shared_ptr<Variant>> compile(const std::vector<Tensor>& inputs);
-  Expected<std::vector<Tensor>> bind_inputs(const std::vector<NamedInput>& inputs) const;
+  // Inputs in graph order; `given_at[i]`: which of `inputs` graph input i is (-1: its default).
+  Expected<std::vector<Tensor>> bind_inputs(const std::vector<NamedInput>& inputs,
+                                            std::vector<int>* given_at = nullptr) const;
+  Expected<std::shared_ptr<Variant>> select(const std::vector<Tensor>& bound);
   void log(const std::string& line) const;
 
   std::unique_ptr<Graph> graph_;

@@ -34,3 +34,81 @@ def test_resnet_on_cuda():
     out, reports, _ = compile_report(m, x, device="cuda")
     assert_close(out, expected, rtol=1e-3, atol=1e-3)
     assert all(len(r.partitions) == 1 and not r.eager_ops for r in reports)
+
+
+def _two_layer(tmp_path, dtype=torch.float32):
+    """A small ONNX model (MatMul, Add, Relu, Softmax) exported from torch, and its module."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 32),
+                            torch.nn.Softmax(dim=-1)).eval()
+    x = torch.randn(8, 64)
+    path = tmp_path / "two_layer.onnx"
+    torch.onnx.export(m, (x,), str(path), input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch"}}, dynamo=False)
+    return m, path
+
+
+def test_session_keeps_cuda_tensors_on_the_gpu(tmp_path):
+    import ferrite
+
+    m, path = _two_layer(tmp_path)
+    s = ferrite.Session(path, device="cuda")
+    for batch in (8, 8, 8, 3):  # step by step, recorded, replayed; then a new size
+        x = torch.randn(batch, 64, device="cuda")
+        (y,) = s.run({"x": x})
+        assert y.device.type == "cuda" and y.shape == (batch, 32)
+        with torch.no_grad():
+            assert_close(y.cpu(), m(x.cpu()), rtol=1e-4, atol=1e-5)
+    assert s.compiles == 1
+
+
+def test_session_is_ordered_on_the_current_stream(tmp_path):
+    """The input is written by work still queued on a side stream when ferrite is called, and
+    the output is read by work queued after it: no host synchronisation in between."""
+    import ferrite
+
+    m, path = _two_layer(tmp_path)
+    s = ferrite.Session(path, device="cuda")
+    side = torch.cuda.Stream()
+    big = torch.randn(4096, 4096, device="cuda")
+    torch.cuda.synchronize()
+    for _ in range(3):
+        with torch.cuda.stream(side):
+            slow = big @ big @ big  # keeps the stream busy
+            x = (slow[:8, :64] * 0 + 1.5).contiguous()
+            (y,) = s.run([x])
+            z = y * 2
+        side.synchronize()
+        with torch.no_grad():
+            assert_close(z.cpu(), 2 * m(torch.full((8, 64), 1.5)), rtol=1e-4, atol=1e-5)
+
+
+def test_compiled_module_outputs_stay_on_the_gpu():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.LayerNorm(64)).cuda()
+    m.eval()
+    x = torch.randn(4, 32, device="cuda")
+    with torch.no_grad():
+        expected = m(x)
+    out, reports, _ = compile_report(m, x, device="cuda")
+    assert out.device.type == "cuda"
+    assert_close(out, expected, rtol=1e-4, atol=1e-4)
+    assert all(len(r.partitions) == 1 for r in reports)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_bert_layer_on_cuda(dtype):
+    tr = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = tr.BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=256, vocab_size=1000)
+    m = tr.BertModel(cfg).eval().cuda().to(dtype)
+    ids = torch.randint(0, 1000, (2, 16), device="cuda")
+    with torch.no_grad():
+        expected = m(ids).last_hidden_state
+    compiled = torch.compile(m, backend="ferrite", dynamic=False)
+    with torch.no_grad():
+        out = compiled(ids).last_hidden_state
+    assert out.device.type == "cuda" and out.dtype == dtype
+    tol = 1e-3 if dtype == torch.float32 else 3e-2
+    assert_close(out.float(), expected.float(), rtol=tol, atol=tol)

@@ -13,6 +13,12 @@ from .fx_importer import ImportedGraph, TranslationError, import_graph
 from .options import CompileOptions
 
 
+def _torch_dtype(name: str) -> torch.dtype:
+    from .._session import _TORCH_DTYPES
+
+    return _TORCH_DTYPES[name]
+
+
 def _default_device(args: Sequence[Any]) -> str:
     for a in args:
         if isinstance(a, torch.Tensor) and a.device.type == "cuda":
@@ -81,6 +87,18 @@ class CompiledPartition:
         self._eager = True
 
     # ---- running -------------------------------------------------------------------------------
+    def _run_on_gpu(self, feeds: List[Any], device: torch.device) -> List[Any]:
+        """Inputs and outputs in GPU memory, ordered on torch's current stream."""
+        outs: List[Any] = []
+
+        def alloc(i: int, dims: tuple, dtype: str) -> int:
+            t = torch.empty(dims, dtype=_torch_dtype(dtype), device=device)
+            outs.append(t)
+            return t.data_ptr()
+
+        self._session.run_device([], feeds, alloc, torch.cuda.current_stream(device).cuda_stream)
+        return outs
+
     def __call__(self, *args: Any) -> Any:
         if self._eager:
             return self.gm(*args)
@@ -94,17 +112,27 @@ class CompiledPartition:
         imp = self._imported
         feeds = []
         out_device = None
+        resident = self.device == "cuda"  # CUDA tensors stay on the GPU
         for kind, i in imp.feeds:
             a = args[i]
             if kind == "sym":
                 feeds.append(torch.tensor([int(a)], dtype=torch.int64))
                 continue
+            if a.requires_grad:
+                a = a.detach()
             if a.device.type != "cpu":
                 out_device = a.device
-                a = a.cpu()  # staged: the Session reads host memory
-            feeds.append(a.detach() if a.requires_grad else a)
+                if resident and a.device.type == "cuda":
+                    a = a if a.is_contiguous() else a.contiguous()
+                else:
+                    a = a.cpu()  # staged: this device's Session reads host memory
+            feeds.append(a)
         try:
-            outs = self._session.run([], feeds, "torch")
+            if resident and out_device is not None:
+                outs = self._run_on_gpu(feeds, out_device)
+                out_device = None
+            else:
+                outs = self._session.run([], feeds, "torch")
         except _core.FerriteError as e:
             if self.options.fallback == "raise":
                 raise

@@ -64,7 +64,8 @@ namespace ferrite::cuda {
   X(cuEventDestroy, "cuEventDestroy_v2")                       \
   X(cuEventRecord, "cuEventRecord")                            \
   X(cuEventSynchronize, "cuEventSynchronize")                  \
-  X(cuEventElapsedTime, "cuEventElapsedTime")
+  X(cuEventElapsedTime, "cuEventElapsedTime")                  \
+  X(cuStreamWaitEvent, "cuStreamWaitEvent")
 
 #define FERRITE_NVRTC_FNS(X)                          \
   X(nvrtcVersion, "nvrtcVersion")                     \

@@ -92,6 +92,34 @@ class CudaTimer : public EventTimer {
   CudaRuntime& rt_;
 };
 
+// The runtime's stream joined with a caller's (torch's current stream) through two events, so
+// neither waits on the host and CUDA graphs still record on the runtime's own stream.
+class CudaStreamOrder : public StreamOrder {
+ public:
+  explicit CudaStreamOrder(CudaRuntime& rt) : rt_(rt) {}
+  ~CudaStreamOrder() override {
+    for (CUevent e : {in_, out_})
+      if (e) rt_.api().cuEventDestroy(e);
+  }
+  Status after(void* stream) override { return join(in_, static_cast<CUstream>(stream), rt_.stream()); }
+  Status before(void* stream) override {
+    return join(out_, rt_.stream(), static_cast<CUstream>(stream));
+  }
+
+ private:
+  // `waiter` waits for the work queued on `from` so far.
+  Status join(CUevent& e, CUstream from, CUstream waiter) {
+    if (from == waiter) return Status::ok();
+    FERRITE_RETURN_IF_ERROR(rt_.make_current());
+    if (!e)  // CU_EVENT_DISABLE_TIMING: the cheapest kind, only for ordering
+      FERRITE_RETURN_IF_ERROR(check(rt_.api().cuEventCreate(&e, 0x2), "cuEventCreate"));
+    FERRITE_RETURN_IF_ERROR(check(rt_.api().cuEventRecord(e, from), "cuEventRecord"));
+    return check(rt_.api().cuStreamWaitEvent(waiter, e, 0), "cuStreamWaitEvent");
+  }
+  CudaRuntime& rt_;
+  CUevent in_ = nullptr, out_ = nullptr;
+};
+
 }  // namespace
 
 Expected<std::unique_ptr<CudaRuntime>> CudaRuntime::open(int ordinal) {
@@ -111,11 +139,13 @@ Expected<std::unique_ptr<CudaRuntime>> CudaRuntime::open(int ordinal) {
       check(d->cuStreamCreate(&rt->stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
   rt->capture_ = std::make_unique<CudaCapture>(*rt);
   rt->timer_ = std::make_unique<CudaTimer>(*rt);
+  rt->order_ = std::make_unique<CudaStreamOrder>(*rt);
   return rt;
 }
 
 CudaRuntime::~CudaRuntime() {
   if (!d_) return;
+  order_.reset();
   if (make_current().is_ok() && stream_) d_->cuStreamDestroy(stream_);
   if (ctx_) d_->cuDevicePrimaryCtxRelease(dev_);
 }

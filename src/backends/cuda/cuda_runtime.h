@@ -30,6 +30,7 @@ class CudaRuntime : public DeviceRuntime {
   RunCapture* capture() override { return capture_.get(); }
   EventTimer* timer() override { return timer_.get(); }
   std::unique_ptr<MemoryPool> make_pool() override;
+  StreamOrder* stream_order() override { return order_.get(); }
 
   // Makes the context current on the calling thread (every entry point does this itself).
   Status make_current() const;
@@ -45,6 +46,7 @@ class CudaRuntime : public DeviceRuntime {
   CUstream stream_ = nullptr;
   std::unique_ptr<RunCapture> capture_;
   std::unique_ptr<EventTimer> timer_;
+  std::unique_ptr<StreamOrder> order_;
 };
 
 inline CUdeviceptr dptr(const void* p) {

@@ -1,0 +1,117 @@
+// Runs on tensors that live in the device's memory (PreparedModel::run_device): a framework's
+// GPU tensors go in and come out without a copy through the host. The run is joined with the
+// caller's stream (StreamOrder) and returns once its work is queued; it synchronizes only where a
+// step needs the host (a host step on device data, the index check of a library op).
+//
+// Each path of run() has its device twin: step by step (inputs' slots point at the caller's
+// memory), recording (inputs copied on the device into the recording's buffers) and replay.
+#include "execute/model.h"
+
+namespace ferrite::execute {
+
+Status Model::run_device(const std::vector<Tensor>& inputs, const DeviceRun& run) {
+  if (host_)
+    return unsupported(name_, ": its memory is host memory; run() reads host tensors in place");
+  if (run.input_dev.size() != inputs.size())
+    return err(name_, ": run_device got ", run.input_dev.size(), " device addresses for ",
+               inputs.size(), " inputs");
+  if (!run.output) return err(name_, ": run_device needs an output allocator");
+  StreamOrder* order = rt_.stream_order();
+  if (run.stream && !order)
+    return unsupported(name_, ": this device cannot order its work on a caller's stream");
+  std::unique_lock<std::mutex> device_lock;
+  if (cfg_.device_mutex) device_lock = std::unique_lock<std::mutex>(*cfg_.device_mutex);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (cfg_.enter) FERRITE_RETURN_IF_ERROR(cfg_.enter());
+  FERRITE_RETURN_IF_ERROR(bind(inputs));
+  if (run.stream) FERRITE_RETURN_IF_ERROR(order->after(run.stream));
+  Status s = run_device_locked(inputs, run);
+  // Also after an error: the caller's later work must not overtake what was queued.
+  if (run.stream) {
+    Status o = order->before(run.stream);
+    if (s) s = o;
+  }
+  return s;
+}
+
+Status Model::run_device_locked(const std::vector<Tensor>& inputs, const DeviceRun& run) {
+  std::vector<std::vector<int64_t>> in_dims;
+  for (const Tensor& t : inputs) in_dims.push_back(t.dims());
+  BindingState& st = *state_;
+  if (st.exec && st.input_dims == in_dims) return replay_device(inputs, run);
+  if (capture_on_ && !recorder_ && st.capturable && st.clean_runs > 0 && !st.exec) {
+    Status r = record(inputs, in_dims, &run.input_dev);
+    if (r) {
+      FERRITE_RETURN_IF_ERROR(rt_.capture()->replay(st.exec));
+      return end_run(write_outputs(run));
+    }
+    if (!capture_failed_) return r;
+    capture_failed_ = false;  // not capturable: run step by step from now on
+  }
+  prepare_slots(inputs, nullptr);
+  // The caller's memory is the inputs' only copy: a host step reading one copies it back.
+  for (size_t i = 0; i < lg_.inputs.size(); ++i) {
+    if (!run.input_dev[i]) continue;
+    Slot& s = slots_[lg_.inputs[i]];
+    s.host = Tensor();
+    s.host_valid = false;
+    s.dev = const_cast<void*>(run.input_dev[i]);
+    s.dev_valid = true;
+  }
+  if (flag_) FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
+  Status s = execute_steps();
+  if (s) s = write_outputs(run);
+  if (s && run_stats_.flag_used) s = check_flag();
+  s = end_run(s);
+  if (s && run_stats_.nondet_host == 0) ++st.clean_runs;
+  if (run_stats_.nondet_host > 0) st.capturable = false;
+  if (s && log_enabled("fallback") && !logged_) log_run();
+  return s;
+}
+
+// Copies each graph output into the memory the caller gives for it (queued on the device).
+Status Model::write_outputs(const DeviceRun& run) {
+  for (size_t j = 0; j < lg_.outputs.size(); ++j) {
+    const Slot& o = slots_[lg_.outputs[j]];
+    FERRITE_ASSIGN_OR_RETURN(void* dst, run.output(j, o.dtype, o.dims));
+    const size_t n = byte_count(o.dtype, o.dims);
+    if (n == 0) continue;
+    if (o.dev_valid) {
+      FERRITE_RETURN_IF_ERROR(rt_.copy_on_device(dst, o.dev, n));
+    } else if (o.host_valid) {
+      FERRITE_RETURN_IF_ERROR(rt_.copy_to_device(dst, o.host.raw(), n));
+    } else {
+      return err(name_, ": output ", lg_.buffers[lg_.outputs[j]].name, " was never written");
+    }
+  }
+  return Status::ok();
+}
+
+Status Model::replay_device(const std::vector<Tensor>& inputs, const DeviceRun& run) {
+  BindingState& st = *state_;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const size_t n = inputs[i].nbytes();
+    if (n == 0) continue;
+    if (run.input_dev[i])
+      FERRITE_RETURN_IF_ERROR(rt_.copy_on_device(st.input_dev[i], run.input_dev[i], n));
+    else
+      FERRITE_RETURN_IF_ERROR(rt_.copy_to_device(st.input_dev[i], inputs[i].raw(), n));
+  }
+  if (st.checks_flag) FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
+  FERRITE_RETURN_IF_ERROR(rt_.capture()->replay(st.exec));
+  for (size_t j = 0; j < st.outputs.size(); ++j) {
+    const CapturedOutput& g = st.outputs[j];
+    FERRITE_ASSIGN_OR_RETURN(void* dst, run.output(j, g.dtype, g.dims));
+    const size_t n = byte_count(g.dtype, g.dims);
+    if (n == 0) continue;
+    if (g.dev)
+      FERRITE_RETURN_IF_ERROR(rt_.copy_on_device(dst, g.dev, n));
+    else
+      FERRITE_RETURN_IF_ERROR(rt_.copy_to_device(dst, g.host.raw(), n));
+  }
+  if (st.checks_flag) FERRITE_RETURN_IF_ERROR(check_flag());
+  ++runs_;
+  return Status::ok();
+}
+
+}  // namespace ferrite::execute
