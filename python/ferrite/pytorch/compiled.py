@@ -51,11 +51,11 @@ class CompiledPartition:
         self._tuple_out = isinstance(out.args[0], (list, tuple))
 
     # ---- building ------------------------------------------------------------------------------
-    @staticmethod
-    def _key(t: Any) -> Any:
-        if not isinstance(t, torch.Tensor):
-            return t
-        return (t.data_ptr(), t._version, tuple(t.shape), t.dtype)
+    def _keys(self, args: Sequence[Any]) -> List[Any]:
+        # Checked on every call (hundreds of parameters): one comprehension, no per-item calls.
+        T = torch.Tensor
+        return [(a.data_ptr(), a._version, a.shape, a.dtype) if isinstance(a, T) else a
+                for a in [args[i] for i in self.static_indices]]
 
     def _build(self, args: Sequence[Any]) -> None:
         o = self.options
@@ -67,16 +67,12 @@ class CompiledPartition:
             passes=list(o.passes) if o.passes is not None else None,
             dump_dir=f"{o.dump_dir}/{self.name}" if o.dump_dir else None)
         self._imported = imported
-        self._static_keys = [self._key(args[i]) for i in self.static_indices]
+        self._static_keys = self._keys(args)
         self.device = device
         self.builds += 1
 
     def _stale(self, args: Sequence[Any]) -> bool:
-        keys = self._static_keys
-        for k, i in enumerate(self.static_indices):
-            if self._key(args[i]) != keys[k]:
-                return True
-        return False
+        return self._keys(args) != self._static_keys
 
     def _fall_back(self, e: BaseException) -> None:
         if self.options.fallback == "raise":

@@ -139,8 +139,10 @@ def std(ctx, node, x, dims=None, correction=None, keepdim=False):
 
 
 def _any_all(ctx, node, x, dims, keepdim, op):
-    src = ctx.cast(ctx.cast(x.id, torch.bool), torch.int32)
-    r = _reduce(ctx, op, type(x)(src, torch.int32, x.shape), dims, keepdim, torch.int32)
+    # The truth values as 0.0 / 1.0 (exact): float reductions become row kernels on every device
+    # (integer ones ran on the host on cuda: a BERT forward copied 75 MB back per call).
+    src = ctx.cast(ctx.cast(x.id, torch.bool), torch.float32)
+    r = _reduce(ctx, op, type(x)(src, torch.float32, x.shape), dims, keepdim, torch.float32)
     return ctx.cast(r, torch.bool)
 
 
