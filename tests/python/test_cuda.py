@@ -112,3 +112,17 @@ def test_bert_layer_on_cuda(dtype):
     assert out.device.type == "cuda" and out.dtype == dtype
     tol = 1e-3 if dtype == torch.float32 else 3e-2
     assert_close(out.float(), expected.float(), rtol=tol, atol=tol)
+
+
+def test_rotary_concat_runs_on_the_gpu():
+    """rotate_half (Slice, Neg, Concat on the last axis) of device values: Concat is a device
+    library step on cuda (it ran on the host, copying both halves back, before)."""
+    def rotate(x, cos, sin):
+        x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+        return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+    x = torch.randn(2, 4, 16, 64, device="cuda")
+    cos, sin = torch.randn(16, 64, device="cuda"), torch.randn(16, 64, device="cuda")
+    out, reports, _ = compile_report(rotate, x, cos, sin, device="cuda")
+    assert out.device.type == "cuda"
+    assert_close(out, rotate(x, cos, sin), rtol=1e-5, atol=1e-5)

@@ -374,6 +374,47 @@ Expected<bool> run_split(const Node& node, NativeIO& io, CudaBackend& be) {
   return true;
 }
 
+// Concat of device values (rotary embeddings' rotate_half, KV caches): one strided 2-D copy per
+// input into its column block of the output seen as [outer, axis * inner].
+Expected<bool> run_concat(const Node& node, NativeIO& io, CudaBackend& be) {
+  if (io.in.empty()) return false;
+  for (const auto& v : io.in)
+    if (!v || v->dtype != io.in[0]->dtype || v->dims.size() != io.in[0]->dims.size()) return false;
+  std::vector<int64_t> od = io.in[0]->dims;
+  int64_t axis = node.attr_int("axis", 0);
+  if (axis < 0) axis += static_cast<int64_t>(od.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(od.size())) return false;
+  od[axis] = 0;
+  for (const auto& v : io.in) {
+    for (size_t d = 0; d < od.size(); ++d)
+      if (static_cast<int64_t>(d) != axis && v->dims[d] != od[d]) return false;
+    od[axis] += v->dims[axis];
+  }
+  FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, io.in[0]->dtype, od));
+  const int64_t esize = static_cast<int64_t>(dtype_size(io.in[0]->dtype));
+  const int64_t outer = prod(od, 0, axis), inner = prod(od, axis + 1) * esize;
+  int64_t off = 0;
+  for (const auto& v : io.in) {
+    const int64_t len = v->dims[axis];
+    if (len > 0 && outer > 0 && inner > 0) {
+      CUDA_MEMCPY2D c{};
+      c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+      c.srcDevice = dptr(v->ptr);
+      c.srcPitch = static_cast<size_t>(len * inner);
+      c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+      c.dstDevice = dptr(y);
+      c.dstXInBytes = static_cast<size_t>(off * inner);
+      c.dstPitch = static_cast<size_t>(od[axis] * inner);
+      c.WidthInBytes = static_cast<size_t>(len * inner);
+      c.Height = static_cast<size_t>(outer);
+      FERRITE_RETURN_IF_ERROR(
+          check(be.rt()->api().cuMemcpy2DAsync(&c, be.rt()->stream()), "Concat copy"));
+    }
+    off += len;
+  }
+  return true;
+}
+
 Expected<bool> run_maxpool(const Node& node, NativeIO& io, CudaBackend& be) {
   const DType dt = gemm_dtype(io);
   if (dt == DType::kUndefined || !io.in[0] || node.output(1) != nullptr) return false;
@@ -588,6 +629,7 @@ std::shared_ptr<const LibraryOps> cuda_library_ops() {
     t->add("", "Conv", op(on_backend<run_conv>, true));
     t->add("", "MaxPool", op(on_backend<run_maxpool>, true));
     t->add("", "Split", op(on_backend<run_split>, false));
+    t->add("", "Concat", op(on_backend<run_concat>, false));
     LibraryOp gather = op(on_backend<run_gather>, false);
     gather.prefer_device = large_table;
     gather.sets_error_flag = true;
