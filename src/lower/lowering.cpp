@@ -205,7 +205,8 @@ class Lowerer {
     const Value* out = n.outputs[0];
     auto out_dims = known_dims(out->type.shape);
     if (!out_dims || !kernel_dtype(out->type.dtype)) return false;
-    std::vector<Lowered> ins;
+    std::vector<std::shared_ptr<const Lowered>> ins;
+    std::vector<const Value*> consumed;
     std::vector<std::vector<int>> maps;  // per input: output dim feeding each input dim (-1: 0)
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       if (!op->uses_input(i)) continue;
@@ -220,7 +221,8 @@ class Lowerer {
         else if (l.dims[d].value() == 1) map[d] = -1;
         else return false;  // symbolic broadcast the kernel cannot decide statically
       }
-      ins.push_back(l);
+      ins.push_back(for_closure(l));
+      consumed.push_back(v);
       maps.push_back(std::move(map));
     }
     Lowered r;
@@ -228,7 +230,8 @@ class Lowerer {
     r.dims_known = true;
     r.dims = *out_dims;
     r.cost = 1;
-    for (const auto& l : ins) {
+    for (const Value* v : consumed) {
+      const Lowered& l = values_.at(v);
       r.cost += l.cost;
       // Converging epilogue users reach the same row kernel twice (see converging_users).
       for (const std::string& name : l.nodes)
@@ -244,7 +247,7 @@ class Lowerer {
       for (size_t i = 0; i < ins.size(); ++i) {
         std::vector<SymExpr> sub;
         for (int m : maps[i]) sub.push_back(m < 0 ? SymExpr(0) : idx[m]);
-        args.push_back(emit_value(ins[i], ctx, sub));
+        args.push_back(emit_value(*ins[i], ctx, sub));
       }
       int v = op->emit(ctx, *node, args, compute_dtype(dtype));
       // A Cast to a low dtype rounds even when its result stays in a float register.
@@ -254,8 +257,33 @@ class Lowerer {
     };
     bool realize = uses_[out] > 1 || r.cost > opts_.max_inline_exprs;
     values_[out] = std::move(r);
+    for (const Value* v : consumed) forget_nodes(v);
     if (realize) materialize(values_[out], Buffer::Kind::kIntermediate, out, out->name);
     return true;
+  }
+
+  // What a consumer's emit closure keeps of an input: shared, and without the input's node list.
+  // Capturing a copy of each input's Lowered made every value of an inline chain hold a copy of
+  // the whole chain below it (quadratic in the chain, ~140 KB per node of a 8,000-Add chain).
+  static std::shared_ptr<const Lowered> for_closure(const Lowered& l) {
+    auto p = std::make_shared<Lowered>();
+    p->dtype = l.dtype;
+    p->dims_known = l.dims_known;
+    p->dims = l.dims;
+    p->buffer = l.buffer;
+    p->offset = l.offset;
+    p->strides = l.strides;
+    p->emit = l.emit;
+    p->row = l.row;
+    return p;
+  }
+
+  // An inline value read by one node only is folded into that node's value, names included: its
+  // own copy of the names is dropped (it would otherwise hold the names of the chain below it).
+  void forget_nodes(const Value* v) {
+    Lowered& l = values_.at(v);
+    if (l.realized() || l.row || uses_[v] != 1) return;  // graph outputs count 2 uses
+    std::vector<std::string>().swap(l.nodes);
   }
 
   // Softmax, LayerNormalization, Reduce*, GlobalAveragePool: a pending row kernel.
@@ -424,13 +452,15 @@ class Lowerer {
     } else {
       r.cost = src.cost;
       r.nodes = src.nodes;
-      r.emit = [src, to_input](EmitContext& ctx, const std::vector<SymExpr>& idx) {
-        return emit_value(src, ctx, to_input(idx));
+      r.emit = [in_l = for_closure(src), to_input](EmitContext& ctx,
+                                                    const std::vector<SymExpr>& idx) {
+        return emit_value(*in_l, ctx, to_input(idx));
       };
     }
     r.nodes.push_back(n.name);
     bool realize = !r.realized() && uses_[out] > 1;
     values_[out] = std::move(r);
+    forget_nodes(in);
     if (realize) materialize(values_[out], Buffer::Kind::kIntermediate, out, out->name);
     return true;
   }
