@@ -98,3 +98,18 @@ def test_errors_are_exceptions_naming_the_tensor():
 def test_help_is_useful():
     doc = ferrite.Session.__doc__
     assert "device" in doc and "precision" in doc and "DLPack" in ferrite.__doc__
+
+
+def test_type_stubs_match_the_extension(tmp_path):
+    """python/ferrite/_core.pyi is what nanobind's stubgen writes for the built extension:
+    regenerate it with `.venv/bin/python -m nanobind.stubgen -m ferrite._core -o
+    python/ferrite/_core.pyi` after changing the bindings."""
+    import pathlib
+    import subprocess
+    import sys
+
+    out = tmp_path / "_core.pyi"
+    subprocess.run([sys.executable, "-m", "nanobind.stubgen", "-q", "-m", "ferrite._core",
+                    "-o", str(out)], check=True)
+    kept = pathlib.Path(ferrite.__file__).with_name("_core.pyi")
+    assert kept.read_text() == out.read_text(), "stale python/ferrite/_core.pyi"
