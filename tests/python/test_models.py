@@ -1,12 +1,13 @@
-"""Whole models with random weights (no downloads), compiled with backend="ferrite" on cpu and
-compared with eager PyTorch; partitions and eager fallbacks are asserted."""
+"""Whole models with random weights (no downloads), compiled with backend="ferrite" on cpu (and
+on cuda where a GPU is present: tensors and model on the GPU) and compared with eager PyTorch;
+partitions and eager fallbacks are asserted."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from conftest import MODEL_TOL, assert_close, compile_report
+from conftest import MODEL_TOL, assert_close, compile_report, has_cuda
 
 tv = pytest.importorskip("torchvision")
 transformers = pytest.importorskip("transformers")
@@ -79,27 +80,36 @@ def _outputs(o):
     return [t for t in o if isinstance(t, torch.Tensor)]
 
 
-def _run(model, args):
-    model.eval()
+DEVICES = ["cpu"] + (["cuda"] if has_cuda() else [])
+
+
+def _run(model, args, device):
+    model.eval().to(device)
+    args = tuple(a.to(device) for a in args)
+    torch.backends.cudnn.allow_tf32 = False  # eager in true f32, as ferrite at precision f32
+    torch.backends.cuda.matmul.allow_tf32 = False
     with torch.no_grad():
         expected = _outputs(model(*args))
-    out, reports, _ = compile_report(model, *args, device="cpu")
+    out, reports, _ = compile_report(model, *args, device=device)
+    assert all(o.device.type == device for o in _outputs(out))
     assert_close(_outputs(out), expected, **MODEL_TOL[torch.float32])
     per_graph = [len(r.partitions) for r in reports]
     eager = {op: e for r in reports for op, e in r.eager_ops.items()}
     return per_graph, eager
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", VISION)
-def test_vision_model(name):
-    per_graph, eager = _run(*_vision(name))
+def test_vision_model(name, device):
+    per_graph, eager = _run(*_vision(name), device)
     assert per_graph == [1], f"{name}: partitions per graph {per_graph}, eager ops {eager}"
     assert not eager, f"{name}: ops left in eager PyTorch: {eager}"
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", TEXT)
-def test_text_model(name):
-    per_graph, eager = _run(*_text(name))
+def test_text_model(name, device):
+    per_graph, eager = _run(*_text(name), device)
     # Dynamo may split a model into several graphs (BART's decoder: its cache logic breaks the
     # graph); each graph must be one ferrite partition with nothing left in eager.
     assert per_graph and all(p == 1 for p in per_graph), \
