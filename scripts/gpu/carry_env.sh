@@ -1,5 +1,7 @@
-# Sourced on the GPU machine: the carried ferrite package and libraries for its python3.
-#   source scripts/gpu/py_env.sh [CARRY_DIR]   (default .devcarry, packed with PY_BUILD set)
+# Sourced on the GPU machine: the carried libraries (and Python package, where packed with
+# PY_BUILD set) found by the ferrite binaries and python3 there; the CUDA libraries of the
+# toolkit, else of the installed PyTorch wheels. Sets `carry` to the carry folder's path.
+#   source scripts/gpu/carry_env.sh [CARRY_DIR]   (default .devcarry)
 carry=$(cd "${1:-.devcarry}" && pwd)
 [ -f "$carry/lib/libdnnl.so.2.xz" ] && [ ! -f "$carry/lib/libdnnl.so.2" ] && xz -dk "$carry/lib/libdnnl.so.2.xz"
 extra=""
