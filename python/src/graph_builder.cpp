@@ -1,6 +1,9 @@
 // ferrite._core.GraphBuilder: builds a Graph node by node from Python (the PyTorch frontend's
 // ATen table emits ops through it). Every node is validated against its schema and inferred as it
 // is added, so errors name the node that caused them and Python can read inferred types back.
+#include <cstdint>
+#include <map>
+
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
@@ -89,6 +92,16 @@ class GraphBuilder {
     return remember(v);
   }
 
+  // Constant `id` also lives in device memory at `address` (a parameter of a framework's GPU
+  // model): a Session on that device reads it there instead of keeping a copy of its own
+  // (RunOptions::constant_mirrors). The caller keeps that memory alive and unchanged.
+  void mirror_constant(int id, uintptr_t address) {
+    const Value* v = value(id);
+    if (!v->constant) throw nb::value_error(("value '" + v->name + "' is not a constant").c_str());
+    const Tensor& t = *v->constant;
+    mirrors_[t.raw()] = {t, reinterpret_cast<const void*>(address)};
+  }
+
   std::vector<int> add_node(const std::string& op, const std::vector<std::optional<int>>& inputs,
                             nb::dict attrs, int num_outputs, const std::string& domain,
                             const std::string& name) {
@@ -144,6 +157,7 @@ class GraphBuilder {
     if (g.outputs().empty()) check(err("graph '", g.name, "' has no outputs"));
     check(verify_graph(g));
     RunOptions o = make_options(precision, threads, autotune, passes, dump_dir);
+    o.constant_mirrors = std::move(mirrors_);
     values_.clear();
     return session_from_graph(std::move(g_), device, o);
   }
@@ -175,6 +189,7 @@ class GraphBuilder {
 
   std::unique_ptr<Graph> g_;
   std::vector<Value*> values_;
+  std::map<const void*, RunOptions::DeviceMirror> mirrors_;
 };
 
 }  // namespace
@@ -185,6 +200,7 @@ void bind_graph_builder(nb::module_& m) {
       .def("add_input", &GraphBuilder::add_input, nb::arg("name"), nb::arg("dtype"),
            nb::arg("dims"))
       .def("add_constant", &GraphBuilder::add_constant, nb::arg("name"), nb::arg("array"))
+      .def("mirror_constant", &GraphBuilder::mirror_constant, nb::arg("id"), nb::arg("address"))
       .def("add_node", &GraphBuilder::add_node, nb::arg("op"), nb::arg("inputs"),
            nb::arg("attrs"), nb::arg("num_outputs") = 1, nb::arg("domain") = "",
            nb::arg("name") = "")

@@ -9,9 +9,12 @@ forward (inputs already on the GPU, outputs left there), median of many runs aft
 (triton.testing.do_bench). Modes: eager; inductor (torch.compile default); inductor-cg
 (mode="reduce-overhead": CUDA graphs); inductor-at (mode="max-autotune-no-cudagraphs");
 ferrite. Every mode's output is compared with eager's (max abs diff printed). Cold compile time
-is the first call's wall time. Results go to stdout as a table and to --json.
+is the first call's wall time; extra GPU memory is what the device's free memory dropped by from
+before the compile to after the first runs (parameters and inputs excluded). Results go to
+stdout as a table and to --json.
 """
 import argparse
+import gc
 import json
 import sys
 import time
@@ -97,6 +100,9 @@ def run_case(name, modes):
         for mode in modes:
             row = {"case": name, "mode": mode}
             try:
+                gc.collect()  # the previous mode's compiled code and memory are gone
+                torch.cuda.empty_cache()
+                free0 = torch.cuda.mem_get_info()[0]
                 fn = compiled(model, mode)
                 t0 = time.time()
                 out = fn(*args)
@@ -105,6 +111,9 @@ def run_case(name, modes):
                 for _ in range(3):
                     out = fn(*args)
                 torch.cuda.synchronize()
+                # GPU memory the mode holds beyond eager's model and inputs, after its first runs
+                # (device-wide: torch's allocator and ferrite's own pool alike).
+                row["extra_gpu_mib"] = (free0 - torch.cuda.mem_get_info()[0]) / 2**20
                 row["max_abs_diff"] = (first_tensor(out).float() - ref).abs().max().item()
                 row["ms"] = do_bench(lambda: fn(*args), warmup=50, rep=300, return_mode="median")
             except Exception as e:  # a mode that fails is reported, the others still run
@@ -133,11 +142,13 @@ def main():
         if a.json:
             with open(a.json, "w") as f:
                 json.dump(rows, f, indent=1)
-    print("\n| case | mode | ms | first call s | max abs diff vs eager |")
-    print("|---|---|---|---|---|")
+    print("\n| case | mode | ms | first call s | extra GPU MiB | max abs diff vs eager |")
+    print("|---|---|---|---|---|---|")
+    nan = float("nan")
     for r in rows:
-        print(f"| {r['case']} | {r['mode']} | {r.get('ms', float('nan')):.3f} | "
-              f"{r.get('first_call_s', float('nan')):.1f} | {r.get('max_abs_diff', r.get('error'))} |")
+        print(f"| {r['case']} | {r['mode']} | {r.get('ms', nan):.3f} | "
+              f"{r.get('first_call_s', nan):.1f} | {r.get('extra_gpu_mib', nan):.0f} | "
+              f"{r.get('max_abs_diff', r.get('error'))} |")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ Model::Model(const Graph& g, LoweredGraph lg, std::unique_ptr<LoadedModule> modu
       launches_(parts_->properties, *parts_->heuristics, opts.autotune && cfg_.tunable),
       capture_on_(rt_.capture() && !env_off("FERRITE_CUDA_GRAPHS") && !env_off("FERRITE_CAPTURE")),
       tf32_(opts.precision == Precision::kTF32) {
+  mirrors_ = opts.constant_mirrors;
   const bool profile = log_enabled("profile");
   if (profile || opts.trace)
     recorder_ = std::make_unique<StepRecorder>(rt_, name_, profile, opts.trace);
@@ -42,7 +43,8 @@ Model::~Model() {
   for (auto& [k, s] : states_) drop_binding(*s);
   states_.clear();
   if (pool_) {
-    for (void* p : const_dev_) put(p);
+    for (size_t b = 0; b < const_dev_.size(); ++b)
+      if (!const_mirrored_[b]) put(const_dev_[b]);
     put(flag_);
     memory_.reset();  // gives the arena back to the pool
     if (log_enabled("memory") && !host_)
@@ -72,6 +74,7 @@ Status Model::init(const std::string& source, const RunOptions& opts) {
   }
   memory_ = std::make_unique<LoweredMemory>(lg_, plan_.last_use, std::move(device));
   const_dev_.assign(lg_.buffers.size(), nullptr);
+  const_mirrored_.assign(lg_.buffers.size(), 0);
   if (pool_ && parts_->library) {
     FERRITE_ASSIGN_OR_RETURN(flag_, pool_get_persistent(sizeof(int)));
   }

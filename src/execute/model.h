@@ -143,6 +143,8 @@ class Model : public PreparedModel {
   SymbolBinding bind_;
   std::vector<Slot> slots_;
   std::vector<void*> const_dev_;
+  std::vector<char> const_mirrored_;  // const_dev_[b] is the caller's memory (RunOptions)
+  std::map<const void*, RunOptions::DeviceMirror> mirrors_;
   std::vector<void*> scratch_;
   void* flag_ = nullptr;  // device int: data errors of library ops (Gather indices)
   RunStats run_stats_;

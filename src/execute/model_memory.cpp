@@ -117,8 +117,9 @@ Expected<void*> Model::place(int b, DType dtype, const std::vector<int64_t>& dim
   return s.dev;
 }
 
-// Makes buffer b valid on the device: constants are uploaded once for all runs, values fixed by
-// the binding once per binding, other host values on every run.
+// Makes buffer b valid on the device: constants are uploaded once for all runs (or bound to the
+// caller's copy of them, RunOptions::constant_mirrors), values fixed by the binding once per
+// binding, other host values on every run.
 Expected<void*> Model::device_ptr(int b) {
   Slot& s = slots_[b];
   if (s.dev_valid) return s.dev;
@@ -128,6 +129,14 @@ Expected<void*> Model::device_ptr(int b) {
   const size_t bytes = s.host.nbytes();
   void* p = nullptr;
   if (lg_.buffers[b].kind == Buffer::Kind::kConstant) {
+    auto m = mirrors_.find(s.host.raw());
+    if (m != mirrors_.end() && m->second.host.nbytes() == bytes) {  // the caller's copy: nothing to do
+      const_dev_[b] = const_cast<void*>(m->second.address);
+      const_mirrored_[b] = 1;
+      s.dev = const_dev_[b];
+      s.dev_valid = true;
+      return s.dev;
+    }
     FERRITE_ASSIGN_OR_RETURN(const_dev_[b], pool_get_persistent(bytes));
     p = const_dev_[b];
   } else if (plan_.fixed[b]) {

@@ -37,6 +37,17 @@ struct RunOptions {
   // convert-precision-*, after the device's passes); devices see the converted graph and, for
   // kTF32, pick TF32 GEMMs. A device refuses what it cannot run (Device::check_precision).
   Precision precision = Precision::kF32;
+  // Graph constants whose bytes already live in the device's memory (a framework's parameters
+  // on the GPU), keyed by the host address of the constant's data. A device that keeps
+  // constants in its own memory uses the given address for a constant that still holds exactly
+  // that host data, instead of a copy (a constant a pass rewrote has new data and is copied as
+  // usual). `host` keeps that data alive, so that its address cannot be reused by a rewritten
+  // constant. The caller keeps the device memory alive and unchanged while the model lives.
+  struct DeviceMirror {
+    Tensor host;
+    const void* address = nullptr;
+  };
+  std::map<const void*, DeviceMirror> constant_mirrors;
 };
 
 // Memory of the intermediate buffers of the last run, for devices that plan it.

@@ -126,3 +126,28 @@ def test_rotary_concat_runs_on_the_gpu():
     out, reports, _ = compile_report(rotate, x, cos, sin, device="cuda")
     assert out.device.type == "cuda"
     assert_close(out, rotate(x, cos, sin), rtol=1e-5, atol=1e-5)
+
+
+def test_gpu_parameters_are_read_in_place():
+    """A model's GPU parameters are not copied: the Session reads them where torch keeps them
+    (a constant the passes rewrite, e.g. a folded batch norm, would be the exception)."""
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(8):
+        layers += [torch.nn.Linear(4096, 4096), torch.nn.ReLU()]
+    m = torch.nn.Sequential(*layers).eval().cuda()
+    params = sum(p.numel() * p.element_size() for p in m.parameters())  # 512 MiB
+    x = torch.randn(8, 4096, device="cuda")
+    with torch.no_grad():
+        expected = m(x)
+    torch.cuda.synchronize()
+    free_before = torch.cuda.mem_get_info()[0]
+    out, reports, compiled = compile_report(m, x, device="cuda")
+    with torch.no_grad():
+        for _ in range(3):  # step by step, recorded, replayed
+            out = compiled(x)
+    torch.cuda.synchronize()
+    used = free_before - torch.cuda.mem_get_info()[0]
+    assert_close(out, expected, rtol=1e-3, atol=1e-3)
+    assert all(len(r.partitions) == 1 and not r.eager_ops for r in reports)
+    assert used < params // 4, f"compiling used {used >> 20} MiB for {params >> 20} MiB of parameters"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -26,12 +27,19 @@ def _default_device(args: Sequence[Any]) -> str:
     return "cpu"
 
 
+def _mirror_device(device: str) -> Optional[torch.device]:
+    """The GPU whose memory a `device` Session reads (FERRITE_CUDA_DEVICE picks the ordinal)."""
+    if device != "cuda":
+        return None
+    return torch.device("cuda", int(os.environ.get("FERRITE_CUDA_DEVICE") or 0))
+
+
 class CompiledPartition:
     """Runs an FX graph module through a ferrite Session.
 
     The Session is built on the first call, when the real values of the static inputs
     (parameters and buffers) are known: they become graph constants over the same memory (no
-    copy). A static input whose storage or version changes later (``load_state_dict``, an
+    copy; on cuda the Session reads GPU parameters where they are). A static input whose storage or version changes later (``load_state_dict``, an
     optimizer step, ``.copy_()``) makes the next call rebuild the Session over the new values.
     """
 
@@ -44,6 +52,7 @@ class CompiledPartition:
         self._session: Any = None
         self._imported: Optional[ImportedGraph] = None
         self._static_keys: List[Any] = []
+        self._statics: Dict[int, Any] = {}
         self._eager = False  # compile failed: run the FX module itself
         self.builds = 0
         self.device: Optional[str] = None
@@ -61,12 +70,13 @@ class CompiledPartition:
         o = self.options
         device = o.device or _default_device(args)
         statics = {i: args[i] for i in self.static_indices if isinstance(args[i], torch.Tensor)}
-        imported = import_graph(self.gm, statics, self.name)
+        imported = import_graph(self.gm, statics, self.name, mirror=_mirror_device(device))
         self._session = imported.builder.build_session(
             device=device, precision=o.precision, threads=o.threads, autotune=o.autotune,
             passes=list(o.passes) if o.passes is not None else None,
             dump_dir=f"{o.dump_dir}/{self.name}" if o.dump_dir else None)
         self._imported = imported
+        self._statics = statics  # the Session may read these in place: keep them alive
         self._static_keys = self._keys(args)
         self.device = device
         self.builds += 1

@@ -307,12 +307,14 @@ def _wrap_output(ctx: ImportContext, node: torch.fx.Node, out: Any, val: Any) ->
 
 
 def import_graph(gm: torch.fx.GraphModule, static_args: Dict[int, torch.Tensor],
-                 name: str = "graph", lookup: Optional[Callable[[Any], Any]] = None
-                 ) -> ImportedGraph:
+                 name: str = "graph", lookup: Optional[Callable[[Any], Any]] = None,
+                 mirror: Optional[torch.device] = None) -> ImportedGraph:
     """Builds a ferrite graph from an ATen-level FX graph.
 
     `static_args` maps placeholder positions to real tensors that become constants (parameters
     and buffers, bound without a copy); the other tensor placeholders become graph inputs.
+    Static tensors on `mirror` (the GPU the Session runs on) are also bound in place there: the
+    Session reads them in GPU memory instead of uploading copies.
     """
     from .aten_table import lookup as table_lookup
 
@@ -332,9 +334,12 @@ def import_graph(gm: torch.fx.GraphModule, static_args: Dict[int, torch.Tensor],
                 real = static_args[i].detach()
                 if not real.is_contiguous():
                     real = real.contiguous()
-                if real.device.type != "cpu":
-                    real = real.cpu()
-                vid = b.add_constant(ph.name, real)
+                host = real.cpu() if real.device.type != "cpu" else real
+                vid = b.add_constant(ph.name, host)
+                if mirror is not None and real.device == mirror:
+                    # The Session reads the parameter where it already is; the host copy serves
+                    # compile-time work (folding) and host steps only.
+                    b.mirror_constant(vid, real.data_ptr())
                 env[ph] = TV(vid, real.dtype, tuple(real.shape))
                 continue
             dims = [ferrite_dim(d) for d in val.shape]
