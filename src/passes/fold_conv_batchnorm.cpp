@@ -170,10 +170,13 @@ class FoldConvBatchNorm : public Pass {
 
 }  // namespace
 
-void register_fold_conv_batchnorm(PassRegistry& r) {
+FERRITE_REGISTER_PASSES(fold_conv_batchnorm) {
+  // First of the rewrites: it needs the bare Conv -> BatchNormalization, before
+  // fuse-conv-activation takes the Conv.
   r.add({"fold-conv-batchnorm",
          "fold inference BatchNormalization and per-channel Mul/Add constants into Conv weights",
-         [] { return std::make_unique<FoldConvBatchNorm>(); }});
+         [] { return std::make_unique<FoldConvBatchNorm>(); },
+         {{Stage::kRewrite, 10}}});
 }
 
 }  // namespace ferrite

@@ -189,10 +189,12 @@ class FuseAttention : public Pass {
 
 }  // namespace
 
-void register_fuse_attention(PassRegistry& r) {
+FERRITE_REGISTER_PASSES(fuse_attention) {
+  // Before fuse-matmul-epilogue, which would otherwise take the attention MatMuls.
   r.add({"fuse-attention",
          "recognise scaled dot-product attention (BERT, GPT-2 exports) as ferrite.Attention",
-         [] { return std::make_unique<FuseAttention>(); }});
+         [] { return std::make_unique<FuseAttention>(); },
+         {{Stage::kRewrite, 50}}});
 }
 
 }  // namespace ferrite

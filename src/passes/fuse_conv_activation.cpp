@@ -89,10 +89,12 @@ class FuseConvActivation : public Pass {
 
 }  // namespace
 
-void register_fuse_conv_activation(PassRegistry& r) {
+FERRITE_REGISTER_PASSES(fuse_conv_activation) {
+  // Right after fold-conv-batchnorm, which needs the bare Conv.
   r.add({"fuse-conv-activation",
          "fuse Conv with a residual Add and an activation into ferrite.FusedConv",
-         [] { return std::make_unique<FuseConvActivation>(); }});
+         [] { return std::make_unique<FuseConvActivation>(); },
+         {{Stage::kRewrite, 20}}});
 }
 
 }  // namespace ferrite

@@ -194,9 +194,12 @@ class FuseGelu : public Pass {
 
 }  // namespace
 
-void register_fuse_gelu(PassRegistry& r) {
-  r.add({"fuse-gelu", "recognise the erf and tanh GELU subgraphs as one Gelu",
-         [] { return std::make_unique<FuseGelu>(); }});
+FERRITE_REGISTER_PASSES(fuse_gelu) {
+  // Before fuse-matmul-epilogue, which takes the fused Gelu as its activation.
+  r.add({"fuse-gelu",
+         "recognise the erf and tanh GELU subgraphs as one Gelu",
+         [] { return std::make_unique<FuseGelu>(); },
+         {{Stage::kRewrite, 40}}});
 }
 
 }  // namespace ferrite

@@ -188,9 +188,11 @@ class FuseLayerNorm : public Pass {
 
 }  // namespace
 
-void register_fuse_layernorm(PassRegistry& r) {
-  r.add({"fuse-layernorm", "recognise the decomposed layer normalisation as LayerNormalization",
-         [] { return std::make_unique<FuseLayerNorm>(); }});
+FERRITE_REGISTER_PASSES(fuse_layernorm) {
+  r.add({"fuse-layernorm",
+         "recognise the decomposed layer normalisation as LayerNormalization",
+         [] { return std::make_unique<FuseLayerNorm>(); },
+         {{Stage::kRewrite, 30}}});
 }
 
 }  // namespace ferrite

@@ -161,10 +161,13 @@ class FuseMatMulEpilogue : public Pass {
 
 }  // namespace
 
-void register_fuse_matmul_epilogue(PassRegistry& r) {
+FERRITE_REGISTER_PASSES(fuse_matmul_epilogue) {
+  // Last of the rewrites: after fuse-attention (the attention MatMuls stay its) and fuse-gelu
+  // (whose Gelu it absorbs).
   r.add({"fuse-matmul-epilogue",
          "fuse MatMul/Gemm with bias, activation and residual Add into ferrite.FusedMatMul",
-         [] { return std::make_unique<FuseMatMulEpilogue>(); }});
+         [] { return std::make_unique<FuseMatMulEpilogue>(); },
+         {{Stage::kRewrite, 60}}});
 }
 
 }  // namespace ferrite
