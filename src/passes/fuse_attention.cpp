@@ -139,21 +139,10 @@ class FuseAttention : public Pass {
  public:
   std::string name() const override { return "fuse-attention"; }
   Expected<bool> run(Graph& g) override {
-    int matches = 0;
-    Uses uses = compute_uses(g);
-    std::unordered_set<const Node*> dead;
-    std::vector<Node*> anchors;
-    for (auto& n : g.nodes())
-      if (is_op(n.get(), "MatMul", 2)) anchors.push_back(n.get());
-    for (Node* mm2 : anchors) {
-      if (dead.count(mm2)) continue;
-      auto m = match(g, uses, *mm2);
-      if (m && apply(g, uses, *m, dead)) ++matches;
-    }
-    g.erase_nodes({dead.begin(), dead.end()});
-    g.compact();
-    log_matches(name(), matches);
-    return matches > 0;
+    return rewrite_anchored(g, name(), {"MatMul"}, [](RewriteContext& c, Node& mm2) {
+      auto m = match(c.g, c.uses, mm2);
+      return m && apply(c.g, c.uses, *m, c.dead);
+    });
   }
 
  private:

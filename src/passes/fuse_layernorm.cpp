@@ -131,22 +131,12 @@ class FuseLayerNorm : public Pass {
  public:
   std::string name() const override { return "fuse-layernorm"; }
   Expected<bool> run(Graph& g) override {
-    int matches = 0;
-    Uses uses = compute_uses(g);
-    std::unordered_set<const Node*> dead;
-    std::vector<Node*> divs;
-    for (auto& n : g.nodes())
-      if (is_op(n.get(), "Div", 2)) divs.push_back(n.get());
-    for (Node* div : divs) {
-      auto m = match_core(g, uses, *div);
-      if (!m) continue;
-      match_affine(g, uses, *m);
-      if (apply(g, *m, dead)) ++matches;
-    }
-    g.erase_nodes({dead.begin(), dead.end()});
-    g.compact();
-    log_matches(name(), matches);
-    return matches > 0;
+    return rewrite_anchored(g, name(), {"Div"}, [](RewriteContext& c, Node& div) {
+      auto m = match_core(c.g, c.uses, div);
+      if (!m) return false;
+      match_affine(c.g, c.uses, *m);
+      return apply(c.g, *m, c.dead);
+    });
   }
 
  private:

@@ -11,6 +11,26 @@
 
 namespace ferrite::rewrite {
 
+bool rewrite_anchored(Graph& g, const std::string& pass,
+                      std::initializer_list<const char*> anchor_ops,
+                      const MatchAndRewrite& rewrite) {
+  Uses uses = compute_uses(g);
+  std::unordered_set<const Node*> dead;
+  RewriteContext ctx{g, uses, dead};
+  // A snapshot: rewrites insert nodes, which must not be walked (nor invalidate the walk).
+  std::vector<Node*> anchors;
+  for (auto& n : g.nodes())
+    for (const char* op : anchor_ops)
+      if (is_op(n.get(), op)) anchors.push_back(n.get());
+  int matches = 0;
+  for (Node* anchor : anchors)
+    if (!dead.count(anchor)) matches += rewrite(ctx, *anchor);
+  g.erase_nodes({dead.begin(), dead.end()});
+  g.compact();
+  log_matches(pass, matches);
+  return matches > 0;
+}
+
 const Tensor* constant_of(const Value* v) {
   if (!v || v->is_graph_input || !v->constant || !v->constant->defined()) return nullptr;
   return &*v->constant;
