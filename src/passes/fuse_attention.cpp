@@ -151,12 +151,7 @@ class FuseAttention : public Pass {
     for (const Value* v : {m.q, m.kt, m.v})
       if (!v->type.shape.rank_known() || v->type.shape.rank() < 2 || !is_float_dtype(v->type.dtype))
         return false;
-    std::unordered_set<const Node*> inside(m.nodes.begin(), m.nodes.end());
-    for (const Node* n : m.nodes) {
-      if (dead.count(n)) return false;
-      for (const Value* out : n->outputs)
-        if (out != m.y && !used_only_by(g, uses, out, inside)) return false;
-    }
+    if (!replaceable(g, uses, m.nodes, m.y, dead)) return false;
     Node* before = m.y->producer;
     Node* k = make_k(g, m.kt, before);
     if (!k) return false;
@@ -164,14 +159,11 @@ class FuseAttention : public Pass {
     if (m.mask) inputs.push_back(m.mask);
     AttributeMap attrs{{"scale", Attribute(static_cast<float>(m.scale))},
                        {"nan_to_zero", Attribute(int64_t{m.nan_guard ? 1 : 0})}};
-    Node* att = insert_node(g, kFerriteDomain, "Attention", kFerriteOpset, std::move(inputs),
-                            std::move(attrs), before, before->name + "_attention");
-    if (!att || !replace_value(g, m.y, att->outputs[0])) {
-      if (att) discard_node(g, att);
+    if (!swap_in_node(g, m.nodes, m.y, dead, kFerriteDomain, "Attention", kFerriteOpset,
+                      std::move(inputs), std::move(attrs), before->name + "_attention")) {
       discard_node(g, k);
       return false;
     }
-    dead.insert(m.nodes.begin(), m.nodes.end());
     return true;
   }
 };

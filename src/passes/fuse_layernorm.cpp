@@ -135,15 +135,16 @@ class FuseLayerNorm : public Pass {
       auto m = match_core(c.g, c.uses, div);
       if (!m) return false;
       match_affine(c.g, c.uses, *m);
-      return apply(c.g, *m, c.dead);
+      return apply(c.g, c.uses, *m, c.dead);
     });
   }
 
  private:
-  static bool apply(Graph& g, const Match& m, std::unordered_set<const Node*>& dead) {
-    if (!is_float_dtype(m.x->type.dtype) || !same_type(m.x->type, m.y->type)) return false;
-    for (const Node* n : m.nodes)
-      if (dead.count(n)) return false;
+  static bool apply(Graph& g, const Uses& uses, const Match& m,
+                    std::unordered_set<const Node*>& dead) {
+    if (!is_float_dtype(m.x->type.dtype) || !same_type(m.x->type, m.y->type) ||
+        !replaceable(g, uses, m.nodes, m.y, dead))
+      return false;
     Value* gamma = m.gamma;
     if (!gamma) {
       const Shape& s = m.x->type.shape;
@@ -163,16 +164,9 @@ class FuseLayerNorm : public Pass {
     AttributeMap attrs{{"axis", Attribute(m.axis)},
                        {"epsilon", Attribute(static_cast<float>(m.eps))},
                        {"stash_type", Attribute(int64_t{1})}};
-    Node* ln =
-        insert_node(g, "", "LayerNormalization", onnx_opset_at_least(g, 17), std::move(inputs),
-                    std::move(attrs), m.y->producer, m.y->producer->name + "_layernorm");
-    if (!ln) return false;  // e.g. gamma of another dtype; an unused ones initializer is compacted
-    if (!replace_value(g, m.y, ln->outputs[0])) {
-      discard_node(g, ln);
-      return false;
-    }
-    dead.insert(m.nodes.begin(), m.nodes.end());
-    return true;
+    // Fails e.g. for a gamma of another dtype; an unused ones initializer is compacted.
+    return swap_in_node(g, m.nodes, m.y, dead, "", "LayerNormalization", onnx_opset_at_least(g, 17),
+                        std::move(inputs), std::move(attrs), m.y->producer->name + "_layernorm");
   }
 };
 

@@ -82,11 +82,26 @@ bool replace_subgraph(Graph& g, const Uses& uses, const std::vector<const Node*>
                       const std::string& domain, const std::string& op, int opset,
                       std::vector<Value*> inputs, AttributeMap attrs,
                       const std::string& name_hint) {
+  return replaceable(g, uses, nodes, result, dead) &&
+         swap_in_node(g, nodes, result, dead, domain, op, opset, std::move(inputs),
+                      std::move(attrs), name_hint);
+}
+
+bool replaceable(const Graph& g, const Uses& uses, const std::vector<const Node*>& nodes,
+                 const Value* result, const std::unordered_set<const Node*>& dead) {
   std::unordered_set<const Node*> inside(nodes.begin(), nodes.end());
   for (const Node* n : nodes) {
     if (dead.count(n)) return false;
-    if (n->outputs[0] != result && !used_only_by(g, uses, n->outputs[0], inside)) return false;
+    for (const Value* out : n->outputs)
+      if (out != result && !used_only_by(g, uses, out, inside)) return false;
   }
+  return true;
+}
+
+bool swap_in_node(Graph& g, const std::vector<const Node*>& nodes, Value* result,
+                  std::unordered_set<const Node*>& dead, const std::string& domain,
+                  const std::string& op, int opset, std::vector<Value*> inputs, AttributeMap attrs,
+                  const std::string& name_hint) {
   Node* f = insert_node(g, domain, op, opset, std::move(inputs), std::move(attrs), result->producer,
                         name_hint);
   if (!f) return false;

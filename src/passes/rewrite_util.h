@@ -34,7 +34,7 @@ struct RewriteContext {
   // The users of each value when the walk began, not updated by the rewrites: the nodes they
   // replace stay in the graph (in `dead`) until the walk ends, and no later match may take them.
   const Uses& uses;
-  // The nodes that earlier matches replaced (replace_subgraph refuses to take them again).
+  // The nodes that earlier matches replaced (replaceable() refuses to take them again).
   std::unordered_set<const Node*>& dead;
 };
 // Tries the pattern rooted at `anchor`; returns how many rewrites it applied (0: the graph is as
@@ -87,13 +87,24 @@ Node* insert_node(Graph& g, const std::string& domain, const std::string& op, in
                   const std::string& name_hint);
 // The usual end of a match: `nodes` (the matched subgraph; `result` is the output of its last
 // node) become one new node `domain.op(inputs) {attrs}` placed before result's producer.
-// Refused (graph unchanged, false) when a node is already in `dead` (taken by an earlier match),
-// when another output of `nodes` is used outside them, or when the new node does not infer to
+// Refused (graph unchanged, false) unless replaceable(), or when the new node does not infer to
 // result's type. On success `nodes` join `dead` (the caller erases them at the end).
 bool replace_subgraph(Graph& g, const Uses& uses, const std::vector<const Node*>& nodes,
                       Value* result, std::unordered_set<const Node*>& dead,
                       const std::string& domain, const std::string& op, int opset,
                       std::vector<Value*> inputs, AttributeMap attrs, const std::string& name_hint);
+// replace_subgraph in two steps, for a rewrite that adds to the graph (an initializer, a
+// Transpose) between checking the match and replacing it.
+// No node of `nodes` is in `dead` (taken by an earlier match), and no output of theirs but
+// `result` is used outside them.
+bool replaceable(const Graph& g, const Uses& uses, const std::vector<const Node*>& nodes,
+                 const Value* result, const std::unordered_set<const Node*>& dead);
+// Inserts the new node and swaps it in for `result` (`nodes` join `dead`); on failure removes it
+// again and returns false.
+bool swap_in_node(Graph& g, const std::vector<const Node*>& nodes, Value* result,
+                  std::unordered_set<const Node*>& dead, const std::string& domain,
+                  const std::string& op, int opset, std::vector<Value*> inputs, AttributeMap attrs,
+                  const std::string& name_hint);
 // Removes a node created by insert_node that is no longer wanted.
 void discard_node(Graph& g, Node* n);
 // Redirects every use of `old` to `repl` when their types agree; `repl` takes over the name of
