@@ -1,9 +1,10 @@
 # Writes OUTPUT: the function that registers every pass, calling each FERRITE_REGISTER_PASSES(id)
-# function that the .cpp files of PASS_DIR define (src/passes/pass.h). Runs at build time
-# (src/CMakeLists.txt) so that it follows the sources as they are edited; rewrites OUTPUT only when
-# its text changes, so an edit elsewhere in a pass recompiles nothing more.
-#   cmake -DPASS_DIR=src/passes -DOUTPUT=pass_registry.cpp -P collect_passes.cmake
-file(GLOB sources ${PASS_DIR}/*.cpp)
+# function that the pass sources define (src/passes/pass.h); LIST is a file holding the sources
+# as a CMake list. Runs at build time (src/CMakeLists.txt) so that it follows the sources as they
+# are edited; rewrites OUTPUT only when its text changes, so an edit elsewhere in a pass recompiles
+# nothing more.
+#   cmake -DLIST=pass_sources.txt -DOUTPUT=pass_registry.cpp -P collect_passes.cmake
+file(READ ${LIST} sources)
 list(SORT sources)
 set(decls "")
 set(calls "")
