@@ -23,8 +23,8 @@ class Pass {
 };
 
 // The default pipeline runs in stages, in this order. Within a stage passes run by their `order`
-// (unique within the stage, spaced by 10 so that a new pass fits between two); each pass file
-// says next to its slot why it runs there. `ferrite info --list-passes` prints the result.
+// (unique within the stage, spaced by 10 so that a new pass fits between two); where the place
+// matters, the pass file says why next to its slot. `ferrite info --list-passes` prints the result.
 enum class Stage {
   // Local cleanups that expose patterns: identities, algebra, constant folding, CSE.
   kSimplify,
