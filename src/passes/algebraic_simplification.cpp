@@ -101,10 +101,11 @@ class AlgebraicSimplification : public Pass {
 };
 }  // namespace
 
-void register_algebraic_simplification(PassRegistry& r) {
+FERRITE_REGISTER_PASSES(algebraic_simplification) {
   r.add({"algebraic-simplification",
          "x+0, x*1, x/1 identities; compose Transpose pairs and Reshape pairs",
-         [] { return std::make_unique<AlgebraicSimplification>(); }});
+         [] { return std::make_unique<AlgebraicSimplification>(); },
+         {{Stage::kSimplify, 20}}});
 }
 
 }  // namespace ferrite

@@ -63,10 +63,11 @@ class CommonSubexpressionElimination : public Pass {
 };
 }  // namespace
 
-void register_common_subexpression_elimination(PassRegistry& r) {
+FERRITE_REGISTER_PASSES(common_subexpression_elimination) {
   r.add({"common-subexpression-elimination",
          "merge nodes computing the same op on the same inputs, and duplicate constants",
-         [] { return std::make_unique<CommonSubexpressionElimination>(); }});
+         [] { return std::make_unique<CommonSubexpressionElimination>(); },
+         {{Stage::kSimplify, 40}}});
 }
 
 }  // namespace ferrite

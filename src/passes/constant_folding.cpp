@@ -119,9 +119,11 @@ class ConstantFolding : public Pass {
 };
 }  // namespace
 
-void register_constant_folding(PassRegistry& r) {
-  r.add({"constant-folding", "evaluate nodes whose inputs are all known into initializers",
-         [] { return std::make_unique<ConstantFolding>(); }});
+FERRITE_REGISTER_PASSES(constant_folding) {
+  r.add({"constant-folding",
+         "evaluate nodes whose inputs are all known into initializers",
+         [] { return std::make_unique<ConstantFolding>(); },
+         {{Stage::kSimplify, 30}}});
 }
 
 }  // namespace ferrite

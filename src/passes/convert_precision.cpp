@@ -265,7 +265,7 @@ std::string precision_pass_name(DType low) {
   return "convert-precision-" + low_suffix(low);
 }
 
-void register_convert_precision(PassRegistry& r) {
+FERRITE_REGISTER_PASSES(convert_precision) {
   r.add({"convert-precision-bf16",
          "store float32 tensors in bfloat16 (f32 interface and compute; see docs)",
          [] { return std::make_unique<ConvertPrecision>(DType::kBF16); }});

@@ -32,9 +32,11 @@ class DeadCodeElimination : public Pass {
 };
 }  // namespace
 
-void register_dead_code_elimination(PassRegistry& r) {
-  r.add({"dead-code-elimination", "remove nodes and initializers that no output depends on",
-         [] { return std::make_unique<DeadCodeElimination>(); }});
+FERRITE_REGISTER_PASSES(dead_code_elimination) {
+  r.add({"dead-code-elimination",
+         "remove nodes and initializers that no output depends on",
+         [] { return std::make_unique<DeadCodeElimination>(); },
+         {{Stage::kCleanup, 10}}});
 }
 
 }  // namespace ferrite

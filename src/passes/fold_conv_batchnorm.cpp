@@ -97,25 +97,18 @@ std::optional<ChannelAffine> affine_of(const Graph& g, const Uses& uses, const N
 class FoldConvBatchNorm : public Pass {
  public:
   std::string name() const override { return "fold-conv-batchnorm"; }
+  // Counts one match per folded node.
   Expected<bool> run(Graph& g) override {
-    int matches = 0;
-    Uses uses = compute_uses(g);
-    std::vector<const Node*> dead;
-    for (auto& node : g.nodes()) {
-      Node& conv = *node;
-      if (conv.domain.empty() && conv.op_type == "Conv" && conv.outputs.size() == 1)
-        matches += fold_chain(g, uses, conv, dead);
-    }
-    g.erase_nodes(dead);
-    g.compact();
-    log_matches(name(), matches);
-    return matches > 0;
+    return rewrite_anchored(g, name(), {"Conv"}, [](RewriteContext& c, Node& conv) {
+      return fold_chain(c.g, c.uses, conv, c.dead);
+    });
   }
 
  private:
   // Folds the longest chain of foldable single users after `conv` into its weight and bias;
   // returns how many nodes were folded.
-  static int fold_chain(Graph& g, const Uses& uses, Node& conv, std::vector<const Node*>& dead) {
+  static int fold_chain(Graph& g, const Uses& uses, Node& conv,
+                        std::unordered_set<const Node*>& dead) {
     Value* y = conv.outputs[0];
     const Tensor* w = constant_of(conv.input(1));
     const Tensor* b = conv.input(2) ? constant_of(conv.input(2)) : nullptr;
@@ -163,17 +156,20 @@ class FoldConvBatchNorm : public Pass {
       y->type = before;
       return 0;
     }
-    dead.insert(dead.end(), chain.begin(), chain.end());
+    dead.insert(chain.begin(), chain.end());
     return static_cast<int>(chain.size());
   }
 };
 
 }  // namespace
 
-void register_fold_conv_batchnorm(PassRegistry& r) {
+FERRITE_REGISTER_PASSES(fold_conv_batchnorm) {
+  // First of the rewrites: it needs the bare Conv -> BatchNormalization, before
+  // fuse-conv-activation takes the Conv.
   r.add({"fold-conv-batchnorm",
          "fold inference BatchNormalization and per-channel Mul/Add constants into Conv weights",
-         [] { return std::make_unique<FoldConvBatchNorm>(); }});
+         [] { return std::make_unique<FoldConvBatchNorm>(); },
+         {{Stage::kRewrite, 10}}});
 }
 
 }  // namespace ferrite

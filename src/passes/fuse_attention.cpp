@@ -139,21 +139,10 @@ class FuseAttention : public Pass {
  public:
   std::string name() const override { return "fuse-attention"; }
   Expected<bool> run(Graph& g) override {
-    int matches = 0;
-    Uses uses = compute_uses(g);
-    std::unordered_set<const Node*> dead;
-    std::vector<Node*> anchors;
-    for (auto& n : g.nodes())
-      if (is_op(n.get(), "MatMul", 2)) anchors.push_back(n.get());
-    for (Node* mm2 : anchors) {
-      if (dead.count(mm2)) continue;
-      auto m = match(g, uses, *mm2);
-      if (m && apply(g, uses, *m, dead)) ++matches;
-    }
-    g.erase_nodes({dead.begin(), dead.end()});
-    g.compact();
-    log_matches(name(), matches);
-    return matches > 0;
+    return rewrite_anchored(g, name(), {"MatMul"}, [](RewriteContext& c, Node& mm2) {
+      auto m = match(c.g, c.uses, mm2);
+      return m && apply(c.g, c.uses, *m, c.dead);
+    });
   }
 
  private:
@@ -162,12 +151,7 @@ class FuseAttention : public Pass {
     for (const Value* v : {m.q, m.kt, m.v})
       if (!v->type.shape.rank_known() || v->type.shape.rank() < 2 || !is_float_dtype(v->type.dtype))
         return false;
-    std::unordered_set<const Node*> inside(m.nodes.begin(), m.nodes.end());
-    for (const Node* n : m.nodes) {
-      if (dead.count(n)) return false;
-      for (const Value* out : n->outputs)
-        if (out != m.y && !used_only_by(g, uses, out, inside)) return false;
-    }
+    if (!replaceable(g, uses, m.nodes, m.y, dead)) return false;
     Node* before = m.y->producer;
     Node* k = make_k(g, m.kt, before);
     if (!k) return false;
@@ -175,24 +159,23 @@ class FuseAttention : public Pass {
     if (m.mask) inputs.push_back(m.mask);
     AttributeMap attrs{{"scale", Attribute(static_cast<float>(m.scale))},
                        {"nan_to_zero", Attribute(int64_t{m.nan_guard ? 1 : 0})}};
-    Node* att = insert_node(g, kFerriteDomain, "Attention", kFerriteOpset, std::move(inputs),
-                            std::move(attrs), before, before->name + "_attention");
-    if (!att || !replace_value(g, m.y, att->outputs[0])) {
-      if (att) discard_node(g, att);
+    if (!swap_in_node(g, m.nodes, m.y, dead, kFerriteDomain, "Attention", kFerriteOpset,
+                      std::move(inputs), std::move(attrs), before->name + "_attention")) {
       discard_node(g, k);
       return false;
     }
-    dead.insert(m.nodes.begin(), m.nodes.end());
     return true;
   }
 };
 
 }  // namespace
 
-void register_fuse_attention(PassRegistry& r) {
+FERRITE_REGISTER_PASSES(fuse_attention) {
+  // Before fuse-matmul-epilogue, which would otherwise take the attention MatMuls.
   r.add({"fuse-attention",
          "recognise scaled dot-product attention (BERT, GPT-2 exports) as ferrite.Attention",
-         [] { return std::make_unique<FuseAttention>(); }});
+         [] { return std::make_unique<FuseAttention>(); },
+         {{Stage::kRewrite, 50}}});
 }
 
 }  // namespace ferrite

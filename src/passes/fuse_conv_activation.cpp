@@ -57,21 +57,10 @@ class FuseConvActivation : public Pass {
  public:
   std::string name() const override { return "fuse-conv-activation"; }
   Expected<bool> run(Graph& g) override {
-    int matches = 0;
-    Uses uses = compute_uses(g);
-    std::unordered_set<const Node*> dead;
-    std::vector<Node*> anchors;
-    for (auto& n : g.nodes())
-      if (is_op(n.get(), "Conv")) anchors.push_back(n.get());
-    for (Node* n : anchors) {
-      if (dead.count(n)) continue;
-      auto m = match(g, uses, *n);
-      if (m && apply(g, uses, *m, dead)) ++matches;
-    }
-    g.erase_nodes({dead.begin(), dead.end()});
-    g.compact();
-    log_matches(name(), matches);
-    return matches > 0;
+    return rewrite_anchored(g, name(), {"Conv"}, [](RewriteContext& c, Node& conv) {
+      auto m = match(c.g, c.uses, conv);
+      return m && apply(c.g, c.uses, *m, c.dead);
+    });
   }
 
  private:
@@ -89,10 +78,12 @@ class FuseConvActivation : public Pass {
 
 }  // namespace
 
-void register_fuse_conv_activation(PassRegistry& r) {
+FERRITE_REGISTER_PASSES(fuse_conv_activation) {
+  // Right after fold-conv-batchnorm, which needs the bare Conv.
   r.add({"fuse-conv-activation",
          "fuse Conv with a residual Add and an activation into ferrite.FusedConv",
-         [] { return std::make_unique<FuseConvActivation>(); }});
+         [] { return std::make_unique<FuseConvActivation>(); },
+         {{Stage::kRewrite, 20}}});
 }
 
 }  // namespace ferrite

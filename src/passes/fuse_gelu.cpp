@@ -162,24 +162,11 @@ class FuseGelu : public Pass {
  public:
   std::string name() const override { return "fuse-gelu"; }
   Expected<bool> run(Graph& g) override {
-    int matches = 0;
-    Uses uses = compute_uses(g);
-    std::unordered_set<const Node*> dead;
-    std::vector<Node*> anchors;
-    for (auto& n : g.nodes())
-      if (n->domain.empty() && (n->op_type == "Erf" || n->op_type == "Tanh"))
-        anchors.push_back(n.get());
-    for (Node* anchor : anchors) {
-      if (dead.count(anchor)) continue;
-      auto m =
-          anchor->op_type == "Erf" ? match_erf(g, uses, *anchor) : match_tanh(g, uses, *anchor);
-      if (!m || !apply(g, uses, *m, dead)) continue;
-      ++matches;
-    }
-    g.erase_nodes({dead.begin(), dead.end()});
-    g.compact();
-    log_matches(name(), matches);
-    return matches > 0;
+    return rewrite_anchored(g, name(), {"Erf", "Tanh"}, [](RewriteContext& c, Node& anchor) {
+      auto m = anchor.op_type == "Erf" ? match_erf(c.g, c.uses, anchor)
+                                       : match_tanh(c.g, c.uses, anchor);
+      return m && apply(c.g, c.uses, *m, c.dead);
+    });
   }
 
  private:
@@ -194,9 +181,12 @@ class FuseGelu : public Pass {
 
 }  // namespace
 
-void register_fuse_gelu(PassRegistry& r) {
-  r.add({"fuse-gelu", "recognise the erf and tanh GELU subgraphs as one Gelu",
-         [] { return std::make_unique<FuseGelu>(); }});
+FERRITE_REGISTER_PASSES(fuse_gelu) {
+  // Before fuse-matmul-epilogue, which takes the fused Gelu as its activation.
+  r.add({"fuse-gelu",
+         "recognise the erf and tanh GELU subgraphs as one Gelu",
+         [] { return std::make_unique<FuseGelu>(); },
+         {{Stage::kRewrite, 40}}});
 }
 
 }  // namespace ferrite

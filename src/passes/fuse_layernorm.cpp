@@ -131,29 +131,20 @@ class FuseLayerNorm : public Pass {
  public:
   std::string name() const override { return "fuse-layernorm"; }
   Expected<bool> run(Graph& g) override {
-    int matches = 0;
-    Uses uses = compute_uses(g);
-    std::unordered_set<const Node*> dead;
-    std::vector<Node*> divs;
-    for (auto& n : g.nodes())
-      if (is_op(n.get(), "Div", 2)) divs.push_back(n.get());
-    for (Node* div : divs) {
-      auto m = match_core(g, uses, *div);
-      if (!m) continue;
-      match_affine(g, uses, *m);
-      if (apply(g, *m, dead)) ++matches;
-    }
-    g.erase_nodes({dead.begin(), dead.end()});
-    g.compact();
-    log_matches(name(), matches);
-    return matches > 0;
+    return rewrite_anchored(g, name(), {"Div"}, [](RewriteContext& c, Node& div) {
+      auto m = match_core(c.g, c.uses, div);
+      if (!m) return false;
+      match_affine(c.g, c.uses, *m);
+      return apply(c.g, c.uses, *m, c.dead);
+    });
   }
 
  private:
-  static bool apply(Graph& g, const Match& m, std::unordered_set<const Node*>& dead) {
-    if (!is_float_dtype(m.x->type.dtype) || !same_type(m.x->type, m.y->type)) return false;
-    for (const Node* n : m.nodes)
-      if (dead.count(n)) return false;
+  static bool apply(Graph& g, const Uses& uses, const Match& m,
+                    std::unordered_set<const Node*>& dead) {
+    if (!is_float_dtype(m.x->type.dtype) || !same_type(m.x->type, m.y->type) ||
+        !replaceable(g, uses, m.nodes, m.y, dead))
+      return false;
     Value* gamma = m.gamma;
     if (!gamma) {
       const Shape& s = m.x->type.shape;
@@ -173,24 +164,19 @@ class FuseLayerNorm : public Pass {
     AttributeMap attrs{{"axis", Attribute(m.axis)},
                        {"epsilon", Attribute(static_cast<float>(m.eps))},
                        {"stash_type", Attribute(int64_t{1})}};
-    Node* ln =
-        insert_node(g, "", "LayerNormalization", onnx_opset_at_least(g, 17), std::move(inputs),
-                    std::move(attrs), m.y->producer, m.y->producer->name + "_layernorm");
-    if (!ln) return false;  // e.g. gamma of another dtype; an unused ones initializer is compacted
-    if (!replace_value(g, m.y, ln->outputs[0])) {
-      discard_node(g, ln);
-      return false;
-    }
-    dead.insert(m.nodes.begin(), m.nodes.end());
-    return true;
+    // Fails e.g. for a gamma of another dtype; an unused ones initializer is compacted.
+    return swap_in_node(g, m.nodes, m.y, dead, "", "LayerNormalization", onnx_opset_at_least(g, 17),
+                        std::move(inputs), std::move(attrs), m.y->producer->name + "_layernorm");
   }
 };
 
 }  // namespace
 
-void register_fuse_layernorm(PassRegistry& r) {
-  r.add({"fuse-layernorm", "recognise the decomposed layer normalisation as LayerNormalization",
-         [] { return std::make_unique<FuseLayerNorm>(); }});
+FERRITE_REGISTER_PASSES(fuse_layernorm) {
+  r.add({"fuse-layernorm",
+         "recognise the decomposed layer normalisation as LayerNormalization",
+         [] { return std::make_unique<FuseLayerNorm>(); },
+         {{Stage::kRewrite, 30}}});
 }
 
 }  // namespace ferrite

@@ -126,23 +126,12 @@ class FuseMatMulEpilogue : public Pass {
  public:
   std::string name() const override { return "fuse-matmul-epilogue"; }
   Expected<bool> run(Graph& g) override {
-    int matches = 0;
-    Uses uses = compute_uses(g);
-    std::unordered_set<const Node*> dead;
-    std::vector<Node*> anchors;
-    for (auto& n : g.nodes())
-      if (is_op(n.get(), "MatMul") || is_op(n.get(), "Gemm")) anchors.push_back(n.get());
-    for (Node* n : anchors) {
-      if (dead.count(n)) continue;
-      auto m = match_product(g, uses, *n);
-      if (!m) continue;
-      match_epilogue(g, uses, *m);
-      if (m->absorbed && apply(g, uses, *m, dead)) ++matches;
-    }
-    g.erase_nodes({dead.begin(), dead.end()});
-    g.compact();
-    log_matches(name(), matches);
-    return matches > 0;
+    return rewrite_anchored(g, name(), {"MatMul", "Gemm"}, [](RewriteContext& c, Node& n) {
+      auto m = match_product(c.g, c.uses, n);
+      if (!m) return false;
+      match_epilogue(c.g, c.uses, *m);
+      return m->absorbed && apply(c.g, c.uses, *m, c.dead);
+    });
   }
 
  private:
@@ -161,10 +150,13 @@ class FuseMatMulEpilogue : public Pass {
 
 }  // namespace
 
-void register_fuse_matmul_epilogue(PassRegistry& r) {
+FERRITE_REGISTER_PASSES(fuse_matmul_epilogue) {
+  // Last of the rewrites: after fuse-attention (the attention MatMuls stay its) and fuse-gelu
+  // (whose Gelu it absorbs).
   r.add({"fuse-matmul-epilogue",
          "fuse MatMul/Gemm with bias, activation and residual Add into ferrite.FusedMatMul",
-         [] { return std::make_unique<FuseMatMulEpilogue>(); }});
+         [] { return std::make_unique<FuseMatMulEpilogue>(); },
+         {{Stage::kRewrite, 60}}});
 }
 
 }  // namespace ferrite

@@ -1,5 +1,6 @@
-// Graph passes: named, composable graph-to-graph transformations. One pass per file; each
-// registers itself in the PassRegistry under a kebab-case name (`ferrite info --ir --after NAME`).
+// Graph passes: named, composable graph-to-graph transformations. One pass per file; each file
+// registers its passes where they are defined (FERRITE_REGISTER_PASSES below), including their
+// places in the default pipeline, so adding a pass is adding its file.
 #pragma once
 
 #include <functional>
@@ -21,14 +22,37 @@ class Pass {
   virtual Expected<bool> run(Graph& g) = 0;
 };
 
+// The default pipeline runs in stages, in this order. Within a stage passes run by their `order`
+// (unique within the stage, spaced by 10 so that a new pass fits between two); where the place
+// matters, the pass file says why next to its slot. `ferrite info --list-passes` prints the result.
+enum class Stage {
+  // Local cleanups that expose patterns: identities, algebra, constant folding, CSE.
+  kSimplify,
+  // Pattern rewrites into bigger ops. After kSimplify: they match constants as initializers and
+  // want clean subgraphs.
+  kRewrite,
+  // Removes what the rewrites left unused.
+  kCleanup,
+};
+
+struct PipelineSlot {
+  Stage stage;
+  int order;
+};
+
 struct PassInfo {
-  std::string name;
+  std::string name;  // kebab-case: `--passes`, `ferrite info --after NAME`
   std::string description;
   std::function<std::unique_ptr<Pass>()> create;
+  // Where the pass runs in the default pipeline, once per slot (remove-noops runs twice); none:
+  // only when a pipeline names it.
+  std::vector<PipelineSlot> pipeline = {};
 };
 
 class PassRegistry {
  public:
+  // Every pass of src/passes, those of the default pipeline first in its order, then the rest by
+  // name.
   static const PassRegistry& global();
   void add(PassInfo info) { passes_.push_back(std::move(info)); }
   const PassInfo* find(const std::string& name) const;
@@ -38,7 +62,14 @@ class PassRegistry {
   std::vector<PassInfo> passes_;
 };
 
-// The default optimisation pipeline, in order.
+// Defines the function that registers the passes of one pass file, at namespace ferrite scope:
+//   FERRITE_REGISTER_PASSES(fuse_gelu) { r.add({"fuse-gelu", ..., {{Stage::kRewrite, 40}}}); }
+// The build collects these lines from src/passes/*.cpp into the function that fills
+// PassRegistry::global() (src/CMakeLists.txt, cmake/collect_passes.cmake). A static registration
+// object would not do: nothing references it, so the linker drops it from the static library.
+#define FERRITE_REGISTER_PASSES(id) void register_passes_##id(::ferrite::PassRegistry& r)
+
+// The default optimisation pipeline, in order: the registered slots sorted by stage and order.
 std::vector<std::string> default_pipeline();
 
 struct PipelineOptions {
@@ -49,20 +80,6 @@ struct PipelineOptions {
 // Runs the named passes in order; an unknown name is an error listing the known ones.
 Status run_pipeline(Graph& g, const std::vector<std::string>& passes,
                     const PipelineOptions& opts = {});
-
-// Per-pass registration functions (one per pass file); PassRegistry::global() calls them.
-void register_dead_code_elimination(PassRegistry& r);
-void register_common_subexpression_elimination(PassRegistry& r);
-void register_constant_folding(PassRegistry& r);
-void register_remove_noops(PassRegistry& r);
-void register_algebraic_simplification(PassRegistry& r);
-void register_fold_conv_batchnorm(PassRegistry& r);
-void register_fuse_conv_activation(PassRegistry& r);
-void register_fuse_layernorm(PassRegistry& r);
-void register_fuse_gelu(PassRegistry& r);
-void register_fuse_attention(PassRegistry& r);
-void register_fuse_matmul_epilogue(PassRegistry& r);
-void register_convert_precision(PassRegistry& r);
 
 // The pass that stores float32 tensors in `low` (kBF16 or kF16): "convert-precision-bf16" /
 // "convert-precision-fp16" (passes/convert_precision.cpp).

@@ -1,24 +1,53 @@
 #include <algorithm>
+#include <set>
+#include <tuple>
+#include <utility>
 
 #include "passes/pass.h"
 
 namespace ferrite {
 
+// Generated from the FERRITE_REGISTER_PASSES lines of src/passes/*.cpp (pass_registry.cpp in the
+// build tree).
+void register_all_passes(PassRegistry& r);
+
+namespace {
+
+bool runs_before(const PipelineSlot& a, const PipelineSlot& b) {
+  return std::tie(a.stage, a.order) < std::tie(b.stage, b.order);
+}
+
+// (slot, pass name) for every slot of every pass, sorted into the default pipeline.
+std::vector<std::pair<PipelineSlot, std::string>> pipeline_slots(const std::vector<PassInfo>& all) {
+  std::vector<std::pair<PipelineSlot, std::string>> slots;
+  for (const auto& p : all)
+    for (const PipelineSlot& s : p.pipeline) slots.emplace_back(s, p.name);
+  std::sort(slots.begin(), slots.end(),
+            [](const auto& a, const auto& b) { return runs_before(a.first, b.first); });
+  return slots;
+}
+
+// Pipeline passes in the order of their first slot, then the others by name.
+bool listed_before(const PassInfo& a, const PassInfo& b) {
+  if (a.pipeline.empty() || b.pipeline.empty())
+    return a.pipeline.empty() == b.pipeline.empty() ? a.name < b.name : b.pipeline.empty();
+  return runs_before(*std::min_element(a.pipeline.begin(), a.pipeline.end(), runs_before),
+                     *std::min_element(b.pipeline.begin(), b.pipeline.end(), runs_before));
+}
+
+}  // namespace
+
 const PassRegistry& PassRegistry::global() {
   static const PassRegistry registry = [] {
     PassRegistry r;
-    register_remove_noops(r);
-    register_algebraic_simplification(r);
-    register_constant_folding(r);
-    register_common_subexpression_elimination(r);
-    register_fold_conv_batchnorm(r);
-    register_fuse_conv_activation(r);
-    register_fuse_layernorm(r);
-    register_fuse_gelu(r);
-    register_fuse_attention(r);
-    register_fuse_matmul_epilogue(r);
-    register_convert_precision(r);
-    register_dead_code_elimination(r);
+    register_all_passes(r);
+    // The files register in the order the build happens to list them.
+    std::sort(r.passes_.begin(), r.passes_.end(), listed_before);
+    auto slots = pipeline_slots(r.passes_);
+    for (size_t i = 0; i + 1 < slots.size(); ++i)  // else two passes claim one slot
+      FERRITE_CHECK(runs_before(slots[i].first, slots[i + 1].first));
+    std::set<std::string> names;
+    for (const PassInfo& p : r.passes_) FERRITE_CHECK(names.insert(p.name).second);
     return r;
   }();
   return registry;
@@ -31,23 +60,10 @@ const PassInfo* PassRegistry::find(const std::string& name) const {
 }
 
 std::vector<std::string> default_pipeline() {
-  // remove-noops runs again after folding and CSE, which expose new identities. The rewrites
-  // come after them (they match constants as initializers, and clean subgraphs): GELU and
-  // LayerNorm first, attention before the epilogue fusion (which would otherwise take the
-  // attention MatMuls), and the epilogue last so that it absorbs the fused Gelu. Convolutions
-  // take their epilogue right after BatchNormalization folding, which needs the bare Conv.
-  return {"remove-noops",
-          "algebraic-simplification",
-          "constant-folding",
-          "common-subexpression-elimination",
-          "remove-noops",
-          "fold-conv-batchnorm",
-          "fuse-conv-activation",
-          "fuse-layernorm",
-          "fuse-gelu",
-          "fuse-attention",
-          "fuse-matmul-epilogue",
-          "dead-code-elimination"};
+  std::vector<std::string> names;
+  for (auto& [slot, name] : pipeline_slots(PassRegistry::global().all()))
+    names.push_back(std::move(name));
+  return names;
 }
 
 Status run_pipeline(Graph& g, const std::vector<std::string>& passes, const PipelineOptions& opts) {

@@ -67,9 +67,13 @@ class RemoveNoops : public Pass {
 };
 }  // namespace
 
-void register_remove_noops(PassRegistry& r) {
-  r.add({"remove-noops", "drop Identity, inference Dropout and same-type Cast/Reshape/Transpose...",
-         [] { return std::make_unique<RemoveNoops>(); }});
+FERRITE_REGISTER_PASSES(remove_noops) {
+  // First, so that the other simplifications see through identities; again after
+  // constant-folding and common-subexpression-elimination, which expose new ones.
+  r.add({"remove-noops",
+         "drop Identity, inference Dropout and same-type Cast/Reshape/Transpose...",
+         [] { return std::make_unique<RemoveNoops>(); },
+         {{Stage::kSimplify, 10}, {Stage::kSimplify, 50}}});
 }
 
 }  // namespace ferrite

@@ -11,6 +11,26 @@
 
 namespace ferrite::rewrite {
 
+bool rewrite_anchored(Graph& g, const std::string& pass,
+                      std::initializer_list<const char*> anchor_ops,
+                      const MatchAndRewrite& rewrite) {
+  Uses uses = compute_uses(g);
+  std::unordered_set<const Node*> dead;
+  RewriteContext ctx{g, uses, dead};
+  // A snapshot: rewrites insert nodes, which must not be walked (nor invalidate the walk).
+  std::vector<Node*> anchors;
+  for (auto& n : g.nodes())
+    for (const char* op : anchor_ops)
+      if (is_op(n.get(), op)) anchors.push_back(n.get());
+  int matches = 0;
+  for (Node* anchor : anchors)
+    if (!dead.count(anchor)) matches += rewrite(ctx, *anchor);
+  g.erase_nodes({dead.begin(), dead.end()});
+  g.compact();
+  log_matches(pass, matches);
+  return matches > 0;
+}
+
 const Tensor* constant_of(const Value* v) {
   if (!v || v->is_graph_input || !v->constant || !v->constant->defined()) return nullptr;
   return &*v->constant;
@@ -62,11 +82,26 @@ bool replace_subgraph(Graph& g, const Uses& uses, const std::vector<const Node*>
                       const std::string& domain, const std::string& op, int opset,
                       std::vector<Value*> inputs, AttributeMap attrs,
                       const std::string& name_hint) {
+  return replaceable(g, uses, nodes, result, dead) &&
+         swap_in_node(g, nodes, result, dead, domain, op, opset, std::move(inputs),
+                      std::move(attrs), name_hint);
+}
+
+bool replaceable(const Graph& g, const Uses& uses, const std::vector<const Node*>& nodes,
+                 const Value* result, const std::unordered_set<const Node*>& dead) {
   std::unordered_set<const Node*> inside(nodes.begin(), nodes.end());
   for (const Node* n : nodes) {
     if (dead.count(n)) return false;
-    if (n->outputs[0] != result && !used_only_by(g, uses, n->outputs[0], inside)) return false;
+    for (const Value* out : n->outputs)
+      if (out != result && !used_only_by(g, uses, out, inside)) return false;
   }
+  return true;
+}
+
+bool swap_in_node(Graph& g, const std::vector<const Node*>& nodes, Value* result,
+                  std::unordered_set<const Node*>& dead, const std::string& domain,
+                  const std::string& op, int opset, std::vector<Value*> inputs, AttributeMap attrs,
+                  const std::string& name_hint) {
   Node* f = insert_node(g, domain, op, opset, std::move(inputs), std::move(attrs), result->producer,
                         name_hint);
   if (!f) return false;

@@ -1,13 +1,17 @@
-// Shared matching and editing helpers for the pattern-rewrite passes (fold-conv-batchnorm,
-// fuse-gelu, fuse-layernorm, fuse-matmul-epilogue, fuse-attention, fuse-conv-activation).
+// Shared driver, matching and editing helpers for the pattern-rewrite passes
+// (fold-conv-batchnorm, fuse-gelu, fuse-layernorm, fuse-matmul-epilogue, fuse-attention,
+// fuse-conv-activation).
 //
-// A rewrite matches a subgraph rooted at some node, checks that every intermediate value it
-// removes is used only inside the pattern (and is not a graph output), builds the replacement
-// node with `insert_node` (which runs inference) and then swaps the old output for the new one
-// with `replace_value`. A match whose replacement does not infer to exactly the old output type
-// is dropped, so a rewrite can never change what the rest of the graph sees.
+// `rewrite_anchored` walks the nodes a pattern is rooted at. A rewrite matches a subgraph rooted at
+// some node, checks that every intermediate value it removes is used only inside the pattern (and
+// is not a graph output), builds the replacement node with `insert_node` (which runs inference) and
+// then swaps the old output for the new one with `replace_value`. A match whose replacement does
+// not infer to exactly the old output type is dropped, so a rewrite can never change what the rest
+// of the graph sees.
 #pragma once
 
+#include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -23,6 +27,28 @@ using Uses = std::unordered_map<const Value*, std::vector<Use>>;
 // The internal domain of ferrite's fused ops (never appears in ONNX files) and its version.
 inline constexpr const char* kFerriteDomain = "ferrite";
 inline constexpr int kFerriteOpset = 1;
+
+// What the callback of rewrite_anchored works with.
+struct RewriteContext {
+  Graph& g;
+  // The users of each value when the walk began, not updated by the rewrites: the nodes they
+  // replace stay in the graph (in `dead`) until the walk ends, and no later match may take them.
+  const Uses& uses;
+  // The nodes that earlier matches replaced (replaceable() refuses to take them again).
+  std::unordered_set<const Node*>& dead;
+};
+// Tries the pattern rooted at `anchor`; returns how many rewrites it applied (0: the graph is as
+// it was, apart from nodes added to ctx.dead).
+using MatchAndRewrite = std::function<int(RewriteContext& ctx, Node& anchor)>;
+
+// The driver of every pattern rewrite: computes the uses once, calls `rewrite` on each node that
+// is_op(node, one of `anchor_ops`), in graph order, among the nodes there when it starts (not
+// those the rewrites insert) and skipping those an earlier match replaced; then erases the
+// replaced nodes and compacts the graph. Logs the count (log_matches) under `pass`; returns
+// whether anything was rewritten.
+bool rewrite_anchored(Graph& g, const std::string& pass,
+                      std::initializer_list<const char*> anchor_ops,
+                      const MatchAndRewrite& rewrite);
 
 // Compile-time data of v (initializer or folded constant); null for graph inputs, even those
 // with a default initializer, which the caller may override.
@@ -61,13 +87,24 @@ Node* insert_node(Graph& g, const std::string& domain, const std::string& op, in
                   const std::string& name_hint);
 // The usual end of a match: `nodes` (the matched subgraph; `result` is the output of its last
 // node) become one new node `domain.op(inputs) {attrs}` placed before result's producer.
-// Refused (graph unchanged, false) when a node is already in `dead` (taken by an earlier match),
-// when another output of `nodes` is used outside them, or when the new node does not infer to
+// Refused (graph unchanged, false) unless replaceable(), or when the new node does not infer to
 // result's type. On success `nodes` join `dead` (the caller erases them at the end).
 bool replace_subgraph(Graph& g, const Uses& uses, const std::vector<const Node*>& nodes,
                       Value* result, std::unordered_set<const Node*>& dead,
                       const std::string& domain, const std::string& op, int opset,
                       std::vector<Value*> inputs, AttributeMap attrs, const std::string& name_hint);
+// replace_subgraph in two steps, for a rewrite that adds to the graph (an initializer, a
+// Transpose) between checking the match and replacing it.
+// No node of `nodes` is in `dead` (taken by an earlier match), and no output of theirs but
+// `result` is used outside them.
+bool replaceable(const Graph& g, const Uses& uses, const std::vector<const Node*>& nodes,
+                 const Value* result, const std::unordered_set<const Node*>& dead);
+// Inserts the new node and swaps it in for `result` (`nodes` join `dead`); on failure removes it
+// again and returns false.
+bool swap_in_node(Graph& g, const std::vector<const Node*>& nodes, Value* result,
+                  std::unordered_set<const Node*>& dead, const std::string& domain,
+                  const std::string& op, int opset, std::vector<Value*> inputs, AttributeMap attrs,
+                  const std::string& name_hint);
 // Removes a node created by insert_node that is no longer wanted.
 void discard_node(Graph& g, Node* n);
 // Redirects every use of `old` to `repl` when their types agree; `repl` takes over the name of

@@ -1,0 +1,72 @@
+// The pass table that the pass files fill (FERRITE_REGISTER_PASSES, passes/pass.h): every pass
+// reaches the registry through the static library, and the slots give the default pipeline its
+// order.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "passes/pass.h"
+
+namespace ferrite {
+namespace {
+
+TEST(PassRegistry, HoldsEveryPassFileOnce) {
+  std::set<std::string> names;
+  for (const PassInfo& p : PassRegistry::global().all()) {
+    EXPECT_TRUE(names.insert(p.name).second) << p.name;
+    EXPECT_FALSE(p.description.empty()) << p.name;
+    auto pass = p.create();
+    ASSERT_TRUE(pass) << p.name;
+    EXPECT_EQ(pass->name(), p.name);  // the name the pipeline logs and errors use
+  }
+  // One per pass file; a file the build failed to collect would be missing here.
+  for (const char* name :
+       {"remove-noops", "algebraic-simplification", "constant-folding",
+        "common-subexpression-elimination", "fold-conv-batchnorm", "fuse-conv-activation",
+        "fuse-layernorm", "fuse-gelu", "fuse-attention", "fuse-matmul-epilogue",
+        "dead-code-elimination", "convert-precision-bf16", "convert-precision-fp16"})
+    EXPECT_TRUE(names.count(name)) << name;
+}
+
+// The order that the reasons next to each slot argue for. A subsequence, so that a pass added to
+// the pipeline needs no edit here.
+TEST(PassRegistry, DefaultPipelineKeepsItsOrder) {
+  const std::vector<std::string> expected = {"remove-noops",
+                                             "algebraic-simplification",
+                                             "constant-folding",
+                                             "common-subexpression-elimination",
+                                             "remove-noops",
+                                             "fold-conv-batchnorm",
+                                             "fuse-conv-activation",
+                                             "fuse-layernorm",
+                                             "fuse-gelu",
+                                             "fuse-attention",
+                                             "fuse-matmul-epilogue",
+                                             "dead-code-elimination"};
+  std::vector<std::string> pipeline = default_pipeline();
+  auto it = pipeline.begin();
+  for (const std::string& name : expected) {
+    it = std::find(it, pipeline.end(), name);
+    ASSERT_NE(it, pipeline.end()) << name << " missing or out of order";
+    ++it;
+  }
+  EXPECT_EQ(pipeline.back(), "dead-code-elimination");
+  // Precision conversion runs only when a session asks for it, after the device's passes.
+  EXPECT_EQ(std::count(pipeline.begin(), pipeline.end(), "convert-precision-bf16"), 0);
+}
+
+TEST(PassRegistry, ListsThePipelineFirstInItsOrder) {
+  std::vector<std::string> listed, first_runs;
+  for (const PassInfo& p : PassRegistry::global().all())
+    if (!p.pipeline.empty()) listed.push_back(p.name);
+  for (const std::string& name : default_pipeline())
+    if (std::find(first_runs.begin(), first_runs.end(), name) == first_runs.end())
+      first_runs.push_back(name);
+  EXPECT_EQ(listed, first_runs);
+  const auto& all = PassRegistry::global().all();
+  EXPECT_TRUE(all.back().pipeline.empty()) << all.back().name;
+}
+
+}  // namespace
+}  // namespace ferrite
