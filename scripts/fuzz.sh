@@ -71,7 +71,7 @@ fi
 if ((do_build)); then
   if [ ! -f "$build_dir/build.ninja" ]; then
     cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-      -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+      -DCMAKE_CXX_COMPILER=clang++ \
       -DFERRITE_SANITIZE=ON -DFERRITE_FUZZ=ON >/dev/null
   fi
   cmake --build "$build_dir" -j "${FERRITE_BUILD_JOBS:-2}" --target "fuzz_$target" >/dev/null

@@ -19,11 +19,11 @@ if [ "${FERRITE_SKIP_SANITIZERS:-0}" != 1 ]; then
   if [ -f build-asan/CMakeCache.txt ] && ! grep -q '^CMAKE_CXX_COMPILER:.*clang' build-asan/CMakeCache.txt; then
     rm -rf build-asan  # a gcc build from before: its objects cannot be reused
   fi
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
-    -DCMAKE_CXX_COMPILER=clang++ -DFERRITE_SANITIZE=ON -DFERRITE_FUZZ=ON >/dev/null
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
+    -DFERRITE_SANITIZE=ON -DFERRITE_FUZZ=ON >/dev/null
   cmake --build build-asan -j "$jobs" --target ferrite_unit_tests ferrite gxu_plugin ferrite_fuzzers
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit
-  echo "== fuzz targets: replay of each corpus, then a short fuzzing run each (ctest -L fuzz) =="
+  echo "== fuzz targets: each corpus, then 20 s of fuzzing each (ctest -L fuzz) =="
   ctest --test-dir build-asan --output-on-failure -j "$jobs" -L fuzz
 fi

@@ -70,9 +70,10 @@ std::optional<std::vector<Session::NamedInput>> small_inputs(const Graph& g, uin
   int64_t total = 0;
   for (const Value* v : g.inputs()) {
     if (v->constant) continue;  // an input with a default may be left out
-    auto dims = v->type.shape.static_dims();
-    if (!dims) return std::nullopt;
-    auto t = Tensor::create(v->type.dtype, *dims);
+    if (!v->type.shape.rank_known()) return std::nullopt;
+    std::vector<int64_t> dims;
+    for (const Dim& d : v->type.shape.dims()) dims.push_back(d.value().value_or(2));
+    auto t = Tensor::create(v->type.dtype, dims);
     if (!t) return std::nullopt;
     total += t->numel();
     if (total > max_elements) return std::nullopt;

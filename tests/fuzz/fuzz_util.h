@@ -25,11 +25,11 @@ const std::filesystem::path& scratch_dir();
 // Writes `bytes` to `path` (truncating); a failure is a harness problem, so it aborts.
 void write_file(const std::filesystem::path& path, const std::string& bytes);
 
-// Inputs for every graph input with static dims (fewer than `max_elements` in all), filled
-// from `seed` with small values: floats k/4 for k in -8..8 (exact in every float format, so
-// sums and products rarely round), integers 0..3 (valid indices and no integer overflow, which
-// the integer kernels leave to the model). nullopt when an input has non-static dims or the
-// inputs are too large.
+// Inputs for every graph input (symbolic and unknown dims bound to 2; fewer than
+// `max_elements` in all), filled from `seed` with small values: floats k/4 for k in -8..8
+// (exact in every float format, so sums and products rarely round), integers 0..3 (valid
+// indices and no integer overflow, which the integer kernels leave to the model). nullopt when
+// an input has unknown rank or the inputs are too large.
 std::optional<std::vector<Session::NamedInput>> small_inputs(const Graph& g, uint64_t seed,
                                                              int64_t max_elements);
 
