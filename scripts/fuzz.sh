@@ -91,7 +91,7 @@ scratch=$work/corpus/$target
 artifacts=$work/artifacts/$target
 mkdir -p "$scratch" "$artifacts" "$work/logs"
 log=$work/logs/$target.log
-export FERRITE_CACHE_DIR=${FERRITE_CACHE_DIR:-$PWD/$work/compile-cache}
+export FERRITE_CACHE_DIR=${FERRITE_CACHE_DIR:-$(cd "$work" && pwd)/compile-cache}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 
 # Per target: input size limit and the time one input may take (cpu_differential runs the
