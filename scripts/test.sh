@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: dependencies, build, unit/model/conformance tests,
-# the Python tests (pytest), then the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# the Python tests (pytest), then the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer
+# (clang) and a short run of every libFuzzer target (scripts/fuzz.sh, docs/reliability.md).
 #   scripts/test.sh                 everything
-#   FERRITE_SKIP_SANITIZERS=1 ...   skip the sanitizer build
+#   FERRITE_SKIP_SANITIZERS=1 ...   skip the sanitizer build (and the fuzz targets)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -12,9 +13,17 @@ ctest --test-dir build --output-on-failure -j "$jobs"
 echo "== Python tests (pytest: Session API, torch.compile backend, ATen table, models) =="
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/python
 if [ "${FERRITE_SKIP_SANITIZERS:-0}" != 1 ]; then
-  echo "== unit tests under ASan + UBSan (build-asan/) =="
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFERRITE_SANITIZE=ON >/dev/null
-  cmake --build build-asan -j "$jobs" --target ferrite_unit_tests ferrite gxu_plugin
+  # One clang build serves the sanitized unit tests and the libFuzzer targets (tests/fuzz):
+  # everything is compiled with ASan + UBSan + coverage instrumentation.
+  echo "== unit tests under ASan + UBSan (build-asan/, clang) =="
+  if [ -f build-asan/CMakeCache.txt ] && ! grep -q '^CMAKE_CXX_COMPILER:.*clang' build-asan/CMakeCache.txt; then
+    rm -rf build-asan  # a gcc build from before: its objects cannot be reused
+  fi
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
+    -DFERRITE_SANITIZE=ON -DFERRITE_FUZZ=ON >/dev/null
+  cmake --build build-asan -j "$jobs" --target ferrite_unit_tests ferrite gxu_plugin ferrite_fuzzers
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit
+  echo "== fuzz targets: each corpus, then 20 s of fuzzing each (ctest -L fuzz) =="
+  ctest --test-dir build-asan --output-on-failure -j "$jobs" -L fuzz
 fi

@@ -3,6 +3,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 namespace ferrite::cts {
@@ -19,12 +20,24 @@ int64_t bind(const DimSpec& d, const std::map<std::string, int64_t>& binding) {
   return it == binding.end() ? 3 : it->second;
 }
 
+// Cases spell integer edge values as doubles (INT64_MAX is 2^63 as a double, one past the
+// range): clamp, since converting an out-of-range double to an integer is undefined.
+template <class T>
+T saturate(double v) {
+  if (std::isnan(v)) return 0;
+  if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+  if (v <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+  return static_cast<T>(v);
+}
+
 void set_element(Tensor& t, int64_t i, double v) {
   visit_dtype(t.dtype(), [&]<class T>() {
     if constexpr (std::is_same_v<T, bool>)
       t.data<T>()[i] = v != 0;
     else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
       t.data<T>()[i] = T(static_cast<float>(v));
+    else if constexpr (std::is_integral_v<T>)
+      t.data<T>()[i] = saturate<T>(v);
     else
       t.data<T>()[i] = static_cast<T>(v);
   });

@@ -110,8 +110,11 @@ std::optional<Lowered> layernorm(const Node& n, const std::vector<const Lowered*
         int mean = b.binary("div", b.reduce("sum", v), cnt, d);
         int centered = b.binary("sub", v, mean, d);
         int var = b.binary("div", b.reduce("sum", b.binary("mul", centered, centered, d)), cnt, d);
-        int rstd = b.binary("div", b.constant(d, 1.0),
-                            b.unary("sqrt", b.binary("add", var, b.constant(d, eps), d), d), d);
+        // One call per statement: the calls number the expressions (and so spell the generated
+        // source and its cache key), which must not follow the compiler's argument order.
+        int root = b.unary("sqrt", b.binary("add", var, b.constant(d, eps), d), d);
+        int one = b.constant(d, 1.0);
+        int rstd = b.binary("div", one, root, d);
         int y = b.binary("mul", centered, rstd, d);
         y = b.binary("mul", y, b.cast(params[0].emit(ctx, idx), d), d);
         if (params.size() > 1) y = b.binary("add", y, b.cast(params[1].emit(ctx, idx), d), d);
@@ -321,8 +324,11 @@ std::optional<Lowered> lower_matmul(const Node& n, const std::vector<const Lower
                                                          const std::vector<SymExpr>&) {
                         KernelBody& bd = ctx.body;
                         const DType t = compute_dtype(A.dtype), d = DType::kF64;
-                        int prod = bd.binary("mul", bd.cast(emit_value(A, ctx, ia), d),
-                                             bd.cast(emit_value(B, ctx, ib), d), d);
+                        // One operand per statement, B first: the emission order numbers the
+                        // expressions, so it must not be left to the compiler (see layernorm).
+                        int bv = bd.cast(emit_value(B, ctx, ib), d);
+                        int av = bd.cast(emit_value(A, ctx, ia), d);
+                        int prod = bd.binary("mul", av, bv, d);
                         int acc = bd.reduce("sum", prod);
                         if (alpha != 1.0f) acc = bd.binary("mul", acc, bd.constant(d, alpha), d);
                         int v = bd.cast(acc, t);

@@ -158,8 +158,8 @@ void run_conv(const Tensor& x, const Tensor& wt, const Tensor* bias, Tensor& y, 
       for (int64_t r0 = 0; r0 < rows; r0 += rows_per_chunk) {
         const int64_t r1 = std::min(rows, r0 + rows_per_chunk);
         const int64_t p0 = r0 * ow, P = (r1 - r0) * ow;
-        const C* bmat;
-        int64_t b_row;
+        const C* bmat = nullptr;  // set below: pointwise is only true when T is C
+        int64_t b_row = 0;
         if constexpr (std::is_same_v<T, C>) {
           if (pointwise) {
             bmat = xg + p0;

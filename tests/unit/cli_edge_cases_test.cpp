@@ -23,6 +23,21 @@ TEST(CliEdgeCases, EmptyOutputDirIsAnError) {
       {"--output-dir"}));
 }
 
+// Found by the tensor_proto fuzz target: an --input spec with a newline in it was quoted as it
+// was, so the error took two lines. Every part of the spec is now quoted escaped.
+TEST(CliEdgeCases, InputSpecWithControlCharactersIsOneErrorLine) {
+  TempDir dir;
+  ModelBuilder b;
+  b.input("x", kOnnxFloat, {2});
+  b.node("Relu", {"x"}, {"y"}, "relu");
+  b.output("y");
+  auto model = dir.write("m.onnx", b.bytes());
+  for (std::string spec : {"x\n=ran\ndom:2", "x\n=random:2", "x=random:2\nx3"})
+    EXPECT_TRUE(clean_failure(run_ferrite(dir, {"run", model.string(), "--input", spec}),
+                              {"--input", "\\x0a"}))
+        << spec;
+}
+
 // [batch,3,2,2] -> Reshape [0,-1] -> MatMul: at batch 0 the -1 is ambiguous (0 elements fit any
 // size); every device takes the size shape inference derived, 12.
 TEST(CliEdgeCases, BatchZeroRunsOnEveryDevice) {

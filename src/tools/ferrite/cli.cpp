@@ -86,22 +86,27 @@ Expected<std::vector<Session::NamedInput>> read_output_dir(const fs::path& dir) 
 }
 
 Expected<Session::NamedInput> random_input(const Graph& g, const std::string& spec) {
+  // The spec is quoted through printable_name: a control character or newline in it must not
+  // split the one-line error.
+  const std::string shown = printable_name(spec);
   auto eq = spec.find('=');
   if (eq == std::string::npos || spec.compare(eq + 1, 7, "random:") != 0)
-    return err("--input expects name=random:DIMS (e.g. input=random:1x3x224x224), got '", spec, "'");
+    return err("--input expects name=random:DIMS (e.g. input=random:1x3x224x224), got '", shown,
+               "'");
   std::string name = spec.substr(0, eq);
   const Value* decl = nullptr;
   for (const Value* v : g.inputs())
     if (v->name == name) decl = v;
-  if (!decl) return err("--input: the model has no input named '", name, "'");
+  if (!decl) return err("--input: the model has no input named '", printable_name(name), "'");
   std::vector<int64_t> dims;
   std::string text = spec.substr(eq + 8);
   size_t pos = 0;
   while (pos < text.size()) {
     size_t end = text.find_first_of("x,", pos);
     std::string part = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos || part.size() > 12)
-      return err("--input: bad dimension '", part, "' in '", spec, "'");
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos ||
+        part.size() > 12)
+      return err("--input: bad dimension '", printable_name(part), "' in '", shown, "'");
     dims.push_back(std::stoll(part));
     if (end == std::string::npos) break;
     pos = end + 1;

@@ -190,10 +190,14 @@ inline void dw_block16(const float* const* r, const float* w, float bias, float*
   __builtin_memcpy(out, &acc, sizeof acc);
 }
 
+// The bodies of the kernels below are templates inlined into one non-template function per
+// (K, S), which is what is cloned per instruction set: clang multiversions only non-template
+// functions.
 template <int K, int S>
-__attribute__((target_clones("avx512f", "avx2", "default"))) void dw_fixed(
-    const float* __restrict in, const float* __restrict wt, float bias, float* __restrict out,
-    const DwGeometry& g, const float* __restrict zeros) {
+[[gnu::always_inline]] inline void dw_fixed_body(const float* __restrict in,
+                                                 const float* __restrict wt, float bias,
+                                                 float* __restrict out, const DwGeometry& g,
+                                                 const float* __restrict zeros) {
   float w[K * K];
   for (int t = 0; t < K * K; ++t) w[t] = wt[t];
   const int64_t W = g.W, pl = g.pl, OW = g.OW;
@@ -246,9 +250,10 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void dw_fixed(
 // Narrow planes (fewer than 16 interior outputs per row): every row in 16-wide blocks over a
 // copy of the plane padded with zeros, wide enough for the last block.
 template <int K, int S>
-__attribute__((target_clones("avx512f", "avx2", "default"))) void dw_fixed_padded(
-    const float* __restrict in, const float* __restrict wt, float bias, float* __restrict out,
-    const DwGeometry& g, std::vector<float>& buf) {
+[[gnu::always_inline]] inline void dw_fixed_padded_body(const float* __restrict in,
+                                                        const float* __restrict wt, float bias,
+                                                        float* __restrict out, const DwGeometry& g,
+                                                        std::vector<float>& buf) {
   float w[K * K];
   for (int t = 0; t < K * K; ++t) w[t] = wt[t];
   const int64_t blocks = (g.OW + 15) / 16;
@@ -274,6 +279,23 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void dw_fixed_padde
     }
   }
 }
+
+#define FERRITE_DW_CLONES(K, S)                                                                  \
+  __attribute__((target_clones("avx512f", "avx2", "default"))) void dw_fixed_##K##_##S(          \
+      const float* __restrict in, const float* __restrict wt, float bias, float* __restrict out, \
+      const DwGeometry& g, const float* __restrict zeros) {                                      \
+    dw_fixed_body<K, S>(in, wt, bias, out, g, zeros);                                            \
+  }                                                                                              \
+  __attribute__((target_clones("avx512f", "avx2", "default"))) void dw_fixed_padded_##K##_##S(   \
+      const float* __restrict in, const float* __restrict wt, float bias, float* __restrict out, \
+      const DwGeometry& g, std::vector<float>& buf) {                                            \
+    dw_fixed_padded_body<K, S>(in, wt, bias, out, g, buf);                                       \
+  }
+FERRITE_DW_CLONES(3, 1)
+FERRITE_DW_CLONES(3, 2)
+FERRITE_DW_CLONES(5, 1)
+FERRITE_DW_CLONES(5, 2)
+#undef FERRITE_DW_CLONES
 
 // Any kernel size, stride and dilation, over the zero-padded plane P (row length pw).
 void dw_generic(const float* P, int64_t pw, const float* wt, float bias, float* out,
@@ -301,15 +323,15 @@ void depthwise_plane(const float* in, const float* wt, float bias, float* out, c
     const int64_t interior =
         g.W + g.pl - g.KH < 0 ? 0 : (g.W + g.pl - g.KH) / g.sw + 1 - (g.pl + g.sw - 1) / g.sw;
     if (interior < 16) {
-      if (g.KH == 3 && g.sh == 1) return dw_fixed_padded<3, 1>(in, wt, bias, out, g, buf);
-      if (g.KH == 3 && g.sh == 2) return dw_fixed_padded<3, 2>(in, wt, bias, out, g, buf);
-      if (g.KH == 5 && g.sh == 1) return dw_fixed_padded<5, 1>(in, wt, bias, out, g, buf);
-      return dw_fixed_padded<5, 2>(in, wt, bias, out, g, buf);
+      if (g.KH == 3 && g.sh == 1) return dw_fixed_padded_3_1(in, wt, bias, out, g, buf);
+      if (g.KH == 3 && g.sh == 2) return dw_fixed_padded_3_2(in, wt, bias, out, g, buf);
+      if (g.KH == 5 && g.sh == 1) return dw_fixed_padded_5_1(in, wt, bias, out, g, buf);
+      return dw_fixed_padded_5_2(in, wt, bias, out, g, buf);
     }
-    if (g.KH == 3 && g.sh == 1) return dw_fixed<3, 1>(in, wt, bias, out, g, zeros);
-    if (g.KH == 3 && g.sh == 2) return dw_fixed<3, 2>(in, wt, bias, out, g, zeros);
-    if (g.KH == 5 && g.sh == 1) return dw_fixed<5, 1>(in, wt, bias, out, g, zeros);
-    return dw_fixed<5, 2>(in, wt, bias, out, g, zeros);
+    if (g.KH == 3 && g.sh == 1) return dw_fixed_3_1(in, wt, bias, out, g, zeros);
+    if (g.KH == 3 && g.sh == 2) return dw_fixed_3_2(in, wt, bias, out, g, zeros);
+    if (g.KH == 5 && g.sh == 1) return dw_fixed_5_1(in, wt, bias, out, g, zeros);
+    return dw_fixed_5_2(in, wt, bias, out, g, zeros);
   }
   const int64_t ph = g.PH(), pw = g.PW();
   if (buf.size() < static_cast<size_t>(ph * pw)) buf.resize(static_cast<size_t>(ph * pw));

@@ -1,0 +1,4 @@
+Bxj
+locationweights.binj
+offset4j
+length12p
