@@ -85,7 +85,10 @@ C wrap_mul(C a, C b) {
 }
 template <class C>
 C wrap_neg(C a) {
-  return wrap_sub(C(0), a);
+  if constexpr (std::is_integral_v<C>)
+    return wrap_sub(C(0), a);
+  else
+    return -a;  // not 0 - a: that makes -(+0) +0, and x / -(+0) +inf instead of -inf
 }
 
 // Numeric conversion between any two storage types without undefined behaviour.

@@ -62,6 +62,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (verbose()) std::fprintf(stderr, "reference: %s\n", expected.status().message().c_str());
     return 0;
   }
+  if (verbose()) {  // the graph of a finding, to reproduce it outside the fuzzer
+    if (auto g = import_onnx_bytes(gen.model, {})) std::fprintf(stderr, "%s\n", print_graph(**g).c_str());
+  }
   auto actual = run_on(gen.model, "cpu", gen.inputs);
   if (!actual)
     fuzz::finding("the reference ran the graph, cpu failed: " + actual.status().message());

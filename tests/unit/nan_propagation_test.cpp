@@ -97,5 +97,25 @@ TEST(NanPropagation, MatMulAddReluOnCpu) {
   expect_same_nans(b.bytes(), "x", x);
 }
 
+// Neg keeps IEEE signed zeros on every device: -(+0) is -0, so 3 / -x is -inf at x = +0 (the
+// reference computed 0 - x, giving +0 and +inf; found by the cpu_differential fuzz target).
+TEST(SpecialValues, NegOfZeroIsNegativeZero) {
+  ModelBuilder b;
+  b.input("x", kOnnxFloat, {4});
+  b.init_f32("three", {}, {3.f});
+  b.node("Neg", {"x"}, {"n"}, "neg");
+  b.node("Div", {"three", "n"}, {"y"}, "div");
+  b.output("y");
+  Tensor x = Tensor::zeros(DType::kF32, {4});
+  float* p = x.data<float>();
+  p[1] = -0.f, p[2] = 1.f, p[3] = -2.f;
+  const float want[] = {-INFINITY, INFINITY, -3.f, 1.5f};
+  for (const char* device : {"reference", "cpu"}) {
+    Tensor y = run_on(b.bytes(), device, "x", x);
+    ASSERT_EQ(y.numel(), 4) << device;
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(y.data<float>()[i], want[i]) << device << " element " << i;
+  }
+}
+
 }  // namespace
 }  // namespace ferrite::testing
