@@ -1,13 +1,13 @@
 // ferrite._core.GraphBuilder: builds a Graph node by node from Python (the PyTorch frontend's
 // ATen table emits ops through it). Every node is validated against its schema and inferred as it
 // is added, so errors name the node that caused them and Python can read inferred types back.
-#include <cstdint>
-#include <map>
-
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <map>
 
 #include "bindings.h"
 #include "frontend/onnx/importer.h"
@@ -32,7 +32,6 @@ Dim dim_from_py(nb::handle h) {
   if (nb::isinstance<nb::str>(h)) return Dim::symbol(nb::cast<std::string>(h));
   throw nb::type_error("a dim is an int, a symbol name (str) or None");
 }
-
 
 Attribute attr_from_py(const std::string& name, nb::handle h) {
   if (nb::isinstance<nb::bool_>(h)) return Attribute(int64_t(nb::cast<bool>(h)));
@@ -201,9 +200,8 @@ void bind_graph_builder(nb::module_& m) {
            nb::arg("dims"))
       .def("add_constant", &GraphBuilder::add_constant, nb::arg("name"), nb::arg("array"))
       .def("mirror_constant", &GraphBuilder::mirror_constant, nb::arg("id"), nb::arg("address"))
-      .def("add_node", &GraphBuilder::add_node, nb::arg("op"), nb::arg("inputs"),
-           nb::arg("attrs"), nb::arg("num_outputs") = 1, nb::arg("domain") = "",
-           nb::arg("name") = "")
+      .def("add_node", &GraphBuilder::add_node, nb::arg("op"), nb::arg("inputs"), nb::arg("attrs"),
+           nb::arg("num_outputs") = 1, nb::arg("domain") = "", nb::arg("name") = "")
       .def("value_type", &GraphBuilder::value_type, nb::arg("id"))
       .def("set_outputs", &GraphBuilder::set_outputs, nb::arg("ids"))
       .def("text", &GraphBuilder::text)

@@ -114,8 +114,7 @@ class Model : public PreparedModel {
   Status write_outputs(const DeviceRun& run);
 
   // model_capture.cpp
-  Status record(const std::vector<Tensor>& inputs,
-                const std::vector<std::vector<int64_t>>& in_dims,
+  Status record(const std::vector<Tensor>& inputs, const std::vector<std::vector<int64_t>>& in_dims,
                 const std::vector<const void*>* src_dev);
   void abandon_capture(const std::vector<void*>& owned, const std::vector<void*>& in_dev);
   Expected<std::vector<Tensor>> replay(const std::vector<Tensor>& inputs);

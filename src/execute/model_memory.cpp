@@ -130,7 +130,8 @@ Expected<void*> Model::device_ptr(int b) {
   void* p = nullptr;
   if (lg_.buffers[b].kind == Buffer::Kind::kConstant) {
     auto m = mirrors_.find(s.host.raw());
-    if (m != mirrors_.end() && m->second.host.nbytes() == bytes) {  // the caller's copy: nothing to do
+    if (m != mirrors_.end() &&
+        m->second.host.nbytes() == bytes) {  // the caller's copy: nothing to do
       const_dev_[b] = const_cast<void*>(m->second.address);
       const_mirrored_[b] = 1;
       s.dev = const_dev_[b];

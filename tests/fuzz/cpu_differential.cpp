@@ -63,7 +63,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   if (verbose()) {  // the graph of a finding, to reproduce it outside the fuzzer
-    if (auto g = import_onnx_bytes(gen.model, {})) std::fprintf(stderr, "%s\n", print_graph(**g).c_str());
+    if (auto g = import_onnx_bytes(gen.model, {}))
+      std::fprintf(stderr, "%s\n", print_graph(**g).c_str());
   }
   auto actual = run_on(gen.model, "cpu", gen.inputs);
   if (!actual)

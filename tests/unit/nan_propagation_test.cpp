@@ -113,7 +113,8 @@ TEST(SpecialValues, NegOfZeroIsNegativeZero) {
   for (const char* device : {"reference", "cpu"}) {
     Tensor y = run_on(b.bytes(), device, "x", x);
     ASSERT_EQ(y.numel(), 4) << device;
-    for (int i = 0; i < 4; ++i) EXPECT_EQ(y.data<float>()[i], want[i]) << device << " element " << i;
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(y.data<float>()[i], want[i]) << device << " element " << i;
   }
 }
 
