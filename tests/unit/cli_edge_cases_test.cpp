@@ -11,13 +11,18 @@
 namespace ferrite::testing {
 namespace {
 
-TEST(CliEdgeCases, EmptyOutputDirIsAnError) {
-  TempDir dir;
+// A one-Relu model on a [2] input, written into `dir`.
+std::filesystem::path relu_model(TempDir& dir) {
   ModelBuilder b;
   b.input("x", kOnnxFloat, {2});
   b.node("Relu", {"x"}, {"y"}, "relu");
   b.output("y");
-  auto model = dir.write("m.onnx", b.bytes());
+  return dir.write("m.onnx", b.bytes());
+}
+
+TEST(CliEdgeCases, EmptyOutputDirIsAnError) {
+  TempDir dir;
+  auto model = relu_model(dir);
   EXPECT_TRUE(clean_failure(
       run_ferrite(dir, {"run", model.string(), "--input", "x=random:2", "--output-dir", ""}),
       {"--output-dir"}));
@@ -27,11 +32,7 @@ TEST(CliEdgeCases, EmptyOutputDirIsAnError) {
 // was, so the error took two lines. Every part of the spec is now quoted escaped.
 TEST(CliEdgeCases, InputSpecWithControlCharactersIsOneErrorLine) {
   TempDir dir;
-  ModelBuilder b;
-  b.input("x", kOnnxFloat, {2});
-  b.node("Relu", {"x"}, {"y"}, "relu");
-  b.output("y");
-  auto model = dir.write("m.onnx", b.bytes());
+  auto model = relu_model(dir);
   for (std::string spec : {"x\n=ran\ndom:2", "x\n=random:2", "x=random:2\nx3"})
     EXPECT_TRUE(clean_failure(run_ferrite(dir, {"run", model.string(), "--input", spec}),
                               {"--input", "\\x0a"}))
