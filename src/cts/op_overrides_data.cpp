@@ -1,6 +1,8 @@
 // The per-op table, second half: data movement, indexing, normalization, misc and the internal
 // ferrite.* ops. Indices are drawn inside their valid ranges; shapes, axes and pads are constants
 // as exporters emit them.
+#include <limits>
+
 #include "cts/case_util.h"
 #include "cts/model_builder.h"
 
@@ -418,6 +420,15 @@ void fused_ops(std::map<std::string, CaseFn>& m) {
        {in("q", kF32, {1, 4, 97, 64}), in("k", kF32, {1, 4, 131, 64}),
         in("v", kF32, {1, 4, 131, 64}), in("mask", kF32, {1, 1, 1, 131}, V::uniform(-2, 0))},
        {});
+    // PyTorch's _safe_softmax: row 1 is fully masked (0 out), row 3 holds a NaN (NaN out).
+    const double ninf = -std::numeric_limits<double>::infinity();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    at("masked-rows-zero",
+       {in("q", kF32, {2, 2, 4, 8}), in("k", kF32, {2, 2, 5, 8}), in("v", kF32, {2, 2, 5, 8}),
+        in("mask", kF32, {4, 5},
+           V::exactly({0, -1, 0, -2, 0, ninf, ninf, ninf, ninf, ninf, ninf, 0, ninf, ninf, ninf,
+                       nan, 0, 0, ninf, 0}))},
+       {{"masked_rows_zero", i(1)}});
     out.push_back(with_runs(single(s.name, "symbolic-seq",
                                    {in("q", kF32, {1, 2, N, 8}), in("k", kF32, {1, 2, N, 8}),
                                     in("v", kF32, {1, 2, N, 8})},

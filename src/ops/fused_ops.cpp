@@ -11,12 +11,14 @@
 //       Y = act(Conv(X, W, B) + residual), residual of exactly Y's shape. Computed as the
 //       unfused ops would, rounding to T after the convolution and after the residual add.
 //
-//   ferrite.Attention(Q, K, V, mask?) {scale, causal, nan_to_zero}
+//   ferrite.Attention(Q, K, V, mask?) {scale, causal, nan_to_zero, masked_rows_zero}
 //       Y = softmax(Q @ K^T * scale + mask [+ causal mask]) @ V over the last axis, with
 //       Q [..., S, D], K [..., T, D], V [..., T, Dv] (batch dims broadcast) and an additive mask
 //       broadcasting to [..., S, T]. scale defaults to 1/sqrt(D). causal masks t > s with -inf.
 //       nan_to_zero replaces NaN probabilities by 0 (the Where(IsNaN(p), 0, p) guard that
-//       PyTorch exports; it makes fully masked rows produce 0). Softmax runs in double.
+//       PyTorch exports; it makes fully masked rows produce 0). masked_rows_zero gives 0 for a
+//       row whose scores are all -inf and leaves NaN alone (PyTorch's _safe_softmax, which
+//       SDPA's math path uses: Where(All(x == -inf), 0, Softmax(x))). Softmax runs in double.
 #include <cmath>
 #include <limits>
 
@@ -280,6 +282,7 @@ Status attention_kernel(KernelContext& ctx) {
                                               : 1.0 / std::sqrt(static_cast<double>(D));
   bool causal = ctx.node().attr_int("causal") != 0;
   bool nan_to_zero = ctx.node().attr_int("nan_to_zero") != 0;
+  bool masked_rows_zero = ctx.node().attr_int("masked_rows_zero") != 0;
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, q.dtype(), out));
   // Batch offsets (in matrices) of each operand; the mask's batch strides are in elements.
   std::vector<int64_t> mbatch_strides(batch.size(), 0);
@@ -309,6 +312,7 @@ Status attention_kernel(KernelContext& ctx) {
       for (int64_t s = 0; s < S; ++s) {
         for (int64_t d = 0; d < D; ++d) qrow[d] = convert<double>(qm[s * D + d]);
         double mx = kNegInf;
+        bool all_neg_inf = true;
         for (int64_t t = 0; t < L; ++t) {
           double dot = 0;
           for (int64_t d = 0; d < D; ++d) dot += qrow[d] * kmat[t * D + d];
@@ -317,12 +321,14 @@ Status attention_kernel(KernelContext& ctx) {
           if (causal && t > s) x = kNegInf;
           p[t] = x;
           if (x > mx) mx = x;
+          all_neg_inf &= x == kNegInf;
         }
         // Same arithmetic as Softmax: a row whose max is -inf (or has NaN) yields NaN.
         double sum = 0;
         for (int64_t t = 0; t < L; ++t) sum += (p[t] = std::exp(p[t] - mx));
         std::fill(acc.begin(), acc.end(), 0.0);
-        for (int64_t t = 0; t < L; ++t) {
+        // PyTorch's _safe_softmax: a row of -inf scores only (fully masked) gives 0.
+        for (int64_t t = 0; t < L && !(masked_rows_zero && all_neg_inf); ++t) {
           double w = p[t] / sum;
           if (nan_to_zero && std::isnan(w)) continue;
           for (int64_t d = 0; d < Dv; ++d) acc[d] += w * vmat[t * Dv + d];
@@ -371,6 +377,7 @@ void register_fused_ops(OpRegistry& r) {
             .optional_attr("scale", AttrType::kFloat)
             .attr("causal", AttrType::kInt, 0)
             .attr("nan_to_zero", AttrType::kInt, 0)
+            .attr("masked_rows_zero", AttrType::kInt, 0)
             .types("T", {0, 1, 2, 3}, kFloat)
             .infer(infer_attention)
             .kernel(attention_kernel)

@@ -1,15 +1,19 @@
 // fuse-attention: scaled dot-product attention as PyTorch exports it becomes one
 // ferrite.Attention(q, k, v, mask?) {scale, nan_to_zero}:
 //   s = MatMul(q [* c1], kT [* c2]) [* c3 | / c3]...   (scalar constants; scale = their product)
-//   p = Softmax(s [+ mask], axis=-1) [then Where(IsNaN(p), 0, p)]
+//   p = Softmax(z = s [+ mask], axis=-1) [then Where(IsNaN(p), 0, p)
+//                                          or Where(Equal(ReduceMax(z, -1), -inf), 0, p)]
 //   y = MatMul(p, v)
 // BERT scales q and kT before the MatMul (c1 = c2 = D^-1/4), GPT-2 scales the scores. kT is K
 // with its last two axes swapped; when kT is itself a Transpose (BERT, GPT-2: perm [0,2,3,1] of
 // the [B,T,H,D] projection) the new K is one Transpose of the same input with the last two
 // entries of perm swapped ([0,2,1,3]); otherwise a Transpose of kT swaps them back. The NaN guard
 // becomes nan_to_zero=1 (NaN probabilities, e.g. of a fully masked row, count as 0); without it
-// NaNs propagate as in the plain Softmax. The mask must broadcast onto the scores without
+// NaNs propagate as in the plain Softmax. The second guard is PyTorch's _safe_softmax (SDPA's math
+// path): a row of -inf scores only gives 0 and NaN still propagates; it becomes masked_rows_zero=1.
+// The mask must broadcast onto the scores without
 // changing their shape; every removed intermediate must be used only inside the pattern.
+#include <cmath>
 #include <numeric>
 
 #include "passes/rewrite_util.h"
@@ -24,8 +28,38 @@ struct Match {
   Value *q = nullptr, *kt = nullptr, *v = nullptr, *mask = nullptr, *y = nullptr;
   double scale = 1.0;
   bool nan_guard = false;
+  bool masked_rows_guard = false;
   std::vector<const Node*> nodes;
 };
+
+// sm = Softmax(z) over the last axis; `guard` = Where(Equal(ReduceMax(z, last axis, keepdims),
+// -inf), 0, sm). Returns the ReduceMax and the Equal on success.
+std::optional<std::pair<Node*, Node*>> masked_rows_guard(const Graph& g, const Uses& uses,
+                                                         const Node* where, const Value* sm) {
+  Node* softmax = sm->producer;
+  Node* eq = where->inputs[0]->producer;
+  if (!is_op(softmax, "Softmax", 1) || !is_op(eq, "Equal", 2)) return std::nullopt;
+  Node* rmax = eq->inputs[0]->producer;
+  auto ninf = scalar_constant(eq->inputs[1]);
+  if (!is_op(rmax, "ReduceMax") || !ninf || !std::isinf(*ninf) || *ninf > 0 ||
+      rmax->inputs.empty() || rmax->inputs[0] != softmax->inputs[0] ||
+      rmax->attr_int("keepdims", 1) != 1 || sole_user(g, uses, eq->inputs[0]) != eq ||
+      sole_user(g, uses, where->inputs[0]) != where)
+    return std::nullopt;
+  const Shape& zs = softmax->inputs[0]->type.shape;
+  if (!zs.rank_known()) return std::nullopt;
+  std::vector<int64_t> axes;
+  if (rmax->inputs.size() == 2) {
+    auto axis = scalar_constant(rmax->inputs[1]);
+    if (!axis) return std::nullopt;
+    axes = {static_cast<int64_t>(*axis)};
+  } else if (rmax->has_attr("axes")) {
+    axes = rmax->attr_ints("axes");
+  }
+  const auto last = static_cast<int64_t>(zs.rank()) - 1;
+  if (axes.size() != 1 || (axes[0] != -1 && axes[0] != last)) return std::nullopt;
+  return std::make_pair(rmax, eq);
+}
 
 // Strips scalar-constant scaling (Mul by c, or Div by c when `allow_div`) off v, multiplying
 // the factors into `scale`. Each stripped node must feed only the next one in the chain.
@@ -60,10 +94,21 @@ std::optional<Match> match(const Graph& g, const Uses& uses, const Node& mm2) {
   m.y = mm2.outputs[0];
   m.nodes.push_back(&mm2);
   Value* p = mm2.inputs[0];
-  // Optional NaN guard: Where(IsNaN(sm), 0, sm).
+  // Optional NaN guard: Where(IsNaN(sm), 0, sm), or the masked-rows guard.
   Node* where = p->producer;
   Value* sm = p;
-  if (is_op(where, "Where", 3)) {
+  Node* guard_max = nullptr;  // the masked-rows guard's ReduceMax: a second reader of z
+  if (is_op(where, "Where", 3) && !is_op(where->inputs[0]->producer, "IsNaN", 1)) {
+    auto zero = scalar_constant(where->inputs[1]);
+    sm = where->inputs[2];
+    auto guard = masked_rows_guard(g, uses, where, sm);
+    if (!guard || !zero || *zero != 0 || sole_user(g, uses, p) != &mm2 ||
+        sole_user(g, uses, sm) != where || !same_type(p->type, sm->type))
+      return std::nullopt;
+    m.masked_rows_guard = true;
+    guard_max = guard->first;
+    m.nodes.insert(m.nodes.end(), {where, guard->second, guard_max});
+  } else if (is_op(where, "Where", 3)) {
     Node* isnan = where->inputs[0]->producer;
     auto zero = scalar_constant(where->inputs[1]);
     sm = where->inputs[2];
@@ -86,10 +131,13 @@ std::optional<Match> match(const Graph& g, const Uses& uses, const Node& mm2) {
   m.nodes.push_back(softmax);
   // Optional additive mask: the operand that is not the (scaled) scores MatMul.
   Value* z = softmax->inputs[0];
+  // z is read by the Softmax, and by the guard's ReduceMax when there is one.
+  const bool z_private = guard_max ? used_only_by(g, uses, z, {softmax, guard_max})
+                                   : sole_user(g, uses, z) == softmax;
   Value* scores = z;
   const Node* user = softmax;
   Node* add = z->producer;
-  if (is_op(add, "Add", 2) && sole_user(g, uses, z) == softmax) {
+  if (is_op(add, "Add", 2) && z_private) {
     for (int i = 0; i < 2; ++i) {
       double s = 1.0;
       std::vector<const Node*> tmp;
@@ -106,8 +154,9 @@ std::optional<Match> match(const Graph& g, const Uses& uses, const Node& mm2) {
   }
   Value* s0 = strip_scale(g, uses, scores, user, true, m.scale, m.nodes);
   Node* mm1 = s0->producer;
-  // s0 feeds the last node matched so far: a stripped scale, else the Add or Softmax.
-  if (!is_op(mm1, "MatMul", 2) || sole_user(g, uses, s0) != m.nodes.back()) return std::nullopt;
+  // s0 feeds the last node matched so far: a stripped scale, else the Add or Softmax (and guard).
+  const bool s0_private = s0 == z ? z_private : sole_user(g, uses, s0) == m.nodes.back();
+  if (!is_op(mm1, "MatMul", 2) || !s0_private) return std::nullopt;
   m.nodes.push_back(mm1);
   m.q = strip_scale(g, uses, mm1->inputs[0], mm1, false, m.scale, m.nodes);
   m.kt = strip_scale(g, uses, mm1->inputs[1], mm1, false, m.scale, m.nodes);
@@ -159,6 +208,7 @@ class FuseAttention : public Pass {
     if (m.mask) inputs.push_back(m.mask);
     AttributeMap attrs{{"scale", Attribute(static_cast<float>(m.scale))},
                        {"nan_to_zero", Attribute(int64_t{m.nan_guard ? 1 : 0})}};
+    if (m.masked_rows_guard) attrs.emplace("masked_rows_zero", Attribute(int64_t{1}));
     if (!swap_in_node(g, m.nodes, m.y, dead, kFerriteDomain, "Attention", kFerriteOpset,
                       std::move(inputs), std::move(attrs), before->name + "_attention")) {
       discard_node(g, k);

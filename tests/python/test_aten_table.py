@@ -40,6 +40,21 @@ def _setitem(x, key, y):
     return z + 1
 
 
+def _masked_rows():
+    x = r(4, 5)
+    x[1] = float("-inf")
+    x[2, 3] = float("nan")
+    x[3, ::2] = float("-inf")
+    return x
+
+
+def _sdpa_math(q, k, v, m):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel([SDPBackend.MATH]):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+
+
 # (overloads the case covers, function, inputs factory)
 CASES = [
     ([A.add.Tensor], lambda x, y: x + y, lambda: (r(2, 3, 4), r(4))),
@@ -177,6 +192,12 @@ CASES = [
     ([A._scaled_dot_product_flash_attention_for_cpu.default],
      lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.3),
      lambda: (r(2, 3, 5, 8), r(2, 3, 7, 8), r(2, 3, 7, 8), r(5, 7) > -1.0)),
+    # Row 1 fully masked (0, not NaN), row 2 holds a NaN (NaN propagates), row 3 is partly -inf.
+    ([A._safe_softmax.default], lambda x: A._safe_softmax(x, -1), lambda: (_masked_rows(),)),
+    ([A._safe_softmax.default], lambda x: A._safe_softmax(x, 0), lambda: (_masked_rows().T,)),
+    # SDPA's math path (the one CUDA takes for some masks): bmm, _safe_softmax, bmm.
+    ([A._safe_softmax.default, A.bmm.default], _sdpa_math,
+     lambda: (r(2, 3, 4, 8), r(2, 3, 5, 8), r(2, 3, 5, 8), _masked_rows().view(1, 1, 4, 5))),
     ([A._unsafe_index.Tensor], lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
      lambda: (r(1, 2, 3, 4),)),
     ([A._unsafe_index.Tensor], lambda x: F.interpolate(x, size=(5, 7), mode="bilinear"),

@@ -128,11 +128,10 @@ class CompiledPartition:
                 a = a.detach()
             if a.device.type != "cpu":
                 out_device = a.device
-                if resident and a.device.type == "cuda":
-                    a = a if a.is_contiguous() else a.contiguous()
-                else:
+                if not (resident and a.device.type == "cuda"):
                     a = a.cpu()  # staged: this device's Session reads host memory
-            feeds.append(a)
+            # Sessions read dense row-major tensors; a strided view (x.T, a slice) is packed once.
+            feeds.append(a if a.is_contiguous() else a.contiguous())
         try:
             if resident and out_device is not None:
                 outs = self._run_on_gpu(feeds, out_device)

@@ -152,6 +152,7 @@ Status FlashAttention::run(const FlashProblem& p, DType dtype, const void* q, co
   fp.m_s = p.m_s, fp.m_t = p.m_t;
   fp.scale = p.scale;
   fp.causal = p.causal, fp.nan_to_zero = p.nan_to_zero, fp.has_mask = p.has_mask && mask;
+  fp.masked_rows_zero = p.masked_rows_zero;
   const uintptr_t align = 4 * dtype_size(dtype);
   fp.vec = p.D % 4 == 0 && p.Dv % 4 == 0 && reinterpret_cast<uintptr_t>(q) % align == 0 &&
            reinterpret_cast<uintptr_t>(k) % align == 0 &&

@@ -30,6 +30,7 @@ struct FlashParams {
   float scale;
   int causal, nan_to_zero, has_mask;
   int vec;  // D, Dv multiples of 4 and Q, K, V 4-element aligned: 4-element loads
+  int masked_rows_zero;
 };
 
 // One attention call: Q [batch, S, D], K [batch, T, D], V [batch, T, Dv], contiguous per
@@ -42,7 +43,7 @@ struct FlashProblem {
   std::vector<int64_t> q_bs, k_bs, v_bs, m_bs;  // one per batch dim
   int64_t m_s = 0, m_t = 0;
   float scale = 1;
-  bool causal = false, nan_to_zero = false, has_mask = false;
+  bool causal = false, nan_to_zero = false, has_mask = false, masked_rows_zero = false;
 };
 
 // Tile choice of one call.

@@ -22,6 +22,7 @@ struct SoftmaxParams {
   int64_t mask_batch_strides[4];
   int64_t mask_s_stride, mask_t_stride;
   int causal, nan_to_zero, has_mask;
+  int masked_rows_zero;
 };
 
 __device__ __forceinline__ float fe_act(float v, int act, float lo, float hi) {
@@ -320,7 +321,8 @@ __device__ float fe_bmax(float v, float* sh) {
 }
 
 // One block per score row: x = s + mask (+ causal -inf); softmax as the reference's Attention
-// (max ignoring NaN, exp and sum in double); NaN probabilities become 0 under nan_to_zero.
+// (max ignoring NaN, exp and sum in double); NaN probabilities become 0 under nan_to_zero, and
+// a row of -inf scores only (no NaN) becomes 0 under masked_rows_zero.
 extern "C" __global__ void fe_attention_softmax(float* __restrict__ s, const float* __restrict__ mask,
                                                 SoftmaxParams p) {
   __shared__ float shf[32];
@@ -335,21 +337,24 @@ extern "C" __global__ void fe_attention_softmax(float* __restrict__ s, const flo
       rem /= p.batch_dims[d];
     }
     float* sr = s + row * p.T;
-    float mx = -__int_as_float(0x7f800000);
+    float mx = -__int_as_float(0x7f800000), has_nan = 0.f;
     for (int64_t t = threadIdx.x; t < p.T; t += blockDim.x) {
       float x = sr[t];
       if (p.has_mask) x += mask[moff + t * p.mask_t_stride];
       if (p.causal && t > q) x = -__int_as_float(0x7f800000);
       sr[t] = x;
       mx = x > mx ? x : mx;
+      if (x != x) has_nan = 1.f;
     }
     mx = fe_bmax(mx, shf);
+    const bool zero_row = p.masked_rows_zero && mx == -__int_as_float(0x7f800000) &&
+                          fe_bmax(has_nan, shf) == 0.f;
     double sum = 0;
     for (int64_t t = threadIdx.x; t < p.T; t += blockDim.x) sum += exp((double)sr[t] - (double)mx);
     sum = fe_bsum(sum, shd);
     for (int64_t t = threadIdx.x; t < p.T; t += blockDim.x) {
       double w = exp((double)sr[t] - (double)mx) / sum;
-      if (p.nan_to_zero && isnan(w)) w = 0;
+      if ((p.nan_to_zero && isnan(w)) || zero_row) w = 0;
       sr[t] = (float)w;
     }
   }
@@ -385,7 +390,9 @@ bool broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t
   return true;
 }
 
-const char* library_source() { return kLibrarySource; }
+const char* library_source() {
+  return kLibrarySource;
+}
 
 // The kernels' dtype code (see fe_ld): 0 f32, 1 bf16, 2 f16.
 static int dtype_code(DType t) {

@@ -53,6 +53,7 @@ struct SoftmaxParams {
   int64_t mask_batch_strides[4];
   int64_t mask_s_stride, mask_t_stride;
   int causal, nan_to_zero, has_mask;
+  int masked_rows_zero;
 };
 
 // The CUDA C++ of the library kernels (for compile tests).

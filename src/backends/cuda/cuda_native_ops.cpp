@@ -487,6 +487,7 @@ Expected<bool> run_attention(const Node& node, NativeIO& io, CudaBackend& be) {
   }
   p.causal = node.attr_int("causal") != 0;
   p.nan_to_zero = node.attr_int("nan_to_zero") != 0;
+  p.masked_rows_zero = node.attr_int("masked_rows_zero") != 0;
   p.scale = node.has_attr("scale") ? node.attr_float("scale")
                                    : static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   std::vector<int64_t> out = *batch;
@@ -578,6 +579,7 @@ Status attention_three_step(CudaBackend& be, const FlashProblem& p, const float*
   for (size_t d = 0; d < br; ++d) sp.batch_dims[d] = p.batch[d];
   sp.causal = p.causal;
   sp.nan_to_zero = p.nan_to_zero;
+  sp.masked_rows_zero = p.masked_rows_zero;
   GemmCall g;
   g.m = S, g.n = T, g.k = D, g.batch = nb;
   g.a = q, g.lda = D, g.stride_a = S * D;

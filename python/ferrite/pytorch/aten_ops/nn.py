@@ -138,6 +138,20 @@ def softmax(ctx, node, x, dim, half_to_float):
     return ctx.op("Softmax", [x.id], axis=int(dim))
 
 
+@aten(A._safe_softmax.default, dtypes=FLOATS)
+def safe_softmax(ctx, node, x, dim, dtype=None):
+    # SDPA's math path: a row whose entries are all -inf (fully masked) gives 0, not NaN; a NaN
+    # still propagates (max(row) is NaN then, not -inf). Kept whole rather than decomposed
+    # (eq, not, any, not, full_like, where) so that fuse-attention sees one guard it knows:
+    # Where(Equal(ReduceMax(x, dim, keepdims), -inf), 0, Softmax(x)).
+    out_dtype = fake_value(node).dtype
+    src = ctx.cast(x.id, out_dtype)
+    sm = ctx.op("Softmax", [src], axis=int(dim))
+    mx = ctx.op("ReduceMax", [src, ctx.const_i64([int(dim)])], keepdims=1)
+    empty = ctx.op("Equal", [mx, ctx.const(float("-inf"), out_dtype)])
+    return ctx.op("Where", [empty, ctx.const(0.0, out_dtype), sm])
+
+
 @aten(A._log_softmax.default, dtypes=FLOATS)
 def log_softmax(ctx, node, x, dim, half_to_float):
     return ctx.op("LogSoftmax", [x.id], axis=int(dim))

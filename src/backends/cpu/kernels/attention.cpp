@@ -3,7 +3,8 @@
 // P V with sgemm. Work units run on the device's thread pool with single-threaded GEMMs.
 // Softmax keeps the reference kernel's semantics: a row whose maximum is not finite or that holds
 // a NaN (fully masked, NaN mask) goes through the exact formula and yields NaN, or 0 with
-// nan_to_zero; every other row takes the vectorised path, where no NaN can arise.
+// nan_to_zero, or 0 under masked_rows_zero when every score is -inf; every other row takes the
+// vectorised path, where no NaN can arise.
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -42,11 +43,9 @@ inline float exp_nonpositive(float z) {
 
 // One row: x[t] = x[t] + mask[t * mask_col] (mask may be null), x[t] = -inf for t >= causal_from,
 // then x = softmax(x). Cloned for wide vector units; the library runs on any x86-64.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void softmax_row(float* x, int64_t L,
-                                                                              const float* mask,
-                                                                              int64_t mask_col,
-                                                                              int64_t causal_from,
-                                                                              bool nan_to_zero) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void softmax_row(
+    float* x, int64_t L, const float* mask, int64_t mask_col, int64_t causal_from, bool nan_to_zero,
+    bool masked_rows_zero) {
   if (mask) {
     if (mask_col == 1) {
       for (int64_t t = 0; t < L; ++t) x[t] += mask[t];
@@ -62,6 +61,10 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void softmax_row(fl
   for (int64_t t = 0; t < L; ++t) {
     mx = x[t] > mx ? x[t] : mx;
     nan |= x[t] != x[t];
+  }
+  if (masked_rows_zero && !nan && mx == kNegInf) {  // PyTorch's _safe_softmax
+    for (int64_t t = 0; t < L; ++t) x[t] = 0.0f;
+    return;
   }
   if (nan || !std::isfinite(mx)) {
     // The reference's arithmetic: exp(x - max) / sum, where NaNs appear and spread.
@@ -124,6 +127,7 @@ Status attention_run(KernelContext& ctx, ThreadPool& pool) {
                           : static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   const bool causal = ctx.node().attr_int("causal") != 0;
   const bool nan_to_zero = ctx.node().attr_int("nan_to_zero") != 0;
+  const bool masked_rows_zero = ctx.node().attr_int("masked_rows_zero") != 0;
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output_uninitialized(0, DType::kF32, out));
 
   // Element offsets of each batch item's matrices (and mask plane).
@@ -177,7 +181,7 @@ Status attention_run(KernelContext& ctx, ThreadPool& pool) {
       for (int64_t r = 0; r < rows && st == dnnl_success; ++r) {
         const int64_t s = s0 + r;
         softmax_row(p.data() + r * L, L, pm ? pm + moff[i] + s * mask_row : nullptr, mask_col,
-                    causal ? std::min(L, s + 1) : L, nan_to_zero);
+                    causal ? std::min(L, s + 1) : L, nan_to_zero, masked_rows_zero);
       }
       if (st == dnnl_success)
         st = dnnl_sgemm('N', 'N', rows, Dv, L, 1.0f, p.data(), L, pv + voff[i], Dv, 0.0f,
