@@ -392,18 +392,21 @@ void fused_ops(std::map<std::string, CaseFn>& m) {
          {{"pads", pads}, {"activation", act}});
     fc("clip-residual",
        {in("x", kF32, {2, 4, 6, 6}), w({4, 4, 3, 3}), b(4), in("res", kF32, {2, 4, 6, 6})},
-       {{"pads", pads}, {"activation", "clip"},
+       {{"pads", pads},
+        {"activation", "clip"},
         {"activation_params", Attribute(std::vector<float>{0.f, 6.f})}});
     fc("depthwise-leakyrelu", {in("x", kF32, {1, 6, 5, 5}), w({6, 1, 3, 3}), b(6)},
-       {{"group", int64_t{6}}, {"pads", pads}, {"activation", "leaky_relu"},
+       {{"group", int64_t{6}},
+        {"pads", pads},
+        {"activation", "leaky_relu"},
         {"activation_params", Attribute(std::vector<float>{0.1f})}});
     fc("1x1-residual-only",
        {in("x", kF32, {2, 8, 4, 4}), w({8, 8, 1, 1}), omitted(), in("res", kF32, {2, 8, 4, 4})},
        {});
-    out.push_back(with_runs(single(s.name, "symbolic-batch",
-                                   {in("x", kF32, {N, 3, 6, 6}), w({4, 3, 3, 3}), b(4)},
-                                   {{"pads", pads}, {"activation", "relu"}}, 1, "ferrite"),
-                            {2}));
+    out.push_back(with_runs(
+        single(s.name, "symbolic-batch", {in("x", kF32, {N, 3, 6, 6}), w({4, 3, 3, 3}), b(4)},
+               {{"pads", pads}, {"activation", "relu"}}, 1, "ferrite"),
+        {2}));
   };
   m["ferrite.Attention"] = [](const OpSchema& s, std::vector<Case>& out) {
     auto at = [&](const std::string& v, std::vector<TensorSpec> ins, Attrs a) {
@@ -426,8 +429,23 @@ void fused_ops(std::map<std::string, CaseFn>& m) {
     at("masked-rows-zero",
        {in("q", kF32, {2, 2, 4, 8}), in("k", kF32, {2, 2, 5, 8}), in("v", kF32, {2, 2, 5, 8}),
         in("mask", kF32, {4, 5},
-           V::exactly({0, -1, 0, -2, 0, ninf, ninf, ninf, ninf, ninf, ninf, 0, ninf, ninf, ninf,
-                       nan, 0, 0, ninf, 0}))},
+           V::exactly({0,    -1, 0,    -2,   0,    ninf, ninf, ninf, ninf, ninf,
+                       ninf, 0,  ninf, ninf, ninf, nan,  0,    0,    ninf, 0}))},
+       {{"masked_rows_zero", i(1)}});
+    // 2-byte storage: the cuda device's tensor-core kernel (P rounded to the storage type).
+    at("long-bf16",
+       {in("q", kBF16, {1, 4, 97, 64}), in("k", kBF16, {1, 4, 131, 64}),
+        in("v", kBF16, {1, 4, 131, 64}), in("mask", kBF16, {1, 1, 1, 131}, V::uniform(-2, 0))},
+       {});
+    at("causal-f16",
+       {in("q", kF16, {2, 2, 70, 32}), in("k", kF16, {2, 2, 70, 32}),
+        in("v", kF16, {2, 2, 70, 32})},
+       {{"causal", i(1)}});
+    at("masked-rows-zero-bf16",
+       {in("q", kBF16, {2, 2, 4, 8}), in("k", kBF16, {2, 2, 5, 8}), in("v", kBF16, {2, 2, 5, 8}),
+        in("mask", kBF16, {4, 5},
+           V::exactly({0,    -1, 0,    -2,   0,    ninf, ninf, ninf, ninf, ninf,
+                       ninf, 0,  ninf, ninf, ninf, nan,  0,    0,    ninf, 0}))},
        {{"masked_rows_zero", i(1)}});
     out.push_back(with_runs(single(s.name, "symbolic-seq",
                                    {in("q", kF32, {1, 2, N, 8}), in("k", kF32, {1, 2, N, 8}),

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <tuple>
 
 #include "test_util.h"
 
@@ -51,6 +52,23 @@ TEST(CudaCodegen, FlashAttentionCompilesForSm90) {
   EXPECT_TRUE(cuda::flash_module_source(DType::kF64, 64, 32).empty());
 }
 
+TEST(CudaCodegen, TensorCoreFlashAttentionCompilesForSm80AndSm90) {
+  auto nv = cuda::nvrtc();
+  if (!nv) GTEST_SKIP() << nv.status().message();
+  // Every head-dim bucket in bf16 on sm_90; f16 and sm_80 (the oldest taken) on two.
+  const std::vector<std::tuple<DType, int, const char*>> builds = {
+      {DType::kBF16, 32, "sm_90"},  {DType::kBF16, 64, "sm_90"}, {DType::kBF16, 96, "sm_90"},
+      {DType::kBF16, 128, "sm_90"}, {DType::kF16, 64, "sm_90"},  {DType::kF16, 128, "sm_80"}};
+  for (const auto& [t, dp, arch] : builds) {
+    std::string src = cuda::flash_tc_module_source(t, dp);
+    ASSERT_FALSE(src.empty());
+    auto c = cuda::compile_to_cubin(src, arch, "flash_tc_test");
+    ASSERT_TRUE(c) << dtype_name(t) << " dp " << dp << " " << arch << ": " << c.status().message();
+    EXPECT_GT(c->cubin.size(), 1000u);
+  }
+  EXPECT_TRUE(cuda::flash_tc_module_source(DType::kF32, 64).empty());
+}
+
 cuda::FlashProblem problem(std::vector<int64_t> batch, int64_t S, int64_t T, int64_t D,
                            int64_t Dv) {
   cuda::FlashProblem p;
@@ -59,6 +77,26 @@ cuda::FlashProblem problem(std::vector<int64_t> batch, int64_t S, int64_t T, int
   p.q_bs.assign(p.batch.size(), 0);
   p.k_bs = p.v_bs = p.m_bs = p.q_bs;
   return p;
+}
+
+TEST(CudaCodegen, TensorCoreFlashConfig) {
+  // bf16 / f16 on sm_80+ only, 64-row tiles, head dims to 128.
+  auto p = problem({8, 12}, 128, 128, 64, 64);
+  auto c = cuda::choose_flash_tc_config(p, DType::kBF16, "sm_90", 227 << 10);
+  EXPECT_EQ(c.bm, 64);
+  EXPECT_EQ(c.dp, 64);
+  EXPECT_EQ(c.grid, 8 * 12 * 2);
+  EXPECT_LE(c.smem, 48 << 10);
+  EXPECT_EQ(cuda::choose_flash_tc_config(p, DType::kF32, "sm_90", 227 << 10).bm, 0);
+  EXPECT_EQ(cuda::choose_flash_tc_config(p, DType::kF16, "sm_75", 227 << 10).bm, 0);
+  EXPECT_EQ(
+      cuda::choose_flash_tc_config(problem({2}, 9, 9, 160, 160), DType::kBF16, "sm_90", 227 << 10)
+          .bm,
+      0);
+  // Head dim 128 needs more than the default 48 KiB: taken only where the opt-in allows it.
+  auto big = problem({2}, 100, 100, 128, 128);
+  EXPECT_EQ(cuda::choose_flash_tc_config(big, DType::kBF16, "sm_90", 48 << 10).bm, 0);
+  EXPECT_EQ(cuda::choose_flash_tc_config(big, DType::kBF16, "sm_90", 227 << 10).dp, 128);
 }
 
 TEST(CudaCodegen, FlashConfigFollowsDeviceLimits) {

@@ -12,6 +12,9 @@ namespace {
 const char* kFlashSource =
 #include "backends/cuda/cuda_attention_source.inc"
     ;
+const char* kFlashTcSource =
+#include "backends/cuda/cuda_attention_tc_source.inc"
+    ;
 
 bool log_on(const char* topic) {
   const char* v = std::getenv("FERRITE_LOG");
@@ -43,7 +46,45 @@ const char* storage_type(DType t) {
   }
 }
 
+// Shared memory of the tensor-core kernel: Q and K tiles [64][dp + 8], V^T [dp][64 + 8], 2-byte.
+int64_t tc_smem_bytes(int dp) {
+  return 2 * (int64_t{2} * kFlashTcRows * (dp + 8) + int64_t{dp} * (kFlashTcRows + 8));
+}
+
+int sm_version(const std::string& arch) {
+  return arch.rfind("sm_", 0) == 0 ? std::atoi(arch.c_str() + 3) : 0;
+}
+
 }  // namespace
+
+std::string flash_tc_kernel_name(int dp) {
+  return "fe_flash_tc_d" + std::to_string(dp);
+}
+
+std::string flash_tc_module_source(DType dtype, int dp) {
+  if (dtype != DType::kBF16 && dtype != DType::kF16) return {};
+  return std::string("#define FE_T ") + storage_type(dtype) + "\n#define FE_TC_BF16 " +
+         (dtype == DType::kBF16 ? "1" : "0") + "\n" + kFlashSource + kFlashTcSource +
+         "FE_FLASH_TC(" + std::to_string(dp) + ")\n";
+}
+
+FlashConfig choose_flash_tc_config(const FlashProblem& p, DType dtype, const std::string& arch,
+                                   int64_t smem_limit) {
+  FlashConfig c;
+  const char* env = std::getenv("FERRITE_CUDA_FLASH_TC");
+  if (env && (std::string(env) == "0" || std::string(env) == "off")) return c;
+  if ((dtype != DType::kBF16 && dtype != DType::kF16) || sm_version(arch) < 80) return c;
+  const int64_t dmax = std::max(p.D, p.Dv);
+  if (dmax > kFlashMaxHeadDim || p.batch.size() > 4) return c;
+  const int dp = dmax <= 32 ? 32 : dmax <= 64 ? 64 : dmax <= 96 ? 96 : 128;
+  if (tc_smem_bytes(dp) > smem_limit) return c;
+  int64_t nb = 1;
+  for (int64_t d : p.batch) nb *= d;
+  const int64_t grid = nb * ((p.S + kFlashTcRows - 1) / kFlashTcRows);
+  if (grid > 0x7fffffff) return c;
+  c.dp = dp, c.bm = kFlashTcRows, c.bn = 64, c.smem = tc_smem_bytes(dp), c.grid = grid;
+  return c;
+}
 
 std::string flash_kernel_name(int dp, int bm) {
   return "fe_flash_d" + std::to_string(dp) + "_m" + std::to_string(bm);
@@ -135,12 +176,15 @@ Status FlashAttention::run(const FlashProblem& p, DType dtype, const void* q, co
   if (!why.empty() || !storage_type(dtype))
     return err("cuda: fused attention cannot run this call: ",
                why.empty() ? "dtype " + std::string(dtype_name(dtype)) : why);
+  // bf16 / f16 on sm_80+: the tensor-core kernel, else the f32 CUDA-core one.
+  const FlashConfig tc = choose_flash_tc_config(p, dtype, arch_, smem_limit_);
+  const FlashConfig& use = tc.bm ? tc : c;
   FlashParams fp{};
   fp.nb = 1;
   for (int64_t d : p.batch) fp.nb *= d;
   if (fp.nb == 0 || p.S == 0 || p.Dv == 0) return Status::ok();
   fp.S = p.S, fp.T = p.T, fp.D = p.D, fp.Dv = p.Dv;
-  fp.q_tiles = (p.S + c.bm - 1) / c.bm;
+  fp.q_tiles = (p.S + use.bm - 1) / use.bm;
   fp.batch_rank = static_cast<int64_t>(p.batch.size());
   for (size_t d = 0; d < p.batch.size(); ++d) {
     fp.batch_dims[d] = p.batch[d];
@@ -158,7 +202,7 @@ Status FlashAttention::run(const FlashProblem& p, DType dtype, const void* q, co
            reinterpret_cast<uintptr_t>(k) % align == 0 &&
            reinterpret_cast<uintptr_t>(v) % align == 0;
 
-  const std::string name = flash_kernel_name(c.dp, c.bm);
+  const std::string name = tc.bm ? flash_tc_kernel_name(tc.dp) : flash_kernel_name(c.dp, c.bm);
   const std::string key = std::string(dtype_name(dtype)) + ":" + name;
   CUfunction fn = nullptr;
   {
@@ -166,18 +210,19 @@ Status FlashAttention::run(const FlashProblem& p, DType dtype, const void* q, co
     Loaded& l = modules_[key];
     if (!l.fn) {
       FERRITE_ASSIGN_OR_RETURN(CubinResult cr,
-                               compile_to_cubin(flash_module_source(dtype, c.dp, c.bm), arch_,
-                                                "ferrite_flash_" + key, device_key_));
+                               compile_to_cubin(tc.bm ? flash_tc_module_source(dtype, tc.dp)
+                                                      : flash_module_source(dtype, c.dp, c.bm),
+                                                arch_, "ferrite_flash_" + key, device_key_));
       FERRITE_ASSIGN_OR_RETURN(l.module, CubinModule::load(*rt_, cr.cubin));
       l.fn = reinterpret_cast<CUfunction>(l.module->symbol(name));
       if (!l.fn) return err("cuda: kernel ", name, " missing from its module");
     }
-    if (c.smem > l.smem_set && c.smem > (48 << 10)) {
+    if (use.smem > l.smem_set && use.smem > (48 << 10)) {
       FERRITE_RETURN_IF_ERROR(
           check(rt_->api().cuFuncSetAttribute(l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                              static_cast<int>(c.smem)),
+                                              static_cast<int>(use.smem)),
                 "fused attention shared memory"));
-      l.smem_set = c.smem;
+      l.smem_set = use.smem;
     }
     fn = l.fn;
     ++launches_;
@@ -186,12 +231,13 @@ Status FlashAttention::run(const FlashProblem& p, DType dtype, const void* q, co
     note("fused attention " + key + " (" + std::to_string(fp.nb) + " x [" + std::to_string(p.S) +
              " x " + std::to_string(p.T) + "], D " + std::to_string(p.D) + ", Dv " +
              std::to_string(p.Dv) + (p.causal ? ", causal" : "") + (fp.has_mask ? ", mask" : "") +
-             "): " + std::to_string(c.grid) + " blocks, " + std::to_string(c.smem) + " B shared",
+             "): " + std::to_string(use.grid) + " blocks, " + std::to_string(use.smem) +
+             " B shared",
          false);
   void* args[] = {&q, &k, &v, &mask, &out, &fp};
   return check(
-      rt_->api().cuLaunchKernel(fn, static_cast<unsigned>(c.grid), 1, 1, kFlashThreads, 1, 1,
-                                static_cast<unsigned>(c.smem), rt_->stream(), args, nullptr),
+      rt_->api().cuLaunchKernel(fn, static_cast<unsigned>(use.grid), 1, 1, kFlashThreads, 1, 1,
+                                static_cast<unsigned>(use.smem), rt_->stream(), args, nullptr),
       "fused attention launch");
 }
 

@@ -56,6 +56,7 @@ struct FlashConfig {
 };
 
 inline constexpr int kFlashThreads = 128;
+inline constexpr int kFlashTcRows = 64;  // query rows per block of the tensor-core kernel
 inline constexpr int kFlashMaxHeadDim = 128;
 
 // The tiles for `p` on a GPU with `sms` multiprocessors and `smem_limit` bytes of shared memory
@@ -67,6 +68,14 @@ FlashConfig choose_flash_config(const FlashProblem& p, int sms, int64_t smem_lim
 // The CUDA source of the module for one storage type and tile (for the NVRTC compile test).
 std::string flash_module_source(DType dtype, int dp, int bm);
 std::string flash_kernel_name(int dp, int bm);
+
+// The tensor-core kernel (bf16 / f16 storage, mma.sync m16n8k16, sm_80 and later; f32
+// accumulation, P rounded to the storage type): its tiles for `p`, or bm == 0 when it does not
+// take the call (dtype, architecture, head dim > 128, shared memory, FERRITE_CUDA_FLASH_TC=0).
+FlashConfig choose_flash_tc_config(const FlashProblem& p, DType dtype, const std::string& arch,
+                                   int64_t smem_limit);
+std::string flash_tc_module_source(DType dtype, int dp);
+std::string flash_tc_kernel_name(int dp);
 
 class FlashAttention {
  public:
