@@ -13,6 +13,7 @@
 // path): a row of -inf scores only gives 0 and NaN still propagates; it becomes masked_rows_zero=1.
 // The mask must broadcast onto the scores without
 // changing their shape; every removed intermediate must be used only inside the pattern.
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -132,8 +133,8 @@ std::optional<Match> match(const Graph& g, const Uses& uses, const Node& mm2) {
   // Optional additive mask: the operand that is not the (scaled) scores MatMul.
   Value* z = softmax->inputs[0];
   // z is read by the Softmax, and by the guard's ReduceMax when there is one.
-  const bool z_private = guard_max ? used_only_by(g, uses, z, {softmax, guard_max})
-                                   : sole_user(g, uses, z) == softmax;
+  const bool z_private =
+      guard_max ? used_only_by(g, uses, z, {softmax, guard_max}) : sole_user(g, uses, z) == softmax;
   Value* scores = z;
   const Node* user = softmax;
   Node* add = z->producer;
@@ -164,8 +165,10 @@ std::optional<Match> match(const Graph& g, const Uses& uses, const Node& mm2) {
   return m;
 }
 
-// k = kT with its last two axes swapped, as a new Transpose placed before `before`.
-Node* make_k(Graph& g, Value* kt, const Node* before) {
+// k = kT with its last two axes swapped: a new Transpose placed before `before` (*created), or,
+// when kT's own Transpose only swapped them (SDPA's math path), that Transpose's input.
+Value* make_k(Graph& g, Value* kt, const Node* before, Node** created) {
+  *created = nullptr;
   const Shape& s = kt->type.shape;
   if (!s.rank_known() || s.rank() < 2) return nullptr;
   std::vector<int64_t> perm(s.rank());
@@ -176,12 +179,17 @@ Node* make_k(Graph& g, Value* kt, const Node* before) {
     src = t->inputs[0];
   }
   std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i) identity &= perm[i] == static_cast<int64_t>(i);
+  if (identity && src != kt) return src;
   auto it = g.opsets().find("");
   int opset = it == g.opsets().end() ? 13 : it->second;
   Node* k = insert_node(g, "", "Transpose", opset, {src}, {{"perm", Attribute(perm)}}, before,
                         (kt->producer ? kt->producer->name : kt->name) + "_k");
-  if (k && !g.find_value(kt->name + "_k")) g.rename_value(k->outputs[0], kt->name + "_k");
-  return k;
+  if (!k) return nullptr;
+  if (!g.find_value(kt->name + "_k")) g.rename_value(k->outputs[0], kt->name + "_k");
+  *created = k;
+  return k->outputs[0];
 }
 
 class FuseAttention : public Pass {
@@ -200,18 +208,26 @@ class FuseAttention : public Pass {
     for (const Value* v : {m.q, m.kt, m.v})
       if (!v->type.shape.rank_known() || v->type.shape.rank() < 2 || !is_float_dtype(v->type.dtype))
         return false;
-    if (!replaceable(g, uses, m.nodes, m.y, dead)) return false;
+    // kT's own Transpose goes with the pattern when only the scores read it (make_k reads
+    // its input), so that a later pass sees K's producer with no stale user.
+    std::vector<const Node*> nodes = m.nodes;
+    Node* t = producer_op(m.kt, "Transpose");
+    Node* kt_user = sole_user(g, uses, m.kt);
+    if (t && kt_user && std::find(nodes.begin(), nodes.end(), kt_user) != nodes.end())
+      nodes.push_back(t);
+    if (!replaceable(g, uses, nodes, m.y, dead)) return false;
     Node* before = m.y->producer;
-    Node* k = make_k(g, m.kt, before);
-    if (!k) return false;
-    std::vector<Value*> inputs{m.q, k->outputs[0], m.v};
+    Node* k = nullptr;
+    Value* kv = make_k(g, m.kt, before, &k);
+    if (!kv) return false;
+    std::vector<Value*> inputs{m.q, kv, m.v};
     if (m.mask) inputs.push_back(m.mask);
     AttributeMap attrs{{"scale", Attribute(static_cast<float>(m.scale))},
                        {"nan_to_zero", Attribute(int64_t{m.nan_guard ? 1 : 0})}};
     if (m.masked_rows_guard) attrs.emplace("masked_rows_zero", Attribute(int64_t{1}));
-    if (!swap_in_node(g, m.nodes, m.y, dead, kFerriteDomain, "Attention", kFerriteOpset,
+    if (!swap_in_node(g, nodes, m.y, dead, kFerriteDomain, "Attention", kFerriteOpset,
                       std::move(inputs), std::move(attrs), before->name + "_attention")) {
-      discard_node(g, k);
+      if (k) discard_node(g, k);
       return false;
     }
     return true;

@@ -88,8 +88,11 @@ class CudaDevice : public Device {
   // generated kernels until the conv path takes FusedConv's epilogue.
   std::vector<std::string> default_passes() const override {
     std::vector<std::string> passes;
-    for (auto& p : default_pipeline())
+    for (auto& p : default_pipeline()) {
       if (p != "fuse-conv-activation") passes.push_back(p);
+      // bf16/f16 attention that PyTorch widened to f32 runs on the tensor-core kernel.
+      if (p == "fuse-attention") passes.push_back("narrow-attention-precision");
+    }
     return passes;
   }
 
@@ -101,8 +104,9 @@ class CudaDevice : public Device {
     if (!b) return Status::ok();
     const auto& f = (*b)->parts.properties.features;
     if (std::find(f.begin(), f.end(), "bf16") == f.end())
-      return unsupported("device 'cuda' (", (*b)->parts.properties.arch, ") does not run precision ",
-                         precision_name(p), ": it needs compute capability 8.0 or newer");
+      return unsupported("device 'cuda' (", (*b)->parts.properties.arch,
+                         ") does not run precision ", precision_name(p),
+                         ": it needs compute capability 8.0 or newer");
     return Status::ok();
   }
 
