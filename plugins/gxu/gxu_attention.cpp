@@ -1,5 +1,6 @@
 // GXU's fused attention (SDK 1.1 library op ferrite.Attention), f32 in and out:
-// Y = softmax(Q @ K^T * scale + mask [+ causal mask]) @ V per row of scores, computed in double
+// Y = softmax(Q @ K^T * scale + mask [+ causal mask]) @ V per row of scores (with the
+// nan_to_zero and masked_rows_zero guards), computed in double
 // in the order ferrite's reference kernel uses (so that the two agree to the last bits of f32),
 // one (batch, query row) per work item on the compute units.
 #include <cmath>
@@ -63,6 +64,7 @@ fe_status run_attention(const Op& op) {
                            : 1.0 / std::sqrt(static_cast<double>(D));
   const bool causal = op.attr_int("causal", 0) != 0;
   const bool nan_to_zero = op.attr_int("nan_to_zero", 0) != 0;
+  const bool masked_rows_zero = op.attr_int("masked_rows_zero", 0) != 0;
   const auto* pq = static_cast<const float*>(q.data);
   const auto* pk = static_cast<const float*>(k.data);
   const auto* pv = static_cast<const float*>(v.data);
@@ -77,6 +79,7 @@ fe_status run_attention(const Op& op) {
     std::vector<double> p(static_cast<size_t>(L)), acc(static_cast<size_t>(Dv), 0.0);
     const int64_t mrow = has_mask ? mb.base(r) : 0, mcol = has_mask ? mb.last_stride() : 0;
     double mx = kNegInf;
+    bool all_neg_inf = true;
     for (int64_t t = 0; t < L; ++t) {
       double dot = 0;
       for (int64_t d = 0; d < D; ++d)
@@ -86,10 +89,12 @@ fe_status run_attention(const Op& op) {
       if (causal && t > s) x = kNegInf;
       p[t] = x;
       if (x > mx) mx = x;
+      all_neg_inf &= x == kNegInf;
     }
     double sum = 0;  // a row whose max is -inf (or that holds a NaN) gives NaN, as Softmax does
     for (int64_t t = 0; t < L; ++t) sum += (p[t] = std::exp(p[t] - mx));
-    for (int64_t t = 0; t < L; ++t) {
+    // PyTorch's _safe_softmax (masked_rows_zero): a row of -inf scores only gives 0.
+    for (int64_t t = 0; t < L && !(masked_rows_zero && all_neg_inf); ++t) {
       const double w = p[t] / sum;
       if (nan_to_zero && std::isnan(w)) continue;
       for (int64_t d = 0; d < Dv; ++d) acc[d] += w * static_cast<double>(vm[t * Dv + d]);

@@ -160,7 +160,10 @@ typedef struct fe_attr {
  *       act(A @ B(^T) + bias) + residual
  *   FusedConv(X, W, B?, residual?) {Conv's attributes, activation, activation_params}:
  *       act(Conv(X, W, B) + residual)
- *   Attention(Q, K, V, mask?) {scale, causal, nan_to_zero}
+ *   Attention(Q, K, V, mask?) {scale, causal, nan_to_zero, masked_rows_zero}:
+ *       softmax(Q @ K^T * scale + mask [+ causal mask: -inf where t > s]) @ V over the last
+ *       axis, in double; scale defaults to 1/sqrt(D); nan_to_zero: NaN probabilities count as
+ *       0; masked_rows_zero: a row whose scores are all -inf gives 0
  * activation is none, relu, tanh, sigmoid, gelu, gelu_tanh, hard_swish, leaky_relu [alpha],
  * clip [min, max] or hard_sigmoid [alpha, beta]. Absent optional inputs have rank -1. */
 typedef struct fe_op_desc {
