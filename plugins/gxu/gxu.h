@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace gxu {
@@ -51,6 +52,8 @@ int64_t memory_capacity();
 fe_status module_compile(const char* source, size_t len, fe_module* module, const char** log);
 fe_status module_unload(fe_module module);
 fe_status module_get_function(fe_module module, const char* name, fe_function* fn);
+fe_status module_binary(fe_module module, const void** data, size_t* size);
+fe_status module_load(const void* data, size_t size, fe_module* module);
 const char* compiler_identity();
 
 // Launch engine.
@@ -58,5 +61,13 @@ fe_status launch_kernel(fe_function fn, int64_t gx, int64_t gy, int64_t gz, int3
                         int64_t shared, fe_stream stream, const fe_kernel_args* args);
 fe_status synchronize();
 int32_t compute_units();
+// Runs body(0) .. body(n - 1) on the compute units (library kernels use it like a launch).
+void run_on_units(int64_t n, const std::function<void(int64_t)>& body);
+
+// Library ops (SDK 1.1): the vendor's own GEMM, convolution, pooling and data-movement kernels.
+extern const char* const kLibraryOps[];
+extern const int32_t kLibraryOpCount;
+fe_status library_accepts(const fe_op_desc* op, int32_t* accepted);
+fe_status library_run(const fe_op_desc* op, fe_stream stream);
 
 }  // namespace gxu

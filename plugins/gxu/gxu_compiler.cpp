@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ extern char** environ;
 
 struct fe_module_t {
   void* handle;
+  std::string binary;  // the shared object's bytes: what module_binary hands out for caching
 };
 
 namespace gxu {
@@ -114,6 +116,35 @@ RunResult run(const std::vector<std::string>& argv, bool quiet_stderr) {
 
 thread_local std::string compile_log;
 
+// A fresh temp dir, removed with everything in it when the guard goes.
+struct TempDir {
+  std::filesystem::path path;
+  ~TempDir() {
+    std::error_code e;
+    if (!path.empty()) std::filesystem::remove_all(path, e);
+  }
+};
+
+fe_status make_temp_dir(TempDir& dir, const char* who) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path base = fs::temp_directory_path(ec);
+  if (ec || base.empty()) base = "/tmp";
+  std::string buf = (base / "gxu-XXXXXX").string();
+  if (!mkdtemp(buf.data()))
+    return fail(kCompileFailed, std::string(who) + ": cannot create a temp dir in " +
+                                    base.string() + ": " + std::strerror(errno));
+  dir.path = buf;
+  return kSuccess;
+}
+
+bool read_file(const std::string& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return !in.bad();
+}
+
 }  // namespace
 
 const char* compiler_identity() {
@@ -131,24 +162,11 @@ const char* compiler_identity() {
 }
 
 fe_status module_compile(const char* source, size_t len, fe_module* module, const char** log) {
-  namespace fs = std::filesystem;
   if (!source || !module) return fail(kInvalidValue, "gxuModuleCompile: null argument");
-  std::error_code ec;
-  fs::path base = fs::temp_directory_path(ec);
-  if (ec || base.empty()) base = "/tmp";
-  std::string dir_buf = (base / "gxu-XXXXXX").string();
-  if (!mkdtemp(dir_buf.data()))
-    return fail(kCompileFailed, "gxuModuleCompile: cannot create a temp dir in " + base.string() +
-                                    ": " + std::strerror(errno));
-  const fs::path dir = dir_buf;
   // Removed on every return; the loaded module stays mapped after its file is gone.
-  struct Remove {
-    const fs::path& d;
-    ~Remove() {
-      std::error_code e;
-      fs::remove_all(d, e);
-    }
-  } remove{dir};
+  TempDir tmp;
+  if (fe_status st = make_temp_dir(tmp, "gxuModuleCompile"); st != kSuccess) return st;
+  const std::filesystem::path& dir = tmp.path;
   const std::string src = (dir / "module.cpp").string(), so = (dir / "module.so").string();
   {
     std::ofstream out(src, std::ios::binary);
@@ -172,9 +190,37 @@ fe_status module_compile(const char* source, size_t len, fe_module* module, cons
   if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0)
     return fail(kCompileFailed,
                 "gxuModuleCompile: compilation failed: " + compile_log.substr(0, 1500));
+  std::string binary;
+  if (!read_file(so, binary)) return fail(kCompileFailed, "gxuModuleCompile: cannot read " + so);
   void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) return fail(kCompileFailed, std::string("gxuModuleCompile: load failed: ") + dlerror());
-  *module = new fe_module_t{h};
+  *module = new fe_module_t{h, std::move(binary)};
+  return kSuccess;
+}
+
+fe_status module_binary(fe_module module, const void** data, size_t* size) {
+  if (!module || !data || !size) return fail(kInvalidValue, "gxuModuleBinary: null argument");
+  *data = module->binary.data();
+  *size = module->binary.size();
+  return kSuccess;
+}
+
+// A module from the bytes module_binary gave (ferrite's compile cache, a later process): the
+// shared object is written to a temp file only long enough to load it.
+fe_status module_load(const void* data, size_t size, fe_module* module) {
+  if (!data || !size || !module) return fail(kInvalidValue, "gxuModuleLoad: null argument");
+  TempDir tmp;
+  if (fe_status st = make_temp_dir(tmp, "gxuModuleLoad"); st != kSuccess) return st;
+  const std::string so = (tmp.path / "module.so").string();
+  {
+    std::ofstream out(so, std::ios::binary);
+    out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+    out.close();
+    if (!out) return fail(kCompileFailed, "gxuModuleLoad: cannot write " + so);
+  }
+  void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) return fail(kCompileFailed, std::string("gxuModuleLoad: load failed: ") + dlerror());
+  *module = new fe_module_t{h, std::string(static_cast<const char*>(data), size)};
   return kSuccess;
 }
 

@@ -117,6 +117,10 @@ void log_launch(fe_function fn, int64_t grid, int32_t block) {
 
 int32_t compute_units() { return units().size(); }
 
+void run_on_units(int64_t n, const std::function<void(int64_t)>& body) {
+  if (n > 0) units().run(n, body);
+}
+
 fe_status launch_kernel(fe_function fn, int64_t gx, int64_t gy, int64_t gz, int32_t block,
                         int64_t shared, fe_stream stream, const fe_kernel_args* args) {
   if (!fn || !args) return fail(kInvalidValue, "gxuLaunchKernel: null function or arguments");

@@ -1,4 +1,5 @@
 // The plugin's one entry point: GXU's spec and driver functions in the SDK's table.
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -53,6 +54,13 @@ fe_device_spec make_spec() {
   s.host_addressable = 0;
   s.codegen_prelude = nullptr;
   s.compiler_identity = compiler_identity();
+  // SDK 1.1: the element types GXU's kernels handle and the ops its library runs.
+  static const fe_dtype dtypes[] = {FE_DTYPE_F32, FE_DTYPE_F64, FE_DTYPE_I32, FE_DTYPE_I64,
+                                    FE_DTYPE_BOOL};
+  s.dtypes = dtypes;
+  s.dtypes_count = static_cast<int32_t>(sizeof dtypes / sizeof dtypes[0]);
+  s.library_ops = kLibraryOps;
+  s.library_ops_count = kLibraryOpCount;
   return s;
 }
 
@@ -110,6 +118,10 @@ ferrite_device_plugin_v1(void) {
     p.memset_d8 = gxu::memset_d8;
     p.last_error_message = gxu::last_error_message;
     p.elapsed_ns = gxu::elapsed_ns;
+    p.library_accepts = gxu::library_accepts;
+    p.library_run = gxu::library_run;
+    p.module_binary = gxu::module_binary;
+    p.module_load = gxu::module_load;
     return p;
   }();
   return &plugin;

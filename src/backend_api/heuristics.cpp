@@ -24,6 +24,8 @@ LaunchConfig DefaultHeuristics::choose(const Kernel& kernel, int64_t rows, int64
   int64_t block = kernel.is_row() ? std::min<int64_t>(256, std::max(warp, row_len)) : 256;
   block = std::min(block, std::min(lim.max_block, lim.max_warps_per_block * warp));
   block = std::max(warp, block / warp * warp);
+  // Only the warp counts the device allows (a spec may allow 1 and 4 warps, not 2).
+  if (!lim.block_allowed(block)) block = lim.legal_block_near(block);
   // A device's preferred block size wins when it is legal (its spec knows its chip).
   for (int64_t pref : props.preferred_blocks)
     if (lim.block_allowed(pref)) {

@@ -53,6 +53,9 @@ struct DeviceCall {
   std::vector<std::optional<DeviceView>> in;  // nullopt: input absent
   // Device memory for output i of (dtype, dims).
   std::function<Expected<void*>(size_t, DType, const std::vector<int64_t>&)> output;
+  // The dims the graph infers for output i at this run's shape symbols (ops that do not compute
+  // their output shape themselves: a plugin's library ops).
+  std::function<Expected<std::vector<int64_t>>(size_t)> output_dims;
   // Device scratch valid for the rest of the step.
   std::function<Expected<void*>(size_t)> scratch;
   // Device word an op sets to `error_tag` on invalid data (Gather's indices); the executor

@@ -19,6 +19,9 @@ struct LaunchLimits {
   int64_t max_block = 1;  // threads per block (1: the block is one host thread)
   int64_t warp_size = 1;  // SIMT width; blocks are made of whole warps
   int64_t max_warps_per_block = std::numeric_limits<int64_t>::max();
+  // The exact warp counts a block may have, ascending (a plugin's allowed_num_warps); empty:
+  // any count up to max_warps_per_block.
+  std::vector<int64_t> allowed_warps;
   int64_t max_grid = std::numeric_limits<int64_t>::max();
   // A grid g is allowed when g <= grid_any_upto or g % grid_multiple == 0 (and g <= max_grid).
   int64_t grid_any_upto = std::numeric_limits<int64_t>::max();
@@ -26,6 +29,8 @@ struct LaunchLimits {
 
   bool grid_allowed(int64_t g) const;
   bool block_allowed(int64_t b) const;
+  // The largest allowed block <= b, else the smallest allowed block; 0 when none is allowed.
+  int64_t legal_block_near(int64_t b) const;
   // The largest allowed grid <= g (at least 1).
   int64_t clamp_grid(int64_t g) const;
 };

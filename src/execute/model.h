@@ -74,6 +74,7 @@ class Model : public PreparedModel {
     int kernels = 0, library = 0, host_resident = 0, fallbacks = 0, cached = 0, nondet_host = 0;
     int64_t d2h_bytes = 0;
     std::string fallback_ops;
+    std::string data_ops;  // op types of the host steps on data (nondet_host)
     bool flag_used = false;
   };
 

@@ -149,6 +149,7 @@ Status Model::run_host_library(size_t si) {
 
 Expected<bool> Model::run_device_library(size_t si, const LibraryOp& op) {
   const Step& s = lg_.steps[si];
+  const Node& node = *s.node;
   DeviceCall call;
   for (size_t i = 0; i < s.inputs.size(); ++i) {
     if (s.inputs[i] < 0) {
@@ -168,6 +169,12 @@ Expected<bool> Model::run_device_library(size_t si, const LibraryOp& op) {
   call.output = [&](size_t i, DType dtype, const std::vector<int64_t>& dims) -> Expected<void*> {
     if (i >= s.outputs.size() || s.outputs[i] < 0) return call.scratch(byte_count(dtype, dims));
     return place(s.outputs[i], dtype, dims);
+  };
+  call.output_dims = [&](size_t i) -> Expected<std::vector<int64_t>> {
+    const Value* v = i < node.outputs.size() ? node.outputs[i] : nullptr;
+    if (!v || !v->type.shape.rank_known())
+      return err(node.describe(), ": output ", i, " has no inferred shape");
+    return eval_dims(v->type.shape.dims(), bind_.names, name_);
   };
   call.error_flag = static_cast<int*>(flag_);
   call.tf32 = tf32_;
@@ -195,10 +202,13 @@ Status Model::run_on_host(size_t si, std::vector<Tensor> ins, bool resident) {
       o = Slot{};
       set_host(s.outputs[i], outs[i]);
     }
-  if (plan_.fixed_step[si])
+  if (plan_.fixed_step[si]) {
     state_->fixed_outputs[si] = outs;
-  else
+  } else {
     ++run_stats_.nondet_host;
+    if (run_stats_.data_ops.find(s.node->op_type) == std::string::npos)
+      run_stats_.data_ops += (run_stats_.data_ops.empty() ? "" : " ") + s.node->op_type;
+  }
   path_ = resident ? "host" : "host fallback";
   if (resident) {
     ++run_stats_.host_resident;

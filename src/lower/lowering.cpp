@@ -35,6 +35,10 @@ class Lowerer {
   Lowerer(const Graph& g, const LoweringOptions& opts) : g_(g), opts_(opts) {}
 
   bool kernel_dtype(DType t) const {
+    if (!opts_.kernel_dtypes.empty() &&
+        std::find(opts_.kernel_dtypes.begin(), opts_.kernel_dtypes.end(), t) ==
+            opts_.kernel_dtypes.end())
+      return false;
     return t == DType::kF32 || t == DType::kF64 || t == DType::kI32 || t == DType::kI64 ||
            t == DType::kBool || (opts_.low_precision_kernels && is_low_float(t));
   }

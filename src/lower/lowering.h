@@ -66,6 +66,9 @@ struct LoweringOptions {
   // store rounds to the output's dtype); without it such values go to library steps. Only for
   // dialects whose prelude defines fe_bf16_to_float & co (cpu, cuda).
   bool low_precision_kernels = false;
+  // The element types the device runs generated kernels over (DeviceProperties::dtypes of a
+  // plugin); values of other types go to library steps. Empty: no restriction.
+  std::vector<DType> kernel_dtypes;
 };
 
 Expected<LoweredGraph> lower_graph(const Graph& g, const LoweringOptions& opts = {});

@@ -1,5 +1,6 @@
 #include "plugin_host/plugin_device.h"
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 
@@ -7,6 +8,8 @@
 #include "codegen/cpp_source.h"
 #include "execute/executor.h"
 #include "passes/pass.h"
+#include "plugin_host/plugin_library.h"
+#include "runtime/compile_cache.h"
 
 namespace ferrite {
 
@@ -76,28 +79,72 @@ class PluginModule : public LoadedModule {
   fe_module m_;
 };
 
+// The plugin's module_compile behind ferrite's compile cache: where the plugin can give a
+// module's bytes and load them again (SDK 1.1 module_binary / module_load), a compile is stored
+// under a key of the source, the device properties (the whole spec) and the compiler identity,
+// and a later process loads it instead of compiling. Without the pair every prepare compiles.
 class PluginCompiler : public KernelCompiler {
  public:
-  explicit PluginCompiler(std::shared_ptr<LoadedPlugin> p) : p_(std::move(p)) {}
+  PluginCompiler(std::shared_ptr<LoadedPlugin> p, std::string device_key)
+      : p_(std::move(p)), device_key_(std::move(device_key)) {}
   std::string identity() const override {
     const char* id = p_->api->spec->compiler_identity;
     return id ? id : "unnamed";
   }
   Expected<CompiledModule> compile(const std::string& source, const std::string& tag) override {
     auto t0 = std::chrono::steady_clock::now();
+    const fe_device_plugin& api = *p_->api;
+    const bool cacheable = api.module_binary && api.module_load;
+    CompileCache& cache = CompileCache::global();
+    const std::string id = identity();
+    CacheKey key = make_compile_key({source, FE_KERNEL_ABI_GRID, device_key_, id, "plugin-module"});
+    std::string note =
+        cacheable ? "" : "the plugin cannot serialize modules (SDK 1.1 module_binary)";
+    if (cacheable && cache.enabled()) {
+      auto hit = cache.get(key);
+      if (hit.hit()) {
+        fe_module m = nullptr;
+        const std::string& bytes = hit.value->payload;
+        fe_status st = api.module_load(bytes.data(), bytes.size(), &m);
+        if (st == FE_OK && m) return finish(m, t0, true, "");
+        note = "cached module failed to load; recompiling: " + describe(api, st);
+      } else if (!hit.reason.empty()) {
+        note = hit.reason;
+      }
+    }
     fe_module m = nullptr;
     const char* log = nullptr;
-    fe_status st = p_->api->module_compile(source.data(), source.size(), &m, &log);
-    if (st != FE_OK) return check(*p_->api, st, "module_compile");
+    fe_status st = api.module_compile(source.data(), source.size(), &m, &log);
+    if (st != FE_OK) return check(api, st, "module_compile");
+    if (cacheable && cache.enabled()) {
+      const void* data = nullptr;
+      size_t size = 0;
+      // A module that cannot be stored still runs: the cache only saves the next compile.
+      fe_status bst = api.module_binary(m, &data, &size);
+      if (bst == FE_OK && data && size > 0) {
+        Status put = cache.put(key, std::string_view(static_cast<const char*>(data), size), tag);
+        if (!put && note.empty()) note = put.message();
+      } else if (note.empty()) {
+        note = "module_binary gave no bytes: " + describe(api, bst);
+      }
+    }
+    return finish(m, t0, false, std::move(note));
+  }
+
+ private:
+  CompiledModule finish(fe_module m, std::chrono::steady_clock::time_point t0, bool hit,
+                        std::string note) {
     CompiledModule out;
     out.module = std::make_unique<PluginModule>(p_, m);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     out.artifact = p_->path;
+    out.cache_hit = hit;
+    out.cache_note = std::move(note);
     return out;
   }
 
- private:
   std::shared_ptr<LoadedPlugin> p_;
+  std::string device_key_;
 };
 
 class GridDialect : public CodegenDialect {
@@ -126,14 +173,19 @@ class PluginDevice : public Device {
     return parts_->properties.model + ", device SDK plugin";
   }
   DeviceProperties properties() const override { return parts_->properties; }
-  // The default pipeline without the rewrites into ferrite.* library ops (FusedMatMul,
-  // FusedConv, Attention): a plugin has no library kernels for them, while plain MatMul/Gemm
-  // lower to generated kernels with their bias and activation fused into the store.
+  // The default pipeline, with each rewrite into a ferrite.* library op (FusedMatMul, FusedConv,
+  // Attention) only where the plugin's library runs that op: otherwise plain MatMul/Gemm lower to
+  // generated kernels with their bias and activation fused into the store, which a fused node
+  // would lose.
   std::vector<std::string> default_passes() const override {
+    const fe_device_spec& spec = *p_->api->spec;
     std::vector<std::string> passes;
-    for (auto& p : default_pipeline())
-      if (p != "fuse-matmul-epilogue" && p != "fuse-conv-activation" && p != "fuse-attention")
-        passes.push_back(p);
+    for (auto& p : default_pipeline()) {
+      if (p == "fuse-matmul-epilogue" && !plugin_lists_op(spec, "ferrite", "FusedMatMul")) continue;
+      if (p == "fuse-conv-activation" && !plugin_lists_op(spec, "ferrite", "FusedConv")) continue;
+      if (p == "fuse-attention" && !plugin_lists_op(spec, "ferrite", "Attention")) continue;
+      passes.push_back(p);
+    }
     return passes;
   }
   Expected<std::unique_ptr<PreparedModel>> prepare(const Graph& graph,
@@ -144,7 +196,18 @@ class PluginDevice : public Device {
                          "module_compile), so it cannot run generated kernels");
     ExecutorConfig cfg;
     cfg.lowering.horizontal_fusion = true;  // the grid dialect stores extra outputs
-    cfg.lowering.generate_matmul = true;    // the SDK has no library GEMM: generate it
+    // Kernels only over the element types the plugin declares (bf16 / f16 storage kernels are
+    // not generated for plugins: such values run in library steps).
+    cfg.lowering.kernel_dtypes = parts_->properties.dtypes;
+    // MatMul and Gemm are generated unless the plugin's library runs both (then a node it
+    // declines runs on the host: a vendor GEMM that takes only some shapes should list neither).
+    const fe_device_spec& spec = *p_->api->spec;
+    cfg.lowering.generate_matmul =
+        !(plugin_lists_op(spec, "", "MatMul") && plugin_lists_op(spec, "", "Gemm"));
+    if (parts_->library) {
+      cfg.library_state = const_cast<fe_device_plugin*>(p_->api);
+      cfg.state_owner = p_;  // the table the state points at
+    }
     auto p = p_;
     cfg.launch = [p](void* fn, const LaunchConfig& c, const std::vector<void*>& bufs,
                      const std::vector<int64_t>& syms, int64_t) -> Status {
@@ -179,14 +242,28 @@ DeviceProperties properties_from_spec(const fe_device_spec& s) {
     if (s.preferred_block_sizes[i] > 0) p.preferred_blocks.push_back(s.preferred_block_sizes[i]);
   p.launch.warp_size = std::max(1, s.warp_size);
   p.launch.max_block = std::max(1, s.max_threads_per_block);
+  // The exact list: a spec allowing 1 and 4 warps forbids 2 (SDK 1.0 hosts kept only the maximum).
   int max_warps = 0;
-  for (int i = 0; i < s.allowed_num_warps_count && i < 8; ++i)
-    max_warps = std::max(max_warps, s.allowed_num_warps[i]);
+  for (int i = 0; i < s.allowed_num_warps_count && i < 8; ++i) {
+    const int w = s.allowed_num_warps[i];
+    if (w <= 0 || std::count(p.launch.allowed_warps.begin(), p.launch.allowed_warps.end(), w))
+      continue;
+    p.launch.allowed_warps.push_back(w);
+    max_warps = std::max(max_warps, w);
+  }
+  std::sort(p.launch.allowed_warps.begin(), p.launch.allowed_warps.end());
   if (max_warps > 0) p.launch.max_warps_per_block = max_warps;
   if (s.grid[0].max > 0) p.launch.max_grid = s.grid[0].max;
   if (s.grid[0].any_upto > 0) p.launch.grid_any_upto = s.grid[0].any_upto;
   if (s.grid[0].multiple > 0) p.launch.grid_multiple = s.grid[0].multiple;
-  p.dtypes = {DType::kF32, DType::kF64, DType::kI32, DType::kI64, DType::kBool};
+  // The plugin's element types (SDK 1.1); SDK 1.0's fixed list when it declares none.
+  for (int i = 0; i < s.dtypes_count && s.dtypes; ++i) {
+    auto t = dtype_from_onnx(s.dtypes[i]);
+    if (t && std::find(p.dtypes.begin(), p.dtypes.end(), *t) == p.dtypes.end())
+      p.dtypes.push_back(*t);
+  }
+  if (p.dtypes.empty())
+    p.dtypes = {DType::kF32, DType::kF64, DType::kI32, DType::kI64, DType::kBool};
   p.host_addressable = s.host_addressable != 0;
   if (s.compiler_identity) p.features.push_back(std::string("cc:") + s.compiler_identity);
   return p;
@@ -201,8 +278,9 @@ Expected<std::unique_ptr<Device>> make_plugin_device(std::shared_ptr<LoadedPlugi
   auto parts = std::make_shared<BackendParts>();
   parts->properties = properties_from_spec(*api.spec);
   parts->runtime = std::make_unique<PluginRuntime>(plugin);
+  parts->library = make_plugin_library(*plugin);
   if (api.module_compile) {
-    parts->compiler = std::make_unique<PluginCompiler>(plugin);
+    parts->compiler = std::make_unique<PluginCompiler>(plugin, parts->properties.cache_key());
     parts->dialect = std::make_unique<GridDialect>(
         api.spec->codegen_prelude ? api.spec->codegen_prelude : "");
   }

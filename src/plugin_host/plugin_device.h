@@ -1,7 +1,9 @@
 // A Device made from a loaded plugin: the plugin's spec becomes DeviceProperties, its driver
-// functions the DeviceRuntime, its module functions the KernelCompiler; the grid dialect
-// (codegen/cpp_source.h, grid_launch) generates the kernels; the shared executor
-// (execute/executor.h) runs them, launching through the plugin's launch_kernel.
+// functions the DeviceRuntime, its module functions the KernelCompiler (behind the compile cache
+// where the plugin has module_binary / module_load), its library ops (SDK 1.1) the LibraryOps
+// (plugin_library.h); the grid dialect (codegen/cpp_source.h, grid_launch) generates the kernels;
+// the shared executor (execute/executor.h) runs them, launching through the plugin's
+// launch_kernel. A plugin without module_compile is listed but cannot prepare models.
 #pragma once
 
 #include <memory>

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -31,6 +33,14 @@ bool valid_name(const char* n) {
 }
 
 }  // namespace
+
+// The 1.0 tables end where the first 1.1 member begins (minor versions only append).
+size_t sdk_1_0_plugin_size() {
+  return offsetof(fe_device_plugin, library_accepts);
+}
+size_t sdk_1_0_spec_size() {
+  return offsetof(fe_device_spec, dtypes);
+}
 
 std::vector<std::string> plugin_search_files() {
   std::vector<std::string> dirs_and_files;
@@ -86,14 +96,27 @@ Expected<LoadedPlugin> load_plugin(const std::string& path) {
     return refuse("built for device SDK ", api->sdk_major, ".", api->sdk_minor, ", this ferrite ",
                   "provides SDK ", FE_SDK_VERSION_MAJOR, ".", FE_SDK_VERSION_MINOR,
                   " (rebuild the plugin against this ferrite's headers)");
-  if (api->struct_size < sizeof(fe_device_plugin))
-    return refuse("plugin table is ", api->struct_size, " bytes, SDK ", FE_SDK_VERSION_MAJOR, ".",
-                  FE_SDK_VERSION_MINOR, " needs ", sizeof(fe_device_plugin));
-  const fe_device_spec* spec = api->spec;
-  if (!spec || spec->struct_size < sizeof(fe_device_spec))
+  if (api->struct_size < sdk_1_0_plugin_size())
+    return refuse("plugin table is ", api->struct_size, " bytes, SDK ", FE_SDK_VERSION_MAJOR,
+                  ".0 needs at least ", sdk_1_0_plugin_size());
+  if (!api->spec || api->spec->struct_size < sdk_1_0_spec_size())
     return refuse("missing or truncated device spec");
-  if (!valid_name(spec->name))
-    return refuse("device name must be [a-z0-9_]+ (got '", spec->name ? spec->name : "", "')");
+  // Copies of what the plugin has, the rest zero: an older plugin's table ends before the
+  // members added since, and a newer struct_size (same minor, larger by padding) is cut.
+  auto spec = std::make_shared<fe_device_spec>();
+  std::memset(spec.get(), 0, sizeof(fe_device_spec));
+  std::memcpy(spec.get(), api->spec,
+              std::min<size_t>(api->spec->struct_size, sizeof(fe_device_spec)));
+  auto table = std::make_shared<fe_device_plugin>();
+  std::memset(table.get(), 0, sizeof(fe_device_plugin));
+  std::memcpy(table.get(), api, std::min<size_t>(api->struct_size, sizeof(fe_device_plugin)));
+  table->spec = spec.get();
+  const uint32_t minor = api->sdk_minor;
+  api = table.get();
+  const fe_device_spec* spec_ptr = spec.get();
+  if (!valid_name(spec_ptr->name))
+    return refuse("device name must be [a-z0-9_]+ (got '", spec_ptr->name ? spec_ptr->name : "",
+                  "')");
   const char* missing = !api->get_device_count ? "get_device_count"
                         : !api->set_device     ? "set_device"
                         : !api->malloc         ? "malloc"
@@ -112,7 +135,27 @@ Expected<LoadedPlugin> load_plugin(const std::string& path) {
   if (any_compile && !all_compile)
     return refuse("module_compile, module_unload, module_get_function and launch_kernel come "
                   "as a group: provide all or none");
-  return LoadedPlugin{path, h, api};
+  if (!api->library_accepts != !api->library_run)
+    return refuse("library_accepts and library_run come as a group: provide both or neither");
+  if (!api->module_binary != !api->module_load)
+    return refuse("module_binary and module_load come as a pair: provide both or neither");
+  if (spec_ptr->dtypes_count < 0 || spec_ptr->dtypes_count > 64 ||
+      (spec_ptr->dtypes_count > 0 && !spec_ptr->dtypes))
+    return refuse("device spec: dtypes_count ", spec_ptr->dtypes_count, " without a list");
+  if (spec_ptr->library_ops_count < 0 || spec_ptr->library_ops_count > 256 ||
+      (spec_ptr->library_ops_count > 0 && !spec_ptr->library_ops))
+    return refuse("device spec: library_ops_count ", spec_ptr->library_ops_count,
+                  " without a list");
+  if (spec_ptr->library_ops_count > 0 && !api->library_run)
+    return refuse("device spec lists library ops but the plugin has no library_run");
+  LoadedPlugin loaded;
+  loaded.path = path;
+  loaded.handle = h;
+  loaded.api = api;
+  loaded.sdk_minor = minor;
+  loaded.table = std::move(table);
+  loaded.spec = std::move(spec);
+  return loaded;
 }
 
 void register_plugin_devices(DeviceRegistry& r) {

@@ -51,13 +51,14 @@ std::vector<LaunchConfig> tuning_candidates(const Kernel& k, int64_t rows, int64
                                             const DeviceProperties& props,
                                             const LaunchConfig& heuristic) {
   const LaunchLimits& lim = props.launch;
-  std::vector<LaunchConfig> out{heuristic};
+  std::vector<LaunchConfig> out;
   auto add = [&](LaunchConfig c) {
     if (!lim.grid_allowed(c.grid) || !lim.block_allowed(c.block)) return;
     for (const auto& o : out)
       if (same(o, c)) return;
     out.push_back(c);
   };
+  add(heuristic);  // first, when it is legal
   rows = std::max<int64_t>(rows, 1);
   if (lim.max_block <= 1) {
     // Host: how many rows a pool task takes (fewer: better balance; more: less dispatch).
@@ -79,8 +80,11 @@ std::vector<LaunchConfig> tuning_candidates(const Kernel& k, int64_t rows, int64
   int64_t warp = std::max<int64_t>(lim.warp_size, 1);
   for (int64_t pref : props.preferred_blocks)
     if (lim.block_allowed(pref)) blocks.push_back(pref);
-  for (int64_t w = 1; w <= 32 && w * warp <= lim.max_block; w *= 2)
-    if (w <= lim.max_warps_per_block &&
+  std::vector<int64_t> warps = lim.allowed_warps;  // exact counts, or powers of two
+  if (warps.empty())
+    for (int64_t w = 1; w <= 32; w *= 2) warps.push_back(w);
+  for (int64_t w : warps)
+    if (lim.block_allowed(w * warp) &&
         std::find(blocks.begin(), blocks.end(), w * warp) == blocks.end())
       blocks.push_back(w * warp);
   int64_t cu = std::max(1, props.compute_units);

@@ -21,9 +21,23 @@ rm -rf "$out"
 # A plugin accelerator logs its launches (GXU_LAUNCH_LOG); every one must have been legal.
 launch_log="$out.launches.log"
 rm -f "$launch_log"
-GXU_LAUNCH_LOG="$launch_log" "$ferrite" run "$work/model.onnx" "${sets[@]}" --device "$device" \
-  --passes "$passes" --precision "$precision" --check --output-dir "$out"
+# The executor's step summary (FERRITE_LOG=fallback): on gxu every step over data must run on the
+# device, leaving only shape arithmetic (values fixed by the shape symbols) on the host.
+step_log="$out.steps.log"
+if ! FERRITE_LOG=fallback GXU_LAUNCH_LOG="$launch_log" "$ferrite" run "$work/model.onnx" \
+  "${sets[@]}" --device "$device" --passes "$passes" --precision "$precision" --check \
+  --output-dir "$out" 2>"$step_log"; then
+  cat "$step_log" >&2
+  exit 1
+fi
+cat "$step_log" >&2
 if [ "$device" = gxu ]; then
+  summary=$(grep '^\[fallback\] gxu: ' "$step_log" | tail -n 1 || true)
+  echo "gxu steps: ${summary#\[fallback\] gxu: }"
+  if [ -z "$summary" ] || ! grep -q '; 0 host steps on data' <<<"$summary"; then
+    echo "FAIL: gxu ran steps over data on the host ($step_log)"
+    exit 1
+  fi
   launches=0 illegal=0
   if [ -f "$launch_log" ]; then
     launches=$(grep -c '^launch ' "$launch_log" || true)
