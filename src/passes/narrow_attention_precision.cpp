@@ -18,14 +18,15 @@ namespace {
 
 using namespace rewrite;
 
-// v = Cast<f32>(x) with x of dtype `t`; returns x, adding the Cast to `nodes`.
+// v = Cast<f32>(x) with x of dtype `t`; returns x. The Cast joins the removed `nodes` when
+// `user` is its only reader; a shared one (BERT's mask, widened once for every layer) stays.
 Value* widened_from(const Graph& g, const Uses& uses, Value* v, const Node* user, DType t,
                     std::vector<const Node*>& nodes) {
   Node* c = producer_op(v, "Cast");
   if (!c || c->inputs.size() != 1 || v->type.dtype != DType::kF32 ||
-      c->inputs[0]->type.dtype != t || sole_user(g, uses, v) != user)
+      c->inputs[0]->type.dtype != t)
     return nullptr;
-  nodes.push_back(c);
+  if (sole_user(g, uses, v) == user) nodes.push_back(c);
   return c->inputs[0];
 }
 
