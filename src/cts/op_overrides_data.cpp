@@ -486,6 +486,41 @@ void completeness_ops(std::map<std::string, CaseFn>& m) {
                {in("x", kF32, {1, 8, 3, 1}), ints("n", {10}, true), ints("axis", {-3}, true)},
                {{"onesided", i(1)}}));
   };
+  m["STFT"] = [](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(single(s.name, "window",
+                         {in("x", kF32, {2, 32, 1}), ints("step", {4}, true),
+                          cst("w", kF32, {8}, V::uniform(0, 1))}));
+    out.push_back(single(
+        s.name, "two-sided-length",
+        {in("x", kF32, {1, 20, 2}), ints("step", {3}, true), omitted(), ints("len", {6}, true)},
+        {{"onesided", i(0)}}));
+  };
+  m["TfIdfVectorizer"] = [](const OpSchema& s, std::vector<Case>& out) {
+    Attrs a = {{"min_gram_length", i(1)},
+               {"max_gram_length", i(2)},
+               {"max_skip_count", i(2)},
+               {"mode", "TFIDF"},
+               {"ngram_counts", I({0, 3})},
+               {"ngram_indexes", I({0, 1, 2, 3, 4})},
+               {"pool_int64s", I({1, 2, 3, 1, 2, 2, 3})},
+               {"weights", Attribute(std::vector<float>{0.5f, 1, 2, 1.5f, 3})}};
+    out.push_back(single(s.name, "batch", {in("x", kI64, {2, 7}, V::ints(0, 4))}, a));
+  };
+  m["ConvInteger"] = [](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(single(
+        s.name, "u8-padded",
+        {in("x", kU8, {1, 2, 5, 5}, V::ints(0, 255)), cst("w", kU8, {3, 2, 3, 3}, V::ints(0, 255)),
+         cst("xz", kU8, {}, {128}), cst("wz", kU8, {}, {100})},
+        {{"pads", I({1, 1, 1, 1})}}));
+  };
+  m["QLinearConv"] = [](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(single(s.name, "u8-bias",
+                         {in("x", kU8, {1, 2, 4, 4}, V::ints(0, 255)), cst("xs", kF32, {}, {0.02}),
+                          cst("xz", kU8, {}, {128}), cst("w", kU8, {3, 2, 2, 2}, V::ints(0, 255)),
+                          cst("ws", kF32, {3}, {0.01, 0.02, 0.03}), cst("wz", kU8, {}, {120}),
+                          cst("ys", kF32, {}, {0.5}), cst("yz", kU8, {}, {100}),
+                          cst("b", kI32, {3}, {-50, 0, 70})}));
+  };
   m["GridSample"] = [](const OpSchema& s, std::vector<Case>& out) {
     auto g = V::uniform(-1.2, 1.2);
     out.push_back(single(s.name, "linear-zeros",
