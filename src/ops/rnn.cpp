@@ -1,4 +1,4 @@
-// Recurrent layers (opset 14): RNN, GRU and LSTM, forward, reverse or bidirectional, with
+// Recurrent layers (opset 7 and 14): RNN, GRU and LSTM, forward, reverse or bidirectional, with
 // sequence_lens, initial states, layout 0 ([seq, batch, ...]) or 1 ([batch, seq, ...]), the
 // activation list, clip, GRU's linear_before_reset and LSTM's peepholes and input_forget.
 // The reference kernels step through time in double.
@@ -312,7 +312,8 @@ void register_rnn_ops(OpRegistry& r) {
   for (const auto& [name, kind] : cells) {
     Cell cell = kind;
     OpSchemaBuilder b(name);
-    b.versions(14)
+    // Opset 13 still has RNN/GRU/LSTM-7, which is -14 without `layout` (that is, layout 0).
+    b.versions(13)
         .inputs(3, cell == Cell::kLstm ? 8 : 6)
         .outputs(0, cell == Cell::kLstm ? 3 : 2)
         .optional_attr("activation_alpha", AttrType::kFloats)
