@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "ops/op_schema.h"
 #include "test_util.h"
 
 namespace ferrite::testing {

@@ -120,8 +120,7 @@ Status legacy_broadcast(UpgradeContext& c) {
   int64_t ra = static_cast<int64_t>(a->shape.rank()), rb = static_cast<int64_t>(b->shape.rank());
   if (axis < 0) axis += ra;
   if (axis < 0 || axis + rb > ra)
-    return err(n.describe(), ": broadcast axis ", n.attr_int("axis"), " does not fit ranks ", ra,
-               " and ", rb);
+    return err(n.describe(), ": broadcast axis ", axis, " does not fit ranks ", ra, " and ", rb);
   if (axis + rb == ra) return Status::ok();
   std::vector<int64_t> axes;
   for (int64_t k = rb; k < ra - axis; ++k) axes.push_back(k);
