@@ -15,6 +15,8 @@ void register_signal_ops(OpRegistry& r);        // signal.cpp: windows, DFT, STF
 void register_col2im_ops(OpRegistry& r);        // col2im.cpp
 void register_tfidf_ops(OpRegistry& r);         // tfidf.cpp: TfIdfVectorizer
 void register_conv_integer_ops(OpRegistry& r);  // conv_integer.cpp: ConvInteger, QLinearConv
+void register_training_ops(OpRegistry& r);      // training.cpp: Adagrad, Momentum, Adam
+void register_ml_ops(OpRegistry& r);            // ml.cpp: Binarizer, ArrayFeatureExtractor
 
 namespace {
 
@@ -417,6 +419,8 @@ void register_misc_ops(OpRegistry& r) {
   register_col2im_ops(r);
   register_tfidf_ops(r);
   register_conv_integer_ops(r);
+  register_training_ops(r);
+  register_ml_ops(r);
 }
 
 }  // namespace ferrite

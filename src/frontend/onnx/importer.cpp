@@ -156,20 +156,17 @@ Expected<std::unique_ptr<Graph>> import_model(const onnx::ModelProto& model,
       return err("opset_import lists domain '", shown, "' twice, with versions ", it->second,
                  " and ", version);
   }
+  // A model may import only other domains (ai.onnx.ml, ai.onnx.preview.training); each node's
+  // domain is checked against the imports below.
   auto def = g.opsets().find("");
-  if (def == g.opsets().end()) {
-    std::string domains;
-    for (const auto& [d, v] : g.opsets()) domains += (domains.empty() ? "" : ", ") + d;
-    return unsupported("model imports only the domains ", domains,
-                       ", not the default ONNX domain");
-  }
-  if (def->second < kMinConvertibleOpset || def->second > kMaxOnnxOpset)
+  if (def != g.opsets().end() &&
+      (def->second < kMinConvertibleOpset || def->second > kMaxOnnxOpset))
     return unsupported("model uses ONNX opset ", def->second, "; ferrite supports opsets ",
                        kMinConvertibleOpset, " to ", kMaxOnnxOpset, " (below ", kMinOnnxOpset,
                        " through the version converter)");
   // Default-domain nodes of an older model get their schema from the version converter, which
   // upgrades them while inferring (its adapters need their inputs' types).
-  const bool upgrade = def->second < kMinOnnxOpset;
+  const bool upgrade = def != g.opsets().end() && def->second < kMinOnnxOpset;
 
   const onnx::GraphProto& gp = model.graph();
   g.name = gp.name();
