@@ -622,6 +622,46 @@ void completeness_ops(std::map<std::string, CaseFn>& m) {
                          {in("x", kF32, {2, 4, 9}), ints("img", {5, 5}), ints("blk", {2, 2})},
                          {{"strides", I({2, 2})}, {"pads", I({1, 1, 1, 1})}}));
   };
+  const std::string ml = "ai.onnx.ml", training = "ai.onnx.preview.training";
+  m[ml + ".Binarizer"] = [ml](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(
+        single(s.name, "f32", {in("x", kF32, {3, 4})}, {{"threshold", Attribute(0.5f)}}, 1, ml));
+    out.push_back(single(s.name, "i64", {in("x", kI64, {5})}, {}, 1, ml));
+  };
+  m[ml + ".ArrayFeatureExtractor"] = [ml](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(single(s.name, "f32", {in("x", kF32, {3, 5}), ints("i", {4, 0, 2})}, {}, 1, ml));
+    out.push_back(single(s.name, "i64-1d", {in("x", kI64, {6}), ints("i", {5, 5})}, {}, 1, ml));
+  };
+  // Two tensors of different shapes per optimizer; states are non-negative where they are sums
+  // of squares.
+  auto step_inputs = [](int states) {
+    std::vector<TensorSpec> v = {cst("r", kF32, {}, {0.1}), ints("t", {3}, true),
+                                 in("x1", kF32, {3}),       in("x2", kF32, {2, 2}),
+                                 in("g1", kF32, {3}),       in("g2", kF32, {2, 2})};
+    for (int k = 0; k < states; ++k) {
+      v.push_back(in("s" + std::to_string(k) + "a", kF32, {3}, V::uniform(0, 1)));
+      v.push_back(in("s" + std::to_string(k) + "b", kF32, {2, 2}, V::uniform(0, 1)));
+    }
+    return v;
+  };
+  m[training + ".Adagrad"] = [=](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(single(s.name, "two", step_inputs(1),
+                         {{"epsilon", Attribute(1e-5f)}, {"decay_factor", Attribute(0.1f)}}, 4,
+                         training));
+  };
+  m[training + ".Momentum"] = [=](const OpSchema& s, std::vector<Case>& out) {
+    for (const char* mode : {"standard", "nesterov"})
+      out.push_back(single(s.name, mode, step_inputs(1),
+                           {{"alpha", Attribute(0.9f)},
+                            {"beta", Attribute(0.1f)},
+                            {"mode", mode},
+                            {"norm_coefficient", Attribute(0.01f)}},
+                           4, training));
+  };
+  m[training + ".Adam"] = [=](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(
+        single(s.name, "two", step_inputs(2), {{"epsilon", Attribute(1e-6f)}}, 6, training));
+  };
   m["RNN"] = m["GRU"] = m["LSTM"] = [](const OpSchema& s, std::vector<Case>& out) {
     const int64_t g = s.name == "RNN" ? 1 : s.name == "GRU" ? 3 : 4;
     const int outs = s.name == "LSTM" ? 3 : 2;
