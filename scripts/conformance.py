@@ -71,8 +71,11 @@ def main():
     for r in results:
         # Ops and opset as ONNX itself reads them (ferrite may refuse the model before listing them).
         model = onnx.load(os.path.join(node_dir, r["name"], "model.onnx"), load_external_data=False)
-        ops = sorted({n.op_type for n in model.graph.node})
-        r["opset"] = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+        # Qualified as `ferrite ops --names` prints them: "domain.Op" outside the default domain.
+        ops = sorted({(n.domain + "." if n.domain not in ("", "ai.onnx") else "") + n.op_type
+                      for n in model.graph.node})
+        # None for a model of only other domains (ai.onnx.ml, ai.onnx.preview.training).
+        r["opset"] = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
         if not ops:
             out_of_scope["model has no nodes"] += 1
             continue
@@ -81,7 +84,7 @@ def main():
             r["missing_ops"] = [op for op in ops if op not in table_ops]
             out_cases.append(r)
             continue
-        if not (MIN_OPSET <= r["opset"] <= MAX_OPSET):
+        if r["opset"] is not None and not (MIN_OPSET <= r["opset"] <= MAX_OPSET):
             out_of_scope[f"opset outside {MIN_OPSET}..{MAX_OPSET}"] += 1
             continue
         in_scope.append(r)
