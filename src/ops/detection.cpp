@@ -115,13 +115,20 @@ Status nms_kernel(KernelContext& ctx) {
 // samples more than one pixel outside the image count as 0, and max mode takes the largest
 // weighted corner, not the interpolated value.
 
+// RoiAlign-16 added coordinate_transformation_mode, defaulting to half_pixel; RoiAlign-10 (opsets
+// 13 to 15, and older models through the version converter) maps as output_half_pixel.
+const char* default_ctm(int opset) {
+  return opset >= 16 ? "half_pixel" : "output_half_pixel";
+}
+
 Status infer_roi_align(InferContext& ctx) {
   const Shape& x = ctx.input_shape(0);
   const Shape& rois = ctx.input_shape(1);
   if (x.rank_known() && x.rank() != 4) return ctx.error("X must be [N, C, H, W]");
   if (rois.rank_known() && rois.rank() != 2) return ctx.error("rois must be [num_rois, 4]");
   std::string mode = ctx.node().attr_string("mode", "avg");
-  std::string ctm = ctx.node().attr_string("coordinate_transformation_mode", "half_pixel");
+  std::string ctm =
+      ctx.node().attr_string("coordinate_transformation_mode", default_ctm(ctx.opset()));
   if (mode != "avg" && mode != "max") return ctx.error("mode must be avg or max");
   if (ctm != "half_pixel" && ctm != "output_half_pixel")
     return ctx.error("coordinate_transformation_mode must be half_pixel or output_half_pixel");
@@ -146,7 +153,7 @@ Status roi_align_kernel(KernelContext& ctx) {
   const int64_t ratio = node.attr_int("sampling_ratio", 0);
   const double scale = node.attr_float("spatial_scale", 1.0f);
   const bool half_pixel =
-      node.attr_string("coordinate_transformation_mode", "half_pixel") == "half_pixel";
+      node.attr_string("coordinate_transformation_mode", default_ctm(ctx.opset())) == "half_pixel";
   const bool max_mode = node.attr_string("mode", "avg") == "max";
   const int64_t n_rois = rois.dims()[0];
   FERRITE_ASSIGN_OR_RETURN(Tensor * y,
@@ -246,10 +253,10 @@ void register_detection_ops(OpRegistry& r) {
             .infer(infer_nms)
             .kernel(nms_kernel));
   r.add(OpSchemaBuilder("RoiAlign")
-            .versions(16)
+            .versions(13)
             .inputs(3)
             .outputs(1)
-            .attr("coordinate_transformation_mode", AttrType::kString, "half_pixel")
+            .optional_attr("coordinate_transformation_mode", AttrType::kString)
             .attr("mode", AttrType::kString, "avg")
             .attr("output_height", AttrType::kInt, 1)
             .attr("output_width", AttrType::kInt, 1)

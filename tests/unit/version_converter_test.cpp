@@ -219,6 +219,20 @@ TEST(VersionConverter, ScatterIsScatterElements) {
   expect_near(y, {0, 6, 0, 5});
 }
 
+TEST(VersionConverter, RoiAlign10KeepsOutputHalfPixelCoordinates) {
+  // One bin over [0, 3]^2 sampled once: at 1.5 (output_half_pixel, RoiAlign-10) the bilinear
+  // sample averages x[1..2][1..2] = 7.5; half_pixel (opset 16's default) would sample x[1][1].
+  std::vector<float> x(16);
+  for (int i = 0; i < 16; ++i) x[i] = static_cast<float>(i);
+  auto y = run_f32(
+      model(10, "(float[1,1,4,4] x, float[1,4] r, int64[1] b) => (float[1,1,1,1] y)",
+            "y = RoiAlign<output_height = 1, output_width = 1, sampling_ratio = 1>(x, r, b)"),
+      {{"x", f32(x, {1, 1, 4, 4})},
+       {"r", f32({0, 0, 3, 3}, {1, 4})},
+       {"b", Tensor::from_vector<int64_t>({0}, {1})}});
+  expect_near(y, {7.5f});
+}
+
 TEST(VersionConverter, GemmBroadcastAndBatchNormLegacyAttributes) {
   auto y = run_f32(model(6, "(float[1,2] a, float[2,1] b, float[1] c) => (float[1,1] y)",
                          "y = Gemm<broadcast = 1>(a, b, c)"),

@@ -427,7 +427,10 @@ const std::map<std::string, OpHistory>& history_table() {
              {"Compress", 9},
              {"ReverseSequence", 10},
              {"Unique", 11},
-             {"NonMaxSuppression", 11},
+             {"NonMaxSuppression", 10},
+             // The losses (opset 12) only gained types at 13.
+             {"NegativeLogLikelihoodLoss", 12},
+             {"SoftmaxCrossEntropyLoss", 12},
              {"QLinearMatMul", 10},
              {"MatMulInteger", 10},
              {"DynamicQuantizeLinear", 11},
@@ -492,6 +495,9 @@ const std::map<std::string, OpHistory>& history_table() {
     t["Resize"] = {10, {{11, resize_v10}}};
     t["Upsample"] = {7, {{9, upsample_scales_to_input}, {10, upsample_to_resize}}};
     t["Scatter"] = {9, {{11, scatter_to_scatter_elements}}};
+    // RoiAlign-10's coordinates are what opset 16 calls output_half_pixel; the op table reads
+    // the attribute's default from the node's opset, so the node keeps the old behaviour.
+    t["RoiAlign"] = {10, {}};
     return t;
   }();
   return table;
