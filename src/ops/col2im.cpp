@@ -1,5 +1,6 @@
 // Col2Im (opset 18): the inverse of im2col. Columns [N, C * prod(block), L] are summed back into
 // images [N, C, image...]; overlapping blocks add up.
+#include "ops/conv_util.h"
 #include "ops/elementwise_util.h"
 #include "ops/helpers.h"
 #include "ops/numeric_cast.h"
@@ -33,6 +34,9 @@ Expected<Col2ImGeometry> col2im_geometry(const Ctx& ctx, std::vector<int64_t> im
     if (g.image[k] < 0 || g.block[k] < 1 || g.dil[k] < 1 || g.stride[k] < 1 || pads[k] < 0 ||
         pads[k + r] < 0)
       return ctx.error("image, block, dilation, stride and pads must be positive");
+    // Bounded like Conv's window attributes, so that the geometry below cannot overflow.
+    for (int64_t v : {g.image[k], g.block[k], g.dil[k], g.stride[k], pads[k], pads[k + r]})
+      if (v > kMaxWindowAttr) return ctx.error("a Col2Im size exceeds ", kMaxWindowAttr);
     int64_t span = g.dil[k] * (g.block[k] - 1) + 1;
     int64_t padded = g.image[k] + pads[k] + pads[k + r];
     if (padded < span) return ctx.error("block does not fit the padded image along dim ", k);

@@ -207,7 +207,9 @@ Status rnn_kernel(KernelContext& ctx, Cell cell) {
   s.in = xt.dims()[2];
   const Tensor& w = ctx.input(1);
   const Tensor& r = ctx.input(2);
-  if (w.dims() != std::vector<int64_t>{s.dirs, s.g * s.h, s.in} ||
+  // hidden_size is bounded by W before it is multiplied (a hostile value must not overflow).
+  if (w.rank() != 3 || s.h < 1 || s.h > w.dims()[1] ||
+      w.dims() != std::vector<int64_t>{s.dirs, s.g * s.h, s.in} ||
       r.dims() != std::vector<int64_t>{s.dirs, s.g * s.h, s.h})
     return ctx.error("W or R does not match X, hidden_size and direction");
   FERRITE_ASSIGN_OR_RETURN(std::vector<Act> acts, activations(ctx, cell, s.dirs));

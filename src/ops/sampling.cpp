@@ -263,13 +263,11 @@ Status affine_grid_kernel(KernelContext& ctx) {
     return ctx.error("theta must be [", n_batch, ", ", r, ", ", r + 1, "]");
   const bool align = ctx.node().attr_int("align_corners", 0) != 0;
   std::vector<int64_t> out_dims = {n_batch};
-  int64_t points = 1;
-  for (size_t k = 0; k < r; ++k) {
-    out_dims.push_back(sz[2 + k]);
-    points *= sz[2 + k];
-  }
+  for (size_t k = 0; k < r; ++k) out_dims.push_back(sz[2 + k]);
   out_dims.push_back(static_cast<int64_t>(r));
+  // Allocated first: the allocation refuses sizes whose product would overflow.
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, theta.dtype(), out_dims));
+  const int64_t points = n_batch == 0 ? 0 : y->numel() / (n_batch * static_cast<int64_t>(r));
   // Normalised coordinate of index i along an axis of length len.
   auto coord = [align](int64_t i, int64_t len) {
     double di = static_cast<double>(i), dl = static_cast<double>(len);

@@ -268,6 +268,16 @@ TEST(VersionConverter, RefusesWhatItCannotExpress) {
   auto mask =
       import_text(model(7, "(float[3] x) => (float[3] y, float[3] m)", "y, m = Dropout(x)"));
   EXPECT_TRUE(failed_with(mask, {"Dropout", "mask"}, StatusCode::kUnsupported));
+  // Adapters read attributes before the schema checks them: a wrong type is an error, not a
+  // crash or a silent default.
+  auto int_min = import_text(model(6, "(float[4] x) => (float[4] y)", "y = Clip<min = 1>(x)"));
+  EXPECT_TRUE(failed_with(int_min, {"Clip", "attribute 'min' must be float"}));
+  auto float_axes =
+      import_text(model(11, "(float[1,3] x) => (float[3] y)", "y = Squeeze<axes = 0.5>(x)"));
+  EXPECT_TRUE(failed_with(float_axes, {"Squeeze", "attribute 'axes' must be ints"}));
+  auto float_k =
+      import_text(model(9, "(float[5] x) => (float[2] v, int64[2] i)", "v, i = TopK<k = 2.0>(x)"));
+  EXPECT_TRUE(failed_with(float_k, {"TopK", "attribute 'k' must be int"}));
   auto axis = import_text(model(6, "(float[2,3] a, float[3] b) => (float[2,3] y)",
                                 "y = Add<broadcast = 1, axis = 5>(a, b)"));
   EXPECT_TRUE(failed_with(axis, {"Add", "broadcast axis 5"}));

@@ -61,14 +61,25 @@ class UpgradeContext {
     FERRITE_RETURN_IF_ERROR(infer_node(*n));
     return n;
   }
+  // The attribute if present (null if not), checked to have type `t`: adapters run before the
+  // schema validates the node, and the model is untrusted.
+  Expected<const Attribute*> attr(const std::string& name, AttrType t) const {
+    auto it = node_.attrs.find(name);
+    if (it == node_.attrs.end()) return nullptr;
+    if (it->second.type() != t)
+      return err(node_.describe(), ": attribute '", name, "' must be ", attr_type_name(t), ", got ",
+                 attr_type_name(it->second.type()));
+    return &it->second;
+  }
   // Moves an ints attribute to input `index` as an i64 tensor (absent inputs before it stay
   // empty); an absent attribute leaves the input absent, which means the same at the target.
-  void ints_attr_to_input(const std::string& attr, size_t index) {
-    auto it = node_.attrs.find(attr);
-    if (it == node_.attrs.end()) return;
-    Value* v = const_i64(it->second.ints());
-    node_.attrs.erase(it);
+  Status ints_attr_to_input(const std::string& name, size_t index) {
+    FERRITE_ASSIGN_OR_RETURN(const Attribute* a, attr(name, AttrType::kInts));
+    if (!a) return Status::ok();
+    Value* v = const_i64(a->ints());
+    node_.attrs.erase(name);
     set_input(index, v);
+    return Status::ok();
   }
   void set_input(size_t index, Value* v) {
     if (node_.inputs.size() <= index) node_.inputs.resize(index + 1, nullptr);
@@ -183,10 +194,10 @@ Status dropout_mask_bool(UpgradeContext& c) {
 // Dropout-12 takes the ratio as input 1 (and adds training_mode, absent meaning inference).
 Status dropout_ratio_to_input(UpgradeContext& c) {
   Node& n = c.node();
-  auto it = n.attrs.find("ratio");
-  if (it == n.attrs.end()) return Status::ok();
-  float ratio = it->second.f();
-  n.attrs.erase(it);
+  FERRITE_ASSIGN_OR_RETURN(const Attribute* a, c.attr("ratio", AttrType::kFloat));
+  if (!a) return Status::ok();
+  float ratio = a->f();
+  n.attrs.erase("ratio");
   c.set_input(1, c.graph().add_initializer(n.name + "_ratio", Tensor::scalar<float>(ratio)));
   return Status::ok();
 }
@@ -198,10 +209,10 @@ Status clip_attrs_to_inputs(UpgradeContext& c) {
   DType dt = x->dtype;
   const char* names[2] = {"min", "max"};
   for (int k = 0; k < 2; ++k) {
-    auto it = n.attrs.find(names[k]);
-    if (it == n.attrs.end()) continue;
-    FERRITE_ASSIGN_OR_RETURN(Value * v, c.const_scalar(it->second.f(), dt));
-    n.attrs.erase(it);
+    FERRITE_ASSIGN_OR_RETURN(const Attribute* a, c.attr(names[k], AttrType::kFloat));
+    if (!a) continue;
+    FERRITE_ASSIGN_OR_RETURN(Value * v, c.const_scalar(a->f(), dt));
+    n.attrs.erase(names[k]);
     c.set_input(1 + k, v);
   }
   return Status::ok();
@@ -222,11 +233,11 @@ Status pad_rename_paddings(UpgradeContext& c) {
 Status pad_attrs_to_inputs(UpgradeContext& c) {
   Node& n = c.node();
   if (!n.has_attr("pads")) return err(n.describe(), ": attribute 'pads' is required");
-  c.ints_attr_to_input("pads", 1);
-  auto it = n.attrs.find("value");
-  if (it == n.attrs.end()) return Status::ok();
-  float value = it->second.f();
-  n.attrs.erase(it);
+  FERRITE_RETURN_IF_ERROR(c.ints_attr_to_input("pads", 1));
+  FERRITE_ASSIGN_OR_RETURN(const Attribute* a, c.attr("value", AttrType::kFloat));
+  if (!a) return Status::ok();
+  float value = a->f();
+  n.attrs.erase("value");
   FERRITE_ASSIGN_OR_RETURN(const TensorType* x, c.input_type(0));
   FERRITE_ASSIGN_OR_RETURN(Value * v, c.const_scalar(value, x->dtype));
   c.set_input(2, v);
@@ -237,8 +248,7 @@ Status pad_attrs_to_inputs(UpgradeContext& c) {
 Status reshape_shape_to_input(UpgradeContext& c) {
   if (!c.node().has_attr("shape"))
     return err(c.node().describe(), ": attribute 'shape' is required");
-  c.ints_attr_to_input("shape", 1);
-  return Status::ok();
+  return c.ints_attr_to_input("shape", 1);
 }
 
 // Slice-10 takes starts, ends and axes as inputs.
@@ -246,17 +256,17 @@ Status slice_attrs_to_inputs(UpgradeContext& c) {
   Node& n = c.node();
   if (!n.has_attr("starts") || !n.has_attr("ends"))
     return err(n.describe(), ": attributes 'starts' and 'ends' are required");
-  c.ints_attr_to_input("starts", 1);
-  c.ints_attr_to_input("ends", 2);
-  c.ints_attr_to_input("axes", 3);
-  return Status::ok();
+  FERRITE_RETURN_IF_ERROR(c.ints_attr_to_input("starts", 1));
+  FERRITE_RETURN_IF_ERROR(c.ints_attr_to_input("ends", 2));
+  return c.ints_attr_to_input("axes", 3);
 }
 
 // TopK-10 takes k as a 1-element i64 input.
 Status topk_k_to_input(UpgradeContext& c) {
   Node& n = c.node();
-  if (!n.has_attr("k")) return err(n.describe(), ": attribute 'k' is required");
-  Value* k = c.const_i64({n.attr_int("k")});
+  FERRITE_ASSIGN_OR_RETURN(const Attribute* a, c.attr("k", AttrType::kInt));
+  if (!a) return err(n.describe(), ": attribute 'k' is required");
+  Value* k = c.const_i64({a->i()});
   n.attrs.erase("k");
   c.set_input(1, k);
   return Status::ok();
@@ -271,10 +281,7 @@ Status split_v1_input(UpgradeContext& c) {
 
 // Opset 13 moved `axes` (Squeeze, Unsqueeze, ReduceSum) and `split` (Split) to input 1.
 Adapter ints_to_input1(const char* attr) {
-  return [attr](UpgradeContext& c) {
-    c.ints_attr_to_input(attr, 1);
-    return Status::ok();
-  };
+  return [attr](UpgradeContext& c) { return c.ints_attr_to_input(attr, 1); };
 }
 
 // Before opset 13, Softmax, LogSoftmax and Hardmax coerce the input to 2-D at `axis` (default
@@ -319,8 +326,9 @@ Status resize_v10(UpgradeContext& c) {
 // Upsample-7 took scales as an attribute; -9 as an input; Resize-10 replaced it.
 Status upsample_scales_to_input(UpgradeContext& c) {
   Node& n = c.node();
-  if (!n.has_attr("scales")) return err(n.describe(), ": attribute 'scales' is required");
-  auto scales = n.attr_floats("scales");
+  FERRITE_ASSIGN_OR_RETURN(const Attribute* a, c.attr("scales", AttrType::kFloats));
+  if (!a) return err(n.describe(), ": attribute 'scales' is required");
+  std::vector<float> scales = a->floats();
   n.attrs.erase("scales");
   c.set_input(1, c.graph().add_initializer(
                      n.name + "_scales",
