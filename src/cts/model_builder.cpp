@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <set>
 
 namespace ferrite::cts {
 
@@ -139,18 +140,20 @@ Expected<std::string> build_model(const std::vector<const Case*>& cases) {
   model.set_ir_version(9);
   model.set_producer_name("ferrite-cts");
   int opset = 0;
-  bool ferrite_domain = false;
+  // Other domains (ferrite, ai.onnx.ml, ai.onnx.preview.training) are imported at version 1.
+  std::set<std::string> domains;
   for (const Case* c : cases) {
     opset = std::max(opset, c->opset ? c->opset : 17);
-    for (const auto& n : c->nodes) ferrite_domain |= n.domain == "ferrite";
+    for (const auto& n : c->nodes)
+      if (!n.domain.empty()) domains.insert(n.domain);
   }
   auto* op = model.add_opset_import();
   op->set_domain("");
   op->set_version(opset);
-  if (ferrite_domain) {
-    auto* fop = model.add_opset_import();
-    fop->set_domain("ferrite");
-    fop->set_version(1);
+  for (const auto& d : domains) {
+    auto* dop = model.add_opset_import();
+    dop->set_domain(d);
+    dop->set_version(1);
   }
   auto* g = model.mutable_graph();
   g->set_name("cts");

@@ -219,6 +219,17 @@ void misc_ops(std::map<std::string, CaseFn>& m) {
     data_op(s, out, "inference", {3, 4}, {}, {}, {kF32, kF16});
     data_op(s, out, "ratio-mask", {3, 4}, {cst("ratio", kF32, {}, {0.3})}, {}, {kF32}, 2);
   };
+  // Targets drawn inside [0, C); ignore_index 1 hits some of them.
+  m["NegativeLogLikelihoodLoss"] =
+      m["SoftmaxCrossEntropyLoss"] = [](const OpSchema& s, std::vector<Case>& out) {
+        data_op(s, out, "mean", {3, 5, 2}, {in("t", kI64, {3, 2}, V::ints(0, 4))}, {}, {kF32, kF64},
+                s.max_outputs);
+        data_op(s, out, "none-weight-ii", {4, 3},
+                {in("t", kI32, {4}, V::ints(0, 2)), cst("w", kF32, {3}, V::uniform(0.5, 2))},
+                {{"reduction", "none"}, {"ignore_index", i(1)}}, {kF32}, s.max_outputs);
+        data_op(s, out, "sum-symbolic", {N, 4, 3}, {in("t", kI64, {N, 3}, V::ints(0, 3))},
+                {{"reduction", "sum"}});
+      };
   m["EyeLike"] = [](const OpSchema& s, std::vector<Case>& out) {
     data_op(s, out, "square", {4, 4}, {}, {}, {kF32, kI64});
     data_op(s, out, "k1-dtype", {3, 5}, {}, {{"k", i(1)}, {"dtype", i(dtype_to_onnx(kI32))}});
@@ -455,6 +466,218 @@ void fused_ops(std::map<std::string, CaseFn>& m) {
   };
 }
 
+// Signal, sampling, quantization, detection, selection and recurrent ops (the ONNX-completeness
+// additions): inputs that are sizes, axes or indices are constants inside their valid ranges.
+void completeness_ops(std::map<std::string, CaseFn>& m) {
+  m["HannWindow"] = m["HammingWindow"] =
+      m["BlackmanWindow"] = [](const OpSchema& s, std::vector<Case>& out) {
+        out.push_back(single(s.name, "periodic", {ints("size", {10}, true)}));
+        out.push_back(single(s.name, "symmetric-f64", {ints("size", {7}, true)},
+                             {{"periodic", i(0)}, {"output_datatype", i(11)}}));
+      };
+  m["DFT"] = [](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(
+        single(s.name, "real", {in("x", kF32, {2, 8, 1}), omitted(), ints("axis", {1}, true)}));
+    out.push_back(single(s.name, "complex-inverse",
+                         {in("x", kF32, {2, 6, 2}), omitted(), ints("axis", {1}, true)},
+                         {{"inverse", i(1)}}));
+    out.push_back(
+        single(s.name, "onesided-padded",
+               {in("x", kF32, {1, 8, 3, 1}), ints("n", {10}, true), ints("axis", {-3}, true)},
+               {{"onesided", i(1)}}));
+  };
+  m["STFT"] = [](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(single(s.name, "window",
+                         {in("x", kF32, {2, 32, 1}), ints("step", {4}, true),
+                          cst("w", kF32, {8}, V::uniform(0, 1))}));
+    out.push_back(single(
+        s.name, "two-sided-length",
+        {in("x", kF32, {1, 20, 2}), ints("step", {3}, true), omitted(), ints("len", {6}, true)},
+        {{"onesided", i(0)}}));
+  };
+  m["TfIdfVectorizer"] = [](const OpSchema& s, std::vector<Case>& out) {
+    Attrs a = {{"min_gram_length", i(1)},
+               {"max_gram_length", i(2)},
+               {"max_skip_count", i(2)},
+               {"mode", "TFIDF"},
+               {"ngram_counts", I({0, 3})},
+               {"ngram_indexes", I({0, 1, 2, 3, 4})},
+               {"pool_int64s", I({1, 2, 3, 1, 2, 2, 3})},
+               {"weights", Attribute(std::vector<float>{0.5f, 1, 2, 1.5f, 3})}};
+    out.push_back(single(s.name, "batch", {in("x", kI64, {2, 7}, V::ints(0, 4))}, a));
+  };
+  m["ConvInteger"] = [](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(single(
+        s.name, "u8-padded",
+        {in("x", kU8, {1, 2, 5, 5}, V::ints(0, 255)), cst("w", kU8, {3, 2, 3, 3}, V::ints(0, 255)),
+         cst("xz", kU8, {}, {128}), cst("wz", kU8, {}, {100})},
+        {{"pads", I({1, 1, 1, 1})}}));
+  };
+  m["QLinearConv"] = [](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(single(s.name, "u8-bias",
+                         {in("x", kU8, {1, 2, 4, 4}, V::ints(0, 255)), cst("xs", kF32, {}, {0.02}),
+                          cst("xz", kU8, {}, {128}), cst("w", kU8, {3, 2, 2, 2}, V::ints(0, 255)),
+                          cst("ws", kF32, {3}, {0.01, 0.02, 0.03}), cst("wz", kU8, {}, {120}),
+                          cst("ys", kF32, {}, {0.5}), cst("yz", kU8, {}, {100}),
+                          cst("b", kI32, {3}, {-50, 0, 70})}));
+  };
+  m["GridSample"] = [](const OpSchema& s, std::vector<Case>& out) {
+    auto g = V::uniform(-1.2, 1.2);
+    out.push_back(single(s.name, "linear-zeros",
+                         {in("x", kF32, {1, 2, 4, 5}), in("g", kF32, {1, 3, 3, 2}, g)},
+                         {{"mode", "linear"}}));
+    out.push_back(single(s.name, "nearest-border",
+                         {in("x", kF32, {2, 1, 3, 4}), in("g", kF32, {2, 2, 5, 2}, g)},
+                         {{"mode", "nearest"}, {"padding_mode", "border"}}));
+    out.push_back(
+        single(s.name, "cubic-reflection-aligned",
+               {in("x", kF32, {1, 1, 4, 4}), in("g", kF32, {1, 3, 2, 2}, g)},
+               {{"mode", "cubic"}, {"padding_mode", "reflection"}, {"align_corners", i(1)}}));
+    out.push_back(single(s.name, "volumetric",
+                         {in("x", kF32, {1, 1, 3, 4, 5}), in("g", kF32, {1, 2, 2, 2, 3}, g)},
+                         {{"mode", "linear"}}));
+  };
+  m["AffineGrid"] = [](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(single(s.name, "2d", {in("theta", kF32, {2, 2, 3}), ints("size", {2, 1, 4, 5})}));
+    out.push_back(single(s.name, "3d-aligned",
+                         {in("theta", kF32, {1, 3, 4}), ints("size", {1, 1, 2, 3, 4})},
+                         {{"align_corners", i(1)}}));
+  };
+  m["QuantizeLinear"] = [](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(
+        single(s.name, "u8",
+               {in("x", kF32, {3, 4}), cst("s", kF32, {}, {0.05}), cst("zp", kU8, {}, {128})}));
+    out.push_back(single(s.name, "i8-axis",
+                         {in("x", kF32, {2, 3, 4}), cst("s", kF32, {3}, V::uniform(0.01, 0.1)),
+                          cst("zp", DType::kI8, {3}, {-3, 0, 5})}));
+    out.push_back(single(s.name, "blocked",
+                         {in("x", kF32, {3, 4}), cst("s", kF32, {3, 2}, V::uniform(0.01, 0.1)),
+                          cst("zp", kU8, {3, 2}, V::ints(100, 150))},
+                         {{"axis", i(1)}, {"block_size", i(2)}}));
+  };
+  m["DequantizeLinear"] = [](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(single(s.name, "u8",
+                         {in("x", kU8, {3, 4}, V::ints(0, 255)), cst("s", kF32, {}, {0.05}),
+                          cst("zp", kU8, {}, {128})}));
+    out.push_back(
+        single(s.name, "i8-axis",
+               {in("x", DType::kI8, {2, 3, 4}), cst("s", kF32, {3}, V::uniform(0.01, 0.1)),
+                cst("zp", DType::kI8, {3}, {-3, 0, 5})}));
+  };
+  m["DynamicQuantizeLinear"] = [](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(single(s.name, "x", {in("x", kF32, {3, 4})}, {}, 3));
+  };
+  m["QLinearMatMul"] = [](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(single(s.name, "u8-batched",
+                         {in("a", kU8, {2, 3, 4}, V::ints(100, 140)), cst("as", kF32, {}, {0.02}),
+                          cst("az", kU8, {}, {120}), in("b", kU8, {4, 5}, V::ints(110, 150)),
+                          cst("bs", kF32, {}, {0.03}), cst("bz", kU8, {}, {128}),
+                          cst("ys", kF32, {}, {0.01}), cst("yz", kU8, {}, {100})}));
+  };
+  m["MatMulInteger"] = [](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(
+        single(s.name, "u8",
+               {in("a", kU8, {3, 4}, V::ints(0, 255)), in("b", kU8, {4, 2}, V::ints(0, 255)),
+                cst("az", kU8, {}, {12}), cst("bz", kU8, {}, {7})}));
+  };
+  m["NonMaxSuppression"] = [](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(single(s.name, "two-classes",
+                         {in("boxes", kF32, {1, 6, 4}, V::uniform(0, 1)),
+                          in("scores", kF32, {1, 2, 6}, V::uniform(0, 1)), ints("max", {3}),
+                          cst("iou", kF32, {1}, {0.3}), cst("score", kF32, {1}, {0.2})}));
+  };
+  m["RoiAlign"] = [](const OpSchema& s, std::vector<Case>& out) {
+    auto rois = V::exactly({0, 0, 5, 5, 1.5, 2.5, 7, 6, 4, 1, 9.5, 9});
+    out.push_back(single(
+        s.name, "avg",
+        {in("x", kF32, {2, 2, 10, 10}), cst("rois", kF32, {3, 4}, rois), ints("idx", {0, 1, 1})},
+        {{"output_height", i(3)}, {"output_width", i(4)}, {"sampling_ratio", i(2)}}));
+    out.push_back(single(
+        s.name, "max-adaptive",
+        {in("x", kF32, {1, 1, 10, 10}), cst("rois", kF32, {3, 4}, rois), ints("idx", {0, 0, 0})},
+        {{"mode", "max"},
+         {"coordinate_transformation_mode", "output_half_pixel"},
+         {"output_height", i(2)},
+         {"output_width", i(2)}}));
+  };
+  m["ReverseSequence"] = [](const OpSchema& s, std::vector<Case>& out) {
+    data_op(s, out, "time-major", {5, 3, 2}, {ints("lens", {5, 2, 0})}, {}, {kF32, kI64});
+    data_op(s, out, "batch-major", {3, 4}, {ints("lens", {1, 4, 2})},
+            {{"batch_axis", i(0)}, {"time_axis", i(1)}});
+  };
+  m["Compress"] = [](const OpSchema& s, std::vector<Case>& out) {
+    data_op(s, out, "axis1", {3, 4}, {cst("c", kBool, {3}, {1, 0, 1})}, {{"axis", i(1)}},
+            {kF32, kI64});
+    data_op(s, out, "flat", {3, 4}, {cst("c", kBool, {5}, {0, 1, 1, 0, 1})});
+  };
+  m["Unique"] = [](const OpSchema& s, std::vector<Case>& out) {
+    data_op(s, out, "flat-unsorted", {4, 3}, {}, {{"sorted", i(0)}}, {kI64}, 4);
+    out.push_back(
+        single(s.name, "rows", {in("x", kF32, {4, 2}, V::ints(0, 1))}, {{"axis", i(0)}}, 4));
+  };
+  m["Col2Im"] = [](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(
+        single(s.name, "2d", {in("x", kF32, {1, 8, 9}), ints("img", {4, 4}), ints("blk", {2, 2})}));
+    out.push_back(single(s.name, "strided-padded",
+                         {in("x", kF32, {2, 4, 9}), ints("img", {5, 5}), ints("blk", {2, 2})},
+                         {{"strides", I({2, 2})}, {"pads", I({1, 1, 1, 1})}}));
+  };
+  const std::string ml = "ai.onnx.ml", training = "ai.onnx.preview.training";
+  m[ml + ".Binarizer"] = [ml](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(
+        single(s.name, "f32", {in("x", kF32, {3, 4})}, {{"threshold", Attribute(0.5f)}}, 1, ml));
+    out.push_back(single(s.name, "i64", {in("x", kI64, {5})}, {}, 1, ml));
+  };
+  m[ml + ".ArrayFeatureExtractor"] = [ml](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(single(s.name, "f32", {in("x", kF32, {3, 5}), ints("i", {4, 0, 2})}, {}, 1, ml));
+    out.push_back(single(s.name, "i64-1d", {in("x", kI64, {6}), ints("i", {5, 5})}, {}, 1, ml));
+  };
+  // Two tensors of different shapes per optimizer; states are non-negative where they are sums
+  // of squares.
+  auto step_inputs = [](int states) {
+    std::vector<TensorSpec> v = {cst("r", kF32, {}, {0.1}), ints("t", {3}, true),
+                                 in("x1", kF32, {3}),       in("x2", kF32, {2, 2}),
+                                 in("g1", kF32, {3}),       in("g2", kF32, {2, 2})};
+    for (int k = 0; k < states; ++k) {
+      v.push_back(in("s" + std::to_string(k) + "a", kF32, {3}, V::uniform(0, 1)));
+      v.push_back(in("s" + std::to_string(k) + "b", kF32, {2, 2}, V::uniform(0, 1)));
+    }
+    return v;
+  };
+  m[training + ".Adagrad"] = [=](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(single(s.name, "two", step_inputs(1),
+                         {{"epsilon", Attribute(1e-5f)}, {"decay_factor", Attribute(0.1f)}}, 4,
+                         training));
+  };
+  m[training + ".Momentum"] = [=](const OpSchema& s, std::vector<Case>& out) {
+    for (const char* mode : {"standard", "nesterov"})
+      out.push_back(single(s.name, mode, step_inputs(1),
+                           {{"alpha", Attribute(0.9f)},
+                            {"beta", Attribute(0.1f)},
+                            {"mode", mode},
+                            {"norm_coefficient", Attribute(0.01f)}},
+                           4, training));
+  };
+  m[training + ".Adam"] = [=](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(
+        single(s.name, "two", step_inputs(2), {{"epsilon", Attribute(1e-6f)}}, 6, training));
+  };
+  m["RNN"] = m["GRU"] = m["LSTM"] = [](const OpSchema& s, std::vector<Case>& out) {
+    const int64_t g = s.name == "RNN" ? 1 : s.name == "GRU" ? 3 : 4;
+    const int outs = s.name == "LSTM" ? 3 : 2;
+    auto w = V::uniform(-0.5, 0.5);
+    out.push_back(single(s.name, "forward",
+                         {in("x", kF32, {3, 2, 4}), cst("w", kF32, {1, g * 5, 4}, w),
+                          cst("r", kF32, {1, g * 5, 5}, w), cst("b", kF32, {1, 2 * g * 5}, w)},
+                         {{"hidden_size", i(5)}}, outs));
+    out.push_back(single(s.name, "bidirectional-batch-major",
+                         {in("x", kF32, {2, 3, 4}), cst("w", kF32, {2, g * 5, 4}, w),
+                          cst("r", kF32, {2, g * 5, 5}, w)},
+                         {{"hidden_size", i(5)}, {"direction", "bidirectional"}, {"layout", i(1)}},
+                         outs));
+  };
+}
+
 }  // namespace
 
 void register_more_overrides(std::map<std::string, CaseFn>& m) {
@@ -464,6 +687,7 @@ void register_more_overrides(std::map<std::string, CaseFn>& m) {
   norm_ops(m);
   resize_ops(m);
   fused_ops(m);
+  completeness_ops(m);
 }
 
 }  // namespace ferrite::cts

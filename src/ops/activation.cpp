@@ -1,6 +1,11 @@
-// Unary elementwise ops: math functions, activations, IsNaN/IsInf, Clip, Cast and CastLike.
+// Unary elementwise ops: math functions, activations, IsNaN/IsInf, Clip, Cast and CastLike, and
+// the casts through a scale: QuantizeLinear and DequantizeLinear.
 // 16-bit floats compute in float; f32 in float and f64 in double.
+#include <algorithm>
+#include <cmath>
+
 #include "ops/elementwise_util.h"
+#include "ops/numeric_cast.h"
 
 namespace ferrite {
 
@@ -236,6 +241,220 @@ Status infer_gelu(InferContext& ctx) {
   return Status::ok();
 }
 
+// ---- QuantizeLinear / DequantizeLinear ----
+
+// How scale and zero point map onto x: one value for the tensor (a scalar or 1 element), one per
+// index of `axis` (1-D), or one per `block` consecutive indices of `axis` (x's rank, opset 21).
+struct QuantLayout {
+  int64_t outer = 1, axis_len = 1, inner = 1, block = 0, scale_axis_len = 1;
+  bool per_tensor = true;
+  int64_t scale_index(int64_t i) const {
+    if (per_tensor) return 0;
+    int64_t in = i % inner, a = (i / inner) % axis_len, o = i / (inner * axis_len);
+    if (block == 0) return a;
+    return (o * scale_axis_len + a / block) * inner + in;
+  }
+};
+
+// Checks scale's dims against x's (static dims only; unknown ones pass until run time).
+template <class Ctx>
+Expected<QuantLayout> quant_layout(const Ctx& ctx, const std::vector<std::optional<int64_t>>& x,
+                                   const std::vector<std::optional<int64_t>>& scale) {
+  QuantLayout l;
+  const Node& n = ctx.node();
+  int64_t block = n.attr_int("block_size", 0);
+  if (block < 0) return ctx.error("block_size must be >= 0, got ", block);
+  if (block > 0 && ctx.opset() < 21) return ctx.error("block_size needs opset 21");
+  int64_t numel = 1;
+  for (const auto& d : scale) numel = d ? numel * *d : -1;
+  if (block == 0 && (scale.empty() || (scale.size() == 1 && numel == 1))) return l;
+  int64_t rank = static_cast<int64_t>(x.size());
+  int64_t axis = n.attr_int("axis", 1);
+  if (axis < -rank || axis >= rank)
+    return ctx.error("axis ", axis, " out of range for rank ", rank);
+  if (axis < 0) axis += rank;
+  l.per_tensor = false;
+  l.block = block;
+  auto known = [](const std::optional<int64_t>& d) { return d.value_or(1); };
+  for (int64_t k = 0; k < axis; ++k) l.outer *= known(x[k]);
+  for (int64_t k = axis + 1; k < rank; ++k) l.inner *= known(x[k]);
+  l.axis_len = known(x[axis]);
+  if (block == 0) {
+    if (scale.size() != 1) return ctx.error("a per-axis scale must be 1-D");
+    if (scale[0] && x[axis] && *scale[0] != *x[axis])
+      return ctx.error("scale has ", *scale[0], " elements for axis ", axis, " of size ", *x[axis]);
+    l.scale_axis_len = l.axis_len;
+    return l;
+  }
+  if (static_cast<int64_t>(scale.size()) != rank)
+    return ctx.error("a blocked scale must have x's rank ", rank);
+  for (int64_t k = 0; k < rank; ++k) {
+    if (!scale[k] || !x[k]) continue;
+    int64_t want = k == axis ? (*x[k] + block - 1) / block : *x[k];
+    if (*scale[k] != want)
+      return ctx.error("blocked scale dim ", k, " is ", *scale[k], ", expected ", want);
+  }
+  l.scale_axis_len = scale[axis].value_or((l.axis_len + block - 1) / block);
+  return l;
+}
+
+std::vector<std::optional<int64_t>> static_dims(const Shape& s) {
+  std::vector<std::optional<int64_t>> d;
+  for (const Dim& dim : s.dims()) d.push_back(dim.value());
+  return d;
+}
+std::vector<std::optional<int64_t>> static_dims(const Tensor& t) {
+  return {t.dims().begin(), t.dims().end()};
+}
+
+// QuantizeLinear's output type: the zero point's, else `output_dtype` (opset 21), else uint8.
+Expected<DType> quantized_type(const InferContext& ctx) {
+  if (ctx.num_inputs() > 2 && ctx.has_input(2)) return ctx.input_dtype(2);
+  int64_t od = ctx.node().attr_int("output_dtype", 0);
+  if (od == 0) return DType::kU8;
+  if (ctx.opset() < 21) return ctx.error("output_dtype needs opset 21");
+  auto dt = dtype_from_onnx(static_cast<int>(od));
+  if (!dt) return unsupported(ctx.node().describe(), ": output_dtype ", od, " is not supported");
+  return *dt;
+}
+
+Status check_quant_type(const InferContext& ctx, DType q) {
+  constexpr DTypeSet k8{DType::kI8, DType::kU8};
+  constexpr DTypeSet k16{DType::kI16, DType::kU16};
+  if (is_float8(q) && ctx.opset() < 19) return ctx.error("float8 quantization needs opset 19");
+  if (k16.contains(q) && ctx.opset() < 21) return ctx.error("16-bit quantization needs opset 21");
+  if (!k8.contains(q) && !k16.contains(q) && !is_float8(q) && q != DType::kI32)
+    return ctx.error("cannot quantize to ", dtype_name(q));
+  return Status::ok();
+}
+
+Status infer_quantize(InferContext& ctx, bool quantize) {
+  DType q = quantize ? DType::kUndefined : ctx.input_dtype(0);
+  if (quantize) {
+    FERRITE_ASSIGN_OR_RETURN(q, quantized_type(ctx));
+  }
+  FERRITE_RETURN_IF_ERROR(check_quant_type(ctx, q));
+  if (quantize && q == DType::kI32) return ctx.error("cannot quantize to int32");
+  if (!quantize && ctx.num_inputs() > 2 && ctx.has_input(2) && ctx.input_dtype(2) != q)
+    return ctx.error("x_zero_point must have x's dtype");
+  if (ctx.input_shape(0).rank_known() && ctx.input_shape(1).rank_known()) {
+    FERRITE_RETURN_IF_ERROR(
+        quant_layout(ctx, static_dims(ctx.input_shape(0)), static_dims(ctx.input_shape(1)))
+            .status());
+  }
+  if (ctx.num_inputs() > 2 && ctx.has_input(2) && ctx.input_shape(2).rank_known() &&
+      ctx.input_shape(1).rank_known() && ctx.input_shape(2).rank() > 0 &&
+      ctx.input_shape(1).rank() > 0 && ctx.input_shape(2) != ctx.input_shape(1))
+    return ctx.error("zero point ", ctx.input_shape(2).to_string(), " does not match scale ",
+                     ctx.input_shape(1).to_string());
+  DType out = quantize ? q : ctx.input_dtype(1);
+  ctx.set_output(0, out, ctx.input_shape(0));
+  return Status::ok();
+}
+
+// Reads element i of a tensor of any storage type as double.
+double read_any(const Tensor& t, int64_t i) {
+  double v = 0;
+  visit_any_dtype(t.dtype(), [&]<class T>() {
+    if constexpr (std::is_same_v<T, bool>) {
+      v = t.data<bool>()[i] ? 1 : 0;
+    } else {
+      v = static_cast<double>(static_cast<compute_t<T>>(t.data<T>()[i]));
+    }
+  });
+  return v;
+}
+
+// y = saturate(round_half_even(x / scale) + zero_point); float8: y = float8(x / scale).
+// The division is in float unless x or scale is f64, as in ONNX's reference implementation.
+Status quantize_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& scale = ctx.input(1);
+  const Tensor* zp = ctx.num_inputs() > 2 && ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  FERRITE_ASSIGN_OR_RETURN(QuantLayout l, quant_layout(ctx, static_dims(x), static_dims(scale)));
+  DType q = ctx.node().output(0)->type.dtype;
+  if (zp && zp->numel() != scale.numel()) return ctx.error("zero point and scale differ in size");
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, q, x.dims()));
+  const bool wide = x.dtype() == DType::kF64 || scale.dtype() == DType::kF64;
+  const bool saturate = ctx.node().attr_int("saturate", 1) != 0;
+  auto scaled = [&](int64_t i) -> double {
+    int64_t s = l.scale_index(i);
+    if (wide) return read_any(x, i) / read_any(scale, s);
+    return static_cast<double>(static_cast<float>(read_any(x, i)) /
+                               static_cast<float>(read_any(scale, s)));
+  };
+  if (visit_float8(q, [&]<class T>() {
+        T* py = y->data<T>();
+        for (int64_t i = 0; i < x.numel(); ++i)
+          py[i] = T(scaled(i) + (zp ? read_any(*zp, l.scale_index(i)) : 0.0), saturate);
+      }))
+    return Status::ok();
+  return dispatch_dtype<TypeClass::kInt>(ctx, q, [&]<class T>() -> Status {
+    T* py = y->data<T>();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      double v = std::nearbyint(scaled(i)) + (zp ? read_any(*zp, l.scale_index(i)) : 0.0);
+      py[i] = saturate_cast<T>(v);
+    }
+    return Status::ok();
+  });
+}
+
+// y = (x - zero_point) * scale, in float (double for an f64 scale), stored as scale's dtype.
+Status dequantize_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& scale = ctx.input(1);
+  const Tensor* zp = ctx.num_inputs() > 2 && ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  FERRITE_ASSIGN_OR_RETURN(QuantLayout l, quant_layout(ctx, static_dims(x), static_dims(scale)));
+  if (zp && zp->numel() != scale.numel()) return ctx.error("zero point and scale differ in size");
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, scale.dtype(), x.dims()));
+  return dispatch_dtype<TypeClass::kFloat>(ctx, scale.dtype(), [&]<class T>() -> Status {
+    using C = compute_t<T>;
+    T* py = y->data<T>();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      int64_t s = l.scale_index(i);
+      C v = (static_cast<C>(read_any(x, i)) - static_cast<C>(zp ? read_any(*zp, s) : 0.0)) *
+            static_cast<C>(read_any(scale, s));
+      py[i] = convert<T>(v);
+    }
+    return Status::ok();
+  });
+}
+
+// DynamicQuantizeLinear: uint8 quantization over the range of x widened to include 0, computed
+// in float as ONNX's reference implementation does.
+Status infer_dynamic_quantize(InferContext& ctx) {
+  ctx.set_output(0, DType::kU8, ctx.input_shape(0));
+  if (ctx.has_output(1)) ctx.set_output(1, DType::kF32, Shape(std::vector<Dim>{}));
+  if (ctx.has_output(2)) ctx.set_output(2, DType::kU8, Shape(std::vector<Dim>{}));
+  return Status::ok();
+}
+
+Status dynamic_quantize_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (x.dtype() != DType::kF32) return ctx.error("x must be float");
+  const float* px = x.data<float>();
+  float hi = 0, lo = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    hi = std::max(hi, px[i]);
+    lo = std::min(lo, px[i]);
+  }
+  const float scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
+  const float zp = std::nearbyint(std::clamp(0.0f - lo / scale, 0.0f, 255.0f));
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DType::kU8, x.dims()));
+  uint8_t* py = y->data<uint8_t>();
+  for (int64_t i = 0; i < x.numel(); ++i)
+    py[i] = static_cast<uint8_t>(std::clamp(std::nearbyint(px[i] / scale) + zp, 0.0f, 255.0f));
+  if (ctx.has_output(1)) {
+    FERRITE_ASSIGN_OR_RETURN(Tensor * s, ctx.allocate_output(1, DType::kF32, {}));
+    s->data<float>()[0] = scale;
+  }
+  if (ctx.has_output(2)) {
+    FERRITE_ASSIGN_OR_RETURN(Tensor * z, ctx.allocate_output(2, DType::kU8, {}));
+    z->data<uint8_t>()[0] = static_cast<uint8_t>(zp);
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_activation_ops(OpRegistry& r) {
@@ -415,6 +634,40 @@ void register_activation_ops(OpRegistry& r) {
             .attr("saturate", AttrType::kInt, 1)
             .infer(infer_castlike)
             .kernel([](KernelContext& ctx) { return cast_to(ctx, ctx.input(1).dtype()); }));
+
+  // Quantization (opset 13; float8 from 19; 16-bit types, blocks and output_dtype from 21).
+  constexpr DTypeSet kQuantized =
+      DTypeSet{DType::kI8, DType::kU8, DType::kI16, DType::kU16} | kFloat8;
+  r.add(OpSchemaBuilder("QuantizeLinear")
+            .versions(13)
+            .inputs(2, 3)
+            .outputs(1)
+            .attr("axis", AttrType::kInt, 1)
+            .attr("saturate", AttrType::kInt, 1)
+            .attr("block_size", AttrType::kInt, 0)
+            .attr("output_dtype", AttrType::kInt, 0)
+            .types("T1", {0}, kFloat | DTypeSet{DType::kI32})
+            .types("T2", {1}, kFloat)
+            .types("T3", {2}, kQuantized)
+            .infer([](InferContext& ctx) { return infer_quantize(ctx, true); })
+            .kernel(quantize_kernel));
+  r.add(OpSchemaBuilder("DequantizeLinear")
+            .versions(13)
+            .inputs(2, 3)
+            .outputs(1)
+            .attr("axis", AttrType::kInt, 1)
+            .attr("block_size", AttrType::kInt, 0)
+            .types("T1", {0, 2}, kQuantized | DTypeSet{DType::kI32})
+            .types("T2", {1}, kFloat)
+            .infer([](InferContext& ctx) { return infer_quantize(ctx, false); })
+            .kernel(dequantize_kernel));
+  r.add(OpSchemaBuilder("DynamicQuantizeLinear")
+            .versions(11)
+            .inputs(1)
+            .outputs(3)
+            .types("T1", {0}, {DType::kF32})
+            .infer(infer_dynamic_quantize)
+            .kernel(dynamic_quantize_kernel));
 }
 
 }  // namespace ferrite

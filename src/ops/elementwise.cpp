@@ -1,6 +1,7 @@
 // Elementwise ops with broadcasting: arithmetic (Add Sub Mul Div Pow Mod), variadic (Max Min Sum
-// Mean), comparisons, logic (And Or Xor Not BitShift), Where and PRelu. Integer arithmetic wraps
-// around like the ONNX runtimes do; integer division or modulo by zero is an error.
+// Mean), comparisons, logic (And Or Xor Not BitShift, Bitwise*), Where and PRelu. Integer
+// arithmetic wraps around like the ONNX runtimes do; integer division or modulo by zero is an
+// error.
 //
 // Inference also propagates symbolic dims values through the integer arithmetic, comparisons and
 // Where, so that shape computations such as Shape -> Gather -> Mul -> Concat -> Reshape keep
@@ -300,6 +301,17 @@ Status not_kernel(KernelContext& ctx) {
   return Status::ok();
 }
 
+Status bitwise_not_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), x.dims()));
+  return dispatch_dtype<TypeClass::kInt>(ctx, x.dtype(), [&]<class T>() -> Status {
+    const T* px = x.data<T>();
+    T* py = y->data<T>();
+    for (int64_t i = 0; i < x.numel(); ++i) py[i] = static_cast<T>(~px[i]);
+    return Status::ok();
+  });
+}
+
 // ---- inference ----
 
 // Broadcasts the shapes of the present inputs in `which`; dtype comes from the caller.
@@ -495,6 +507,21 @@ void register_elementwise_ops(OpRegistry& r) {
             .kernel(not_kernel));
   r.add(binary("BitShift", kUnsignedInt, infer_bitshift, bitshift_kernel)
             .required_attr("direction", AttrType::kString));
+  // Bitwise ops (opset 18) on the integers' two's-complement bits.
+  auto bitwise = [&](const char* name, auto op) {
+    r.add(binary(name, kInt, infer_elementwise(std::nullopt),
+                 same_type_kernel<TC::kInt>([op](KernelContext&) { return op; }), 18));
+  };
+  bitwise("BitwiseAnd", [](auto x, auto y) { return static_cast<decltype(x)>(x & y); });
+  bitwise("BitwiseOr", [](auto x, auto y) { return static_cast<decltype(x)>(x | y); });
+  bitwise("BitwiseXor", [](auto x, auto y) { return static_cast<decltype(x)>(x ^ y); });
+  r.add(OpSchemaBuilder("BitwiseNot")
+            .versions(18)
+            .inputs(1)
+            .outputs(1)
+            .types("T", {0}, kInt)
+            .infer(infer_same_as_input())
+            .kernel(bitwise_not_kernel));
 
   r.add(OpSchemaBuilder("Where")
             .versions(13)

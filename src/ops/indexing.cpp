@@ -456,7 +456,10 @@ Status nonzero_kernel(KernelContext& ctx) {
 
 // One compact schema chain per op reads best.
 // clang-format off
+void register_selection_ops(OpRegistry& r);  // selection.cpp: Compress, ReverseSequence, Unique
+
 void register_indexing_ops(OpRegistry& r) {
+  register_selection_ops(r);
   r.add(OpSchemaBuilder("Gather").versions(13).inputs(2).outputs(1)
             .attr("axis", AttrType::kInt, int64_t{0})
             .types("T", {0}, kAll).types("Tind", {1}, kIndex)

@@ -1,11 +1,14 @@
-// Matrix products: MatMul (NumPy semantics, batched with broadcasting), Gemm and Einsum.
+// Matrix products: MatMul (NumPy semantics, batched with broadcasting), Gemm, Einsum,
+// QLinearMatMul and MatMulInteger.
 #include <algorithm>
 #include <cctype>
 #include <map>
 #include <set>
 
+#include "ops/elementwise_util.h"
 #include "ops/gemm.h"
 #include "ops/helpers.h"
+#include "ops/numeric_cast.h"
 
 namespace ferrite {
 
@@ -527,15 +530,158 @@ Status einsum_kernel(KernelContext& ctx) {
   return st;
 }
 
+// ---- QLinearMatMul ----
+// y = saturate(rint((a - a_zp)(b - b_zp) * (a_scale * b_scale / y_scale)) + y_zp), the integer
+// product exact in int64 and the scale factor rounded in the scales' own type, as ONNX's reference
+// implementation computes it.
+
+Status infer_qlinear_matmul(InferContext& ctx) {
+  for (size_t i : {1, 2, 4, 5, 6, 7})
+    if (ctx.input_shape(i).rank_known() && ctx.input_shape(i).rank() > 1)
+      return ctx.error("QLinearMatMul supports per-tensor scales and zero points only");
+  if (ctx.input_dtype(2) != ctx.input_dtype(0) || ctx.input_dtype(5) != ctx.input_dtype(3))
+    return ctx.error("zero points must have their inputs' dtypes");
+  // MatMul's inference over (a, b), which are inputs 0 and 3 here.
+  Node tmp = ctx.node();
+  tmp.inputs = {ctx.node().input(0), ctx.node().input(3)};
+  Value out;
+  tmp.outputs = {&out};
+  InferContext mm(tmp);
+  FERRITE_RETURN_IF_ERROR(infer_matmul(mm));
+  ctx.set_output(0, ctx.input_dtype(7), out.type.shape);
+  return Status::ok();
+}
+
+Status qlinear_matmul_kernel(KernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(3);
+  for (size_t i : {1, 2, 4, 5, 6, 7})
+    if (ctx.input(i).numel() != 1)
+      return ctx.error("QLinearMatMul supports per-tensor scales and zero points only");
+  if (a.rank() < 2 || b.rank() < 2) return ctx.error("QLinearMatMul inputs must have rank >= 2");
+  const std::vector<int64_t>& ad = a.dims();
+  const std::vector<int64_t>& bd = b.dims();
+  int64_t M = ad[ad.size() - 2], K = ad.back(), N = bd.back();
+  if (bd[bd.size() - 2] != K) return ctx.error("inner dimensions differ");
+  std::vector<int64_t> a_batch(ad.begin(), ad.end() - 2), b_batch(bd.begin(), bd.end() - 2);
+  FERRITE_ASSIGN_OR_RETURN(auto batch, broadcast_dims(ctx, a_batch, b_batch));
+  std::vector<int64_t> out = batch;
+  out.push_back(M);
+  out.push_back(N);
+  const Tensor& yzp = ctx.input(7);
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, yzp.dtype(), out));
+  auto value = [](const Tensor& t, int64_t i) {
+    double v = 0;
+    visit_dtype(t.dtype(), [&]<class T>() { v = to_double(t.data<T>()[i]); });
+    return v;
+  };
+  // The factor in the scales' type: each product and quotient rounds as numpy's would.
+  double factor = 0;
+  visit_dtype(ctx.input(1).dtype(), [&]<class S>() {
+    if constexpr (is_float_v<S>) {
+      using C = compute_t<S>;
+      S ab =
+          convert<S>(convert<C>(ctx.input(1).data<S>()[0]) * convert<C>(ctx.input(4).data<S>()[0]));
+      factor = convert<double>(convert<S>(convert<C>(ab) / convert<C>(ctx.input(6).data<S>()[0])));
+    }
+  });
+  const int64_t azp = static_cast<int64_t>(value(ctx.input(2), 0));
+  const int64_t bzp = static_cast<int64_t>(value(ctx.input(5), 0));
+  const double zp = value(yzp, 0);
+  std::vector<int64_t> sa = broadcast_strides(a_batch, batch),
+                       sb = broadcast_strides(b_batch, batch);
+  std::array<std::vector<int64_t>, 2> strides{sa, sb};
+  std::vector<int64_t> batch_dims = batch.empty() ? std::vector<int64_t>{1} : batch;
+  if (batch.empty()) strides = {std::vector<int64_t>{0}, std::vector<int64_t>{0}};
+  return dispatch_dtype<TypeClass::kInt>(ctx, yzp.dtype(), [&]<class Y>() -> Status {
+    Y* py = y->data<Y>();
+    for_each_index<2>(batch_dims, strides, [&](int64_t bi, const std::array<int64_t, 2>& off) {
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          int64_t acc = 0;
+          for (int64_t k = 0; k < K; ++k)
+            acc += (static_cast<int64_t>(value(a, off[0] * M * K + m * K + k)) - azp) *
+                   (static_cast<int64_t>(value(b, off[1] * K * N + k * N + n)) - bzp);
+          double d = static_cast<double>(acc) * factor + zp;
+          py[bi * M * N + m * N + n] = saturate_cast<Y>(std::nearbyint(d));
+        }
+    });
+    return Status::ok();
+  });
+}
+
+// MatMulInteger: (a - a_zp)(b - b_zp) in int32, with per-tensor zero points (or per-row of a /
+// per-column of b, as 1-D zero points of the matching length).
+Status infer_matmul_integer(InferContext& ctx) {
+  FERRITE_RETURN_IF_ERROR(infer_matmul(ctx));
+  ctx.set_output(0, DType::kI32, ctx.node().output(0)->type.shape);
+  return Status::ok();
+}
+
+Status matmul_integer_kernel(KernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  if (a.rank() != 2 || b.rank() != 2 || a.dims()[1] != b.dims()[0])
+    return ctx.error("MatMulInteger supports 2-D inputs [M, K] x [K, N]");
+  const int64_t M = a.dims()[0], K = a.dims()[1], N = b.dims()[1];
+  auto ints = [&](size_t i) {
+    std::vector<int64_t> v;
+    if (ctx.num_inputs() <= i || !ctx.has_input(i)) return v;
+    const Tensor& t = ctx.input(i);
+    visit_dtype(t.dtype(), [&]<class T>() {
+      for (int64_t k = 0; k < t.numel(); ++k)
+        v.push_back(static_cast<int64_t>(to_double(t.data<T>()[k])));
+    });
+    return v;
+  };
+  std::vector<int64_t> av = ints(0), bv = ints(1), azp = ints(2), bzp = ints(3);
+  if (azp.size() > 1 && static_cast<int64_t>(azp.size()) != M)
+    return ctx.error("a_zero_point must have 1 or M elements");
+  if (bzp.size() > 1 && static_cast<int64_t>(bzp.size()) != N)
+    return ctx.error("b_zero_point must have 1 or N elements");
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DType::kI32, {M, N}));
+  int32_t* py = y->data<int32_t>();
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      int64_t za = azp.empty() ? 0 : azp[azp.size() == 1 ? 0 : m];
+      int64_t zb = bzp.empty() ? 0 : bzp[bzp.size() == 1 ? 0 : n];
+      int64_t acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += (av[m * K + k] - za) * (bv[k * N + n] - zb);
+      py[m * N + n] = static_cast<int32_t>(acc);  // |acc| < K * 2^16: fits for any real K
+    }
+  return Status::ok();
+}
+
 }  // namespace
 
+void register_rnn_ops(OpRegistry& r);  // rnn.cpp: RNN, GRU, LSTM
+
 void register_math_ops(OpRegistry& r) {
+  register_rnn_ops(r);
   r.add(OpSchemaBuilder("MatMul").versions(13).inputs(2).outputs(1)
             .types("T", {0, 1}, kGemmTypes).infer(infer_matmul).kernel(matmul_kernel));
   r.add(OpSchemaBuilder("Gemm").versions(13).inputs(2, 3).outputs(1)
             .attr("alpha", AttrType::kFloat, 1.0f).attr("beta", AttrType::kFloat, 1.0f)
             .attr("transA", AttrType::kInt, 0).attr("transB", AttrType::kInt, 0)
             .types("T", {0, 1, 2}, kGemmTypes).infer(infer_gemm).kernel(gemm_kernel));
+  r.add(OpSchemaBuilder("QLinearMatMul")
+            .versions(10)
+            .inputs(8)
+            .outputs(1)
+            .types("T1", {0, 2}, {DType::kI8, DType::kU8})
+            .types("TS", {1, 4, 6}, dtypes::kFloat)
+            .types("T2", {3, 5}, {DType::kI8, DType::kU8})
+            .types("T3", {7}, {DType::kI8, DType::kU8})
+            .infer(infer_qlinear_matmul)
+            .kernel(qlinear_matmul_kernel));
+  r.add(OpSchemaBuilder("MatMulInteger")
+            .versions(10)
+            .inputs(2, 4)
+            .outputs(1)
+            .types("T1", {0, 2}, {DType::kI8, DType::kU8})
+            .types("T2", {1, 3}, {DType::kI8, DType::kU8})
+            .infer(infer_matmul_integer)
+            .kernel(matmul_integer_kernel));
   r.add(OpSchemaBuilder("Einsum")
             .versions(13)
             .inputs(1, INT_MAX)

@@ -9,6 +9,14 @@
 namespace ferrite {
 
 void register_resize_ops(OpRegistry& r);  // resize.cpp
+void register_sampling_ops(OpRegistry& r);      // sampling.cpp: GridSample, AffineGrid
+void register_detection_ops(OpRegistry& r);     // detection.cpp: NonMaxSuppression, RoiAlign
+void register_signal_ops(OpRegistry& r);        // signal.cpp: windows, DFT, STFT
+void register_col2im_ops(OpRegistry& r);        // col2im.cpp
+void register_tfidf_ops(OpRegistry& r);         // tfidf.cpp: TfIdfVectorizer
+void register_conv_integer_ops(OpRegistry& r);  // conv_integer.cpp: ConvInteger, QLinearConv
+void register_training_ops(OpRegistry& r);      // training.cpp: Adagrad, Momentum, Adam
+void register_ml_ops(OpRegistry& r);            // ml.cpp: Binarizer, ArrayFeatureExtractor
 
 namespace {
 
@@ -405,6 +413,14 @@ void register_misc_ops(OpRegistry& r) {
             .infer(infer_det)
             .kernel(det_kernel));
   register_resize_ops(r);
+  register_sampling_ops(r);
+  register_detection_ops(r);
+  register_signal_ops(r);
+  register_col2im_ops(r);
+  register_tfidf_ops(r);
+  register_conv_integer_ops(r);
+  register_training_ops(r);
+  register_ml_ops(r);
 }
 
 }  // namespace ferrite

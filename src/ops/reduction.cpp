@@ -1,5 +1,6 @@
-// Reductions (Reduce*, ArgMax, ArgMin) and normalisations along one axis (Softmax, LogSoftmax,
-// Hardmax).
+// Reductions (Reduce*, ArgMax, ArgMin), normalisations along one axis (Softmax, LogSoftmax,
+// Hardmax) and the losses that reduce over the class axis (NegativeLogLikelihoodLoss,
+// SoftmaxCrossEntropyLoss).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -460,6 +461,139 @@ Status softmax_kernel(KernelContext& ctx, Norm kind) {
   return st;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Losses (opset 13): scores [N, C, d1..dk] and integer targets [N, d1..dk]; the class axis is 1.
+// The kernels view the scores as [N, C, D] (D = d1*...*dk) and accumulate in double.
+
+enum class LossReduction { kNone, kSum, kMean };
+
+template <class Ctx>
+Expected<LossReduction> reduction_of(const Ctx& ctx) {
+  std::string r = ctx.node().attr_string("reduction", "mean");
+  if (r == "none") return LossReduction::kNone;
+  if (r == "sum") return LossReduction::kSum;
+  if (r == "mean") return LossReduction::kMean;
+  return ctx.error("reduction must be 'none', 'sum' or 'mean', not '", r, "'");
+}
+
+// Output 0: the target's shape for reduction 'none', a scalar otherwise; output 1 (SCE's
+// log_prob): the scores' type.
+Status infer_loss(InferContext& ctx) {
+  FERRITE_ASSIGN_OR_RETURN(LossReduction red, reduction_of(ctx));
+  const Shape& x = ctx.input_shape(0);
+  const Shape& t = ctx.input_shape(1);
+  if (x.rank_known() && x.rank() < 2)
+    return ctx.error("scores must have rank >= 2 ([N, C, ...]), got ", x.to_string());
+  if (x.rank_known() && t.rank_known()) {
+    if (t.rank() + 1 != x.rank())
+      return ctx.error("target ", t.to_string(), " must have the scores' rank minus one (scores ",
+                       x.to_string(), ")");
+    for (size_t i = 0; i < t.rank(); ++i) {
+      const Dim& dx = x.dims()[i == 0 ? 0 : i + 1];
+      const Dim& dt = t.dims()[i];
+      if (dx.is_static() && dt.is_static() && *dx.value() != *dt.value())
+        return ctx.error("target ", t.to_string(), " does not match scores ", x.to_string());
+    }
+  }
+  if (ctx.num_inputs() > 2 && ctx.has_input(2)) {
+    const Shape& w = ctx.input_shape(2);
+    if (w.rank_known() && w.rank() != 1)
+      return ctx.error("weight must be 1-D, got ", w.to_string());
+  }
+  Shape out = red == LossReduction::kNone ? t : Shape(std::vector<Dim>{});
+  ctx.set_output(0, ctx.input_dtype(0), out);
+  if (ctx.num_outputs() > 1 && ctx.has_output(1)) ctx.set_output(1, ctx.input_type(0));
+  return Status::ok();
+}
+
+// The negative log-likelihood of log-probabilities `logp` ([N, C, D], double) under targets;
+// writes per-element losses (reduction none) or the reduced scalar to `out`.
+template <class T, class I>
+Status nll(const KernelContext& ctx, const std::vector<double>& logp, const I* target,
+           const Tensor* weight, int64_t n, int64_t c, int64_t d, LossReduction red, T* out) {
+  const bool has_ii = ctx.node().has_attr("ignore_index");
+  const int64_t ii = ctx.node().attr_int("ignore_index", 0);
+  const T* w = weight ? weight->data<T>() : nullptr;
+  if (weight && weight->numel() != c)
+    return ctx.error("weight has ", weight->numel(), " elements for ", c, " classes");
+  double sum = 0, weight_sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t k = 0; k < d; ++k) {
+      int64_t cls = static_cast<int64_t>(target[i * d + k]);
+      double loss = 0, wt = 0;
+      if (!(has_ii && cls == ii)) {
+        if (cls < 0 || cls >= c)
+          return ctx.error("target ", cls, " is outside [0, ", c, ") and not ignore_index");
+        wt = w ? to_double(w[cls]) : 1.0;
+        loss = -logp[(i * c + cls) * d + k] * wt;
+      }
+      if (red == LossReduction::kNone) out[i * d + k] = convert<T>(loss);
+      sum += loss;
+      weight_sum += wt;
+    }
+  }
+  if (red == LossReduction::kSum) out[0] = convert<T>(sum);
+  // ONNX divides by the total weight of the counted elements (0/0 is NaN, as in the spec).
+  if (red == LossReduction::kMean) out[0] = convert<T>(sum / weight_sum);
+  return Status::ok();
+}
+
+// NLL (log_softmax = false) or softmax cross-entropy (true: log-softmax over the class axis
+// first, written to output 1 when requested).
+Status loss_kernel(KernelContext& ctx, bool log_softmax) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& t = ctx.input(1);
+  const Tensor* weight = ctx.num_inputs() > 2 && ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  FERRITE_ASSIGN_OR_RETURN(LossReduction red, reduction_of(ctx));
+  if (x.rank() < 2 || t.rank() + 1 != x.rank()) return ctx.error("scores and target do not match");
+  const int64_t n = x.dims()[0], c = x.dims()[1];
+  int64_t d = 1;
+  for (size_t i = 2; i < x.rank(); ++i) {
+    if (x.dims()[i] != t.dims()[i - 1]) return ctx.error("scores and target do not match");
+    d *= x.dims()[i];
+  }
+  if (t.dims()[0] != n) return ctx.error("scores and target do not match");
+  std::vector<int64_t> out_dims = red == LossReduction::kNone ? t.dims() : std::vector<int64_t>{};
+  FERRITE_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_dims));
+  Tensor* log_prob = nullptr;
+  if (log_softmax && ctx.has_output(1)) {
+    FERRITE_ASSIGN_OR_RETURN(log_prob, ctx.allocate_output(1, x.dtype(), x.dims()));
+  }
+  Status st;
+  bool known = visit_dtype(x.dtype(), [&]<class T>() {
+    if constexpr (!is_float_v<T>) {
+      st = ctx.error("dtype ", dtype_name(x.dtype()), " is not supported");
+    } else {
+      std::vector<double> logp(static_cast<size_t>(x.numel()));
+      const T* px = x.data<T>();
+      for (size_t i = 0; i < logp.size(); ++i) logp[i] = to_double(px[i]);
+      if (log_softmax) {
+        for (int64_t i = 0; i < n; ++i) {
+          for (int64_t k = 0; k < d; ++k) {
+            double m = -INFINITY, s = 0;
+            for (int64_t j = 0; j < c; ++j) m = std::max(m, logp[(i * c + j) * d + k]);
+            for (int64_t j = 0; j < c; ++j) s += std::exp(logp[(i * c + j) * d + k] - m);
+            double lse = m + std::log(s);
+            for (int64_t j = 0; j < c; ++j) logp[(i * c + j) * d + k] -= lse;
+          }
+        }
+        if (log_prob) {
+          T* lp = log_prob->data<T>();
+          for (size_t i = 0; i < logp.size(); ++i) lp[i] = convert<T>(logp[i]);
+        }
+      }
+      if (t.dtype() == DType::kI64)
+        st = nll<T>(ctx, logp, t.data<int64_t>(), weight, n, c, d, red, out->data<T>());
+      else if (t.dtype() == DType::kI32)
+        st = nll<T>(ctx, logp, t.data<int32_t>(), weight, n, c, d, red, out->data<T>());
+      else
+        st = ctx.error("target must be int32 or int64");
+    }
+  });
+  if (!known) return ctx.error("unsupported dtype");
+  return st;
+}
+
 }  // namespace
 
 void register_reduction_ops(OpRegistry& r) {
@@ -527,6 +661,20 @@ void register_reduction_ops(OpRegistry& r) {
               .types("T", {0}, kFloat)
               .infer(infer_softmax)
               .kernel([k](KernelContext& ctx) { return softmax_kernel(ctx, k); }));
+  }
+
+  // Losses.
+  for (bool sce : {false, true}) {
+    r.add(OpSchemaBuilder(sce ? "SoftmaxCrossEntropyLoss" : "NegativeLogLikelihoodLoss")
+              .versions(13)
+              .inputs(2, 3)
+              .outputs(1, sce ? 2 : 1)
+              .attr("reduction", AttrType::kString, "mean")
+              .optional_attr("ignore_index", AttrType::kInt)
+              .types("T", {0, 2}, kFloat)
+              .types("Tind", {1}, {DType::kI32, DType::kI64})
+              .infer(infer_loss)
+              .kernel([sce](KernelContext& ctx) { return loss_kernel(ctx, sce); }));
   }
 }
 

@@ -184,14 +184,15 @@ TEST(OnnxImport, UnknownDomain) {
 }
 
 TEST(OnnxImport, UnsupportedOpsets) {
-  for (int opset : {12, 22, 1}) {
+  for (int opset : {22, 30}) {
     ModelBuilder b = valid_model();
     b.model().mutable_opset_import(0)->set_version(opset);
     EXPECT_TRUE(failed_with(import_bytes(b.bytes()),
-                            {"opset " + std::to_string(opset), "supports opsets 13 to 21"},
+                            {"opset " + std::to_string(opset), "supports opsets 1 to 21"},
                             StatusCode::kUnsupported));
   }
-  for (int opset : {13, 21}) {
+  // Below 13 through the version converter (tests/unit/version_converter_test.cpp).
+  for (int opset : {1, 12, 13, 21}) {
     ModelBuilder b = valid_model();
     b.model().mutable_opset_import(0)->set_version(opset);
     EXPECT_TRUE(import_bytes(b.bytes())) << opset;
@@ -217,10 +218,28 @@ TEST(OnnxImport, ConflictingOpsetImports) {
 }
 
 TEST(OnnxImport, OnlyForeignDomain) {
+  // Importing only another domain is fine, but then default-domain nodes have no opset.
   ModelBuilder b = valid_model();
   b.model().mutable_opset_import(0)->set_domain("com.example");
-  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"not the default ONNX domain"},
-                          StatusCode::kUnsupported));
+  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"node 'add0'", "domain '' is not imported"}));
+}
+
+TEST(OnnxImport, ModelOfOnlyTheMlDomain) {
+  ModelBuilder b;
+  b.model().mutable_opset_import(0)->set_domain("ai.onnx.ml");
+  b.model().mutable_opset_import(0)->set_version(1);
+  b.input("x", kOnnxFloat, {2, 3});
+  auto* n = b.node("Binarizer", {"x"}, {"y"}, "bin");
+  n->set_domain("ai.onnx.ml");
+  auto* a = n->add_attribute();
+  a->set_name("threshold");
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(0.5f);
+  b.output("y");
+  auto y =
+      run_model(b.bytes(), {{"x", Tensor::from_vector<float>({0, 1, 0.5f, 2, -1, 0.6f}, {2, 3})}});
+  ASSERT_TRUE(y) << y.status().message();
+  EXPECT_EQ(values_of<float>((*y)[0]), (std::vector<float>{0, 1, 0, 1, 0, 1}));
 }
 
 TEST(OnnxImport, BadInitializerDtype) {

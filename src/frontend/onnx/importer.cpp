@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "frontend/onnx/tensor_proto.h"
+#include "frontend/onnx/version_converter.h"
 #include "ops/context.h"
 #include "ops/op_schema.h"
 
@@ -155,16 +156,17 @@ Expected<std::unique_ptr<Graph>> import_model(const onnx::ModelProto& model,
       return err("opset_import lists domain '", shown, "' twice, with versions ", it->second,
                  " and ", version);
   }
+  // A model may import only other domains (ai.onnx.ml, ai.onnx.preview.training); each node's
+  // domain is checked against the imports below.
   auto def = g.opsets().find("");
-  if (def == g.opsets().end()) {
-    std::string domains;
-    for (const auto& [d, v] : g.opsets()) domains += (domains.empty() ? "" : ", ") + d;
-    return unsupported("model imports only the domains ", domains,
-                       ", not the default ONNX domain");
-  }
-  if (def->second < kMinOnnxOpset || def->second > kMaxOnnxOpset)
-    return unsupported("model uses ONNX opset ", def->second, "; ferrite supports opsets ", kMinOnnxOpset,
-               " to ", kMaxOnnxOpset);
+  if (def != g.opsets().end() &&
+      (def->second < kMinConvertibleOpset || def->second > kMaxOnnxOpset))
+    return unsupported("model uses ONNX opset ", def->second, "; ferrite supports opsets ",
+                       kMinConvertibleOpset, " to ", kMaxOnnxOpset, " (below ", kMinOnnxOpset,
+                       " through the version converter)");
+  // Default-domain nodes of an older model get their schema from the version converter, which
+  // upgrades them while inferring (its adapters need their inputs' types).
+  const bool upgrade = def != g.opsets().end() && def->second < kMinOnnxOpset;
 
   const onnx::GraphProto& gp = model.graph();
   g.name = gp.name();
@@ -248,8 +250,15 @@ Expected<std::unique_ptr<Graph>> import_model(const onnx::ModelProto& model,
     Node* node = g.add_node(np.op_type(), np.name().empty() ? str_cat(np.op_type(), "_", idx) : np.name());
     node->domain = domain;
     node->opset = ops->second;
-    node->schema = registry.find(domain, np.op_type(), node->opset);
-    if (!node->schema) {
+    Status upgradable = Status::ok();
+    if (upgrade && domain.empty())
+      upgradable = check_upgradable(np.op_type(), node->opset);
+    else
+      node->schema = registry.find(domain, np.op_type(), node->opset);
+    if (!upgradable.is_ok()) {
+      if (!opts.allow_unknown_ops) return upgradable.with_context(label);
+      if (report) report->unsupported_ops.push_back(str_cat(np.op_type(), " (", label, ")"));
+    } else if (!node->schema && !(upgrade && domain.empty())) {
       std::string what;
       if (np.op_type() == "If" || np.op_type() == "Loop" || np.op_type() == "Scan")
         what = "control flow (" + np.op_type() + ") is not supported yet";
@@ -289,7 +298,7 @@ Expected<std::unique_ptr<Graph>> import_model(const onnx::ModelProto& model,
   }
   if (g.outputs().empty()) return err("model has no outputs");
   if (opts.allow_unknown_ops && report && !report->unsupported_ops.empty()) return graph;
-  FERRITE_RETURN_IF_ERROR(infer_graph(g));
+  FERRITE_RETURN_IF_ERROR(upgrade ? upgrade_and_infer(g) : infer_graph(g));
   FERRITE_RETURN_IF_ERROR(verify_graph(g));
   return graph;
 }
