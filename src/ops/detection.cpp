@@ -185,10 +185,20 @@ Status roi_align_kernel(KernelContext& ctx) {
         double rw = r[n * 4 + 2] * scale - off - x0, rh = r[n * 4 + 3] * scale - off - y0;
         if (!half_pixel) rw = std::max(rw, 1.0), rh = std::max(rh, 1.0);
         const double bh = rh / static_cast<double>(oh), bw = rw / static_cast<double>(ow);
-        const int64_t gh =
-            ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rh / static_cast<double>(oh)));
-        const int64_t gw =
-            ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rw / static_cast<double>(ow)));
+        // Sampling points per bin and axis: sampling_ratio, else ceil(bin size). A hostile or
+        // corrupt region (huge, inf, NaN) would make that grid unbounded (and the conversion
+        // undefined), so more than kMaxSamples points per axis is refused.
+        constexpr double kMaxSamples = 4096;
+        const double sh = ratio > 0 ? static_cast<double>(ratio) : std::ceil(rh / oh);
+        const double sw = ratio > 0 ? static_cast<double>(ratio) : std::ceil(rw / ow);
+        if (!(sh <= kMaxSamples) || !(sw <= kMaxSamples)) {
+          st =
+              unsupported(node.describe(), ": region of interest ", n, " needs a sampling grid of ",
+                          sh, " x ", sw, " points per bin (at most 4096 per axis are taken)");
+          return;
+        }
+        const int64_t gh = static_cast<int64_t>(std::max(sh, 0.0));
+        const int64_t gw = static_cast<int64_t>(std::max(sw, 0.0));
         const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
         for (int64_t c = 0; c < channels; ++c) {
           const T* img = px + (bi[n] * channels + c) * height * width;

@@ -3,6 +3,7 @@
 #include "frontend/onnx/version_converter.h"
 
 #include <cmath>
+#include <limits>
 
 #include "ops/op_schema.h"
 #include "test_util.h"
@@ -231,6 +232,26 @@ TEST(VersionConverter, RoiAlign10KeepsOutputHalfPixelCoordinates) {
        {"r", f32({0, 0, 3, 3}, {1, 4})},
        {"b", Tensor::from_vector<int64_t>({0}, {1})}});
   expect_near(y, {7.5f});
+}
+
+TEST(RoiAlignHostileRegions, UnboundedSamplingGridIsRefusedNotRun) {
+  // sampling_ratio 0 samples ceil(bin size) points per axis: a region of 1e30 (or inf, NaN)
+  // would loop for ever (and convert an out-of-range double). Refused as unsupported, at once.
+  auto g =
+      import_text(model(16, "(float[1,1,4,4] x, float[1,4] r, int64[1] b) => (float[1,1,1,1] y)",
+                        "y = RoiAlign<output_height = 1, output_width = 1>(x, r, b)"));
+  ASSERT_TRUE(g) << g.status().message();
+  auto s = Session::from_graph(std::move(*g), "reference");
+  ASSERT_TRUE(s) << s.status().message();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float big : {1e30f, inf, std::numeric_limits<float>::quiet_NaN()}) {
+    auto out = (*s)->run({{"x", Tensor::from_vector<float>(std::vector<float>(16), {1, 1, 4, 4})},
+                          {"r", Tensor::from_vector<float>({0, 0, big, 3}, {1, 4})},
+                          {"b", Tensor::from_vector<int64_t>({0}, {1})}});
+    ASSERT_FALSE(out) << big;
+    EXPECT_NE(out.status().message().find("sampling grid"), std::string::npos)
+        << out.status().message();
+  }
 }
 
 TEST(VersionConverter, GemmBroadcastAndBatchNormLegacyAttributes) {
