@@ -5,6 +5,7 @@
 #include <functional>
 #include <sstream>
 
+#include "codegen/row_analysis.h"
 #include "codegen/scalar_emitter.h"
 
 namespace ferrite {
@@ -87,23 +88,14 @@ struct Gen {
   const HostLoopStyle& style;
 };
 
-Ident make_ident(const LoweredGraph& lg) {
-  return [&lg](const std::string& name) -> std::string {
-    size_t i;
-    if (is_loop_var(name, &i)) return "x" + std::to_string(i);
-    for (size_t s = 0; s < lg.symbols.size(); ++s)
-      if (lg.symbols[s] == name) return "s" + std::to_string(s);
-    return "/*unbound " + name + "*/0";
-  };
-}
-
 // The function header, buffer pointers, symbols and dims d0.. of a kernel; returns input names.
 std::vector<std::string> emit_prologue(std::ostringstream& os, const Kernel& k,
                                        const LoweredGraph& lg, const Ident& ident, const Gen& g) {
   os << "\n// " << k.name << ": ";
   for (size_t i = 0; i < k.source_nodes.size(); ++i) os << (i ? ", " : "") << k.source_nodes[i];
   if (k.source_nodes.empty()) os << "(copy)";
-  os << "\n" << g.style.qualifier << " void " << k.name
+  os << "\n"
+     << g.style.qualifier << " void " << k.name
      << (g.style.grid_launch
              ? "(void* const* bufs, const int64_t* syms, int64_t block, int64_t grid) {\n"
              : "(void* const* bufs, const int64_t* syms, int64_t row_begin, int64_t row_end) {\n");
@@ -153,7 +145,7 @@ void emit_row_index(std::ostringstream& os, size_t outer) {
 
 void emit_pointwise_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph& lg,
                            const Gen& g) {
-  Ident ident = make_ident(lg);
+  Ident ident = symbol_ident(lg);
   std::vector<std::string> in_names = emit_prologue(os, k, lg, ident, g);
   size_t rank = k.shape.size();
   std::string inner = rank ? "d" + std::to_string(rank - 1) : "1";
@@ -184,76 +176,30 @@ void emit_pointwise_kernel(std::ostringstream& os, const Kernel& k, const Lowere
 // (a loop nest, or one value per row). Expressions that do not vary along the row are computed
 // once per row, before the first loop that needs them; the others are recomputed in each loop
 // that needs them (cheaper than a scratch row: the input row stays in cache).
-void emit_row_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph& lg, const Gen& g) {
-  Ident ident = make_ident(lg);
+void emit_row_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph& lg,
+                     const Gen& g) {
+  Ident ident = symbol_ident(lg);
   std::vector<std::string> in_names = emit_prologue(os, k, lg, ident, g);
   const size_t rank = k.shape.size(), outer = k.outer_rank();
   const size_t n = k.body.size();
-  // varies[i]: expression i depends on a reduced dim's loop variable.
-  std::vector<bool> varies(n, false);
-  for (size_t i = 0; i < n; ++i) {
-    const ScalarExpr& e = k.body.at(static_cast<int>(i));
-    if (e.kind == ScalarKind::kLoad || e.kind == ScalarKind::kSymbol) {
-      std::vector<std::string> names;
-      e.address.collect_symbols(names);
-      for (const auto& name : names) {
-        size_t d;
-        if (is_loop_var(name, &d) && d >= outer) varies[i] = true;
-      }
-    } else if (e.kind != ScalarKind::kReduce) {
-      for (int a : e.args) varies[i] = varies[i] || varies[a];
-    }
-  }
-  // Expressions a pass needs: the closure of `root`, stopping at phase results (computed by
-  // earlier passes); a phase's own pass (`through`) starts below its kReduce.
-  auto needed = [&](int root, bool through, int leaf = -1) {
-    std::vector<bool> need(n, false);
-    need[root] = true;
-    for (int64_t i = root; i >= 0; --i) {
-      if (!need[i] || i == leaf) continue;
-      const ScalarExpr& e = k.body.at(static_cast<int>(i));
-      if (e.kind == ScalarKind::kReduce && !(through && i == root)) continue;
-      for (int a : e.args) need[a] = true;
-    }
-    return need;
+  // The phase analysis every dialect shares (codegen/row_analysis.h).
+  const RowPhases ph(k);
+  const std::vector<bool>& varies = ph.varies;
+  const std::vector<bool>& live = ph.live;
+  const int last_phase = ph.last_phase, stash = ph.stash;
+  auto needed = [&ph](int root, bool through, int leaf = -1) {
+    return ph.needed(root, through, leaf);
   };
-  // Live phases: those the root uses, directly or through later phases.
-  std::vector<bool> live = needed(k.root, false), hoisted(n, false);
-  for (int64_t i = static_cast<int64_t>(n) - 1; i >= 0; --i) {
-    if (!live[i] || k.body.at(static_cast<int>(i)).kind != ScalarKind::kReduce) continue;
-    std::vector<bool> more = needed(static_cast<int>(i), true);
-    for (size_t j = 0; j < n; ++j) live[j] = live[j] || more[j];
-  }
+  std::vector<bool> hoisted(n, false);
   std::vector<std::string> t(n);
   for (size_t i = 0; i < n; ++i) t[i] = "t" + std::to_string(i);
   std::string flat;  // the element's offset within the row
   for (size_t d = outer; d < rank; ++d)
     flat = flat.empty() ? "x" + std::to_string(d)
                         : "(" + flat + ") * d" + std::to_string(d) + " + x" + std::to_string(d);
+  // The stash (RowPhases::stash) is written to the output row by the last phase and read back
+  // by the store; it has the output's type, so the store reads exactly what it would compute.
   const std::string out_elem = "out[row * row_len + " + flat + "]";
-
-  // Stash: an expensive value that the last phase and the store both compute (softmax's
-  // exp(x - max)) is written to the output row by the last phase and read back by the store,
-  // instead of being computed twice. It must have the output's type, so that the store reads
-  // exactly the value it would have computed.
-  int last_phase = -1, stash = -1;
-  for (size_t i = 0; i < n; ++i)
-    if (live[i] && k.body.at(static_cast<int>(i)).kind == ScalarKind::kReduce)
-      last_phase = static_cast<int>(i);
-  if (!k.per_row && last_phase >= 0) {
-    std::vector<bool> in_last = needed(last_phase, true), in_store = needed(k.root, false);
-    std::vector<bool> costly(n, false);
-    for (size_t i = 0; i < n; ++i) {
-      const ScalarExpr& e = k.body.at(static_cast<int>(i));
-      if (!varies[i] || e.kind == ScalarKind::kReduce) continue;
-      costly[i] = e.kind == ScalarKind::kUnary && e.fn != "neg" && e.fn != "abs" &&
-                  e.fn != "relu" && e.fn != "not" && e.fn != "isnan";
-      for (int a : e.args) costly[i] = costly[i] || costly[a];
-      if (costly[i] && in_last[i] && in_store[i] && e.dtype == k.out_dtype &&
-          static_cast<int>(i) != last_phase)
-        stash = static_cast<int>(i);
-    }
-  }
 
   std::string row_len;
   for (size_t d = outer; d < rank; ++d)
@@ -351,11 +297,19 @@ std::string generate_row_loop_source(const LoweredGraph& lg, const HostLoopStyle
   return os.str();
 }
 
-std::string generate_cpp_source(const LoweredGraph& lg) { return generate_row_loop_source(lg, {}); }
+std::string generate_cpp_source(const LoweredGraph& lg) {
+  return generate_row_loop_source(lg, {});
+}
 
-const char* host_prelude_source() { return kHostPrelude; }
+const char* host_prelude_source() {
+  return kHostPrelude;
+}
 
-const char* cpp_kernel_abi() { return "v2:bufs,syms,row_begin,row_end"; }
-const char* grid_kernel_abi() { return "grid-v2:bufs,syms,block,grid"; }
+const char* cpp_kernel_abi() {
+  return "v2:bufs,syms,row_begin,row_end";
+}
+const char* grid_kernel_abi() {
+  return "grid-v2:bufs,syms,block,grid";
+}
 
 }  // namespace ferrite

@@ -3,28 +3,50 @@
 #include <cmath>
 #include <cstdio>
 
+#include "lower/lowering.h"
+#include "ops/scalar_functions.h"
+
 namespace ferrite {
 
 namespace {
 
 std::optional<std::string> host_type(DType t) {
   switch (t) {
-    case DType::kF32: return "float";
-    case DType::kF64: return "double";
-    case DType::kI32: return "int32_t";
-    case DType::kI64: return "int64_t";
-    case DType::kBool: return "bool";
+    case DType::kF32:
+      return "float";
+    case DType::kF64:
+      return "double";
+    case DType::kI32:
+      return "int32_t";
+    case DType::kI64:
+      return "int64_t";
+    case DType::kBool:
+      return "bool";
     // Storage only: loads convert to float with fe_bf16_to_float / fe_half_to_float, stores
     // round with fe_float_to_bf16 / fe_float_to_half (defined by the dialect's prelude).
     case DType::kBF16:
-    case DType::kF16: return "uint16_t";
-    default: return std::nullopt;
+    case DType::kF16:
+      return "uint16_t";
+    default:
+      return std::nullopt;
   }
 }
 
-bool low_float(DType t) { return t == DType::kBF16 || t == DType::kF16; }
+bool low_float(DType t) {
+  return t == DType::kBF16 || t == DType::kF16;
+}
 
 }  // namespace
+
+Ident symbol_ident(const LoweredGraph& lg) {
+  return [&lg](const std::string& name) -> std::string {
+    size_t i;
+    if (is_loop_var(name, &i)) return "x" + std::to_string(i);
+    for (size_t s = 0; s < lg.symbols.size(); ++s)
+      if (lg.symbols[s] == name) return "s" + std::to_string(s);
+    return "/*unbound " + name + "*/0";
+  };
+}
 
 ScalarEmitter::ScalarEmitter(ScalarSpelling spelling) : s_(std::move(spelling)) {}
 
@@ -65,8 +87,7 @@ std::string ScalarEmitter::cast(DType from, DType to, const std::string& v) cons
 }
 
 std::string ScalarEmitter::def(const Kernel& k, size_t i, const std::vector<std::string>& t,
-                               const std::vector<std::string>& in_names,
-                               const Ident& ident) const {
+                               const std::vector<std::string>& in_names, const Ident& ident) const {
   const ScalarExpr& e = k.body.at(static_cast<int>(i));
   std::string ty = type(e.dtype).value_or("float");
   std::string rhs = e.kind == ScalarKind::kCast
@@ -80,73 +101,31 @@ std::string ScalarEmitter::expr(const ScalarExpr& e, const std::vector<std::stri
                                 const Ident& ident) const {
   auto a = [&](size_t i) { return t[e.args[i]]; };
   const std::string T = type(e.dtype).value_or("float");
-  const std::string one = "(" + T + ")1", zero = "(" + T + ")0";
   switch (e.kind) {
-    case ScalarKind::kLoad: return in_names[e.input] + "[" + e.address.to_c_code(ident) + "]";
-    case ScalarKind::kConst: return literal(e.dtype, e.value);
-    case ScalarKind::kSelect: return "(" + a(0) + " ? " + a(1) + " : " + a(2) + ")";
-    case ScalarKind::kCast: return "";    // needs the source dtype: see cast()
-    case ScalarKind::kSymbol: return "(" + T + ")" + e.address.to_c_code(ident);
-    case ScalarKind::kReduce: return "";  // accumulated by the row kernel's phase loop
-    default: break;
+    case ScalarKind::kLoad:
+      return in_names[e.input] + "[" + e.address.to_c_code(ident) + "]";
+    case ScalarKind::kConst:
+      return literal(e.dtype, e.value);
+    case ScalarKind::kSelect:
+      return "(" + a(0) + " ? " + a(1) + " : " + a(2) + ")";
+    case ScalarKind::kCast:
+      return "";  // needs the source dtype: see cast()
+    case ScalarKind::kSymbol:
+      return "(" + T + ")" + e.address.to_c_code(ident);
+    case ScalarKind::kReduce:
+      return "";  // accumulated by the row kernel's phase loop
+    default:
+      break;
   }
-  const std::string& f = e.fn;
-  if (f == "add") return a(0) + " + " + a(1);
-  if (f == "sub") return a(0) + " - " + a(1);
-  if (f == "mul") return a(0) + " * " + a(1);
-  if (f == "div") return a(0) + " / " + a(1);
-  if (f == "pow") return math("pow") + "(" + a(0) + ", " + a(1) + ")";
-  if (f == "max") return "fe_max_nan<" + T + ">(" + a(0) + ", " + a(1) + ")";
-  if (f == "min") return "fe_min_nan<" + T + ">(" + a(0) + ", " + a(1) + ")";
-  if (f == "eq") return a(0) + " == " + a(1);
-  if (f == "lt") return a(0) + " < " + a(1);
-  if (f == "le") return a(0) + " <= " + a(1);
-  if (f == "gt") return a(0) + " > " + a(1);
-  if (f == "ge") return a(0) + " >= " + a(1);
-  if (f == "and") return a(0) + " && " + a(1);
-  if (f == "or") return a(0) + " || " + a(1);
-  if (f == "xor") return a(0) + " != " + a(1);
-  if (f == "not") return "!" + a(0);
-  if (f == "isnan") return "fe_isnan(" + a(0) + ")";
-  if (f == "exp" || f == "log" || f == "sqrt" || f == "tanh" || f == "erf" || f == "sin" ||
-      f == "cos" || f == "floor" || f == "ceil")
-    return math(f) + "(" + a(0) + ")";
-  if (f == "round") return math("nearbyint") + "(" + a(0) + ")";
-  if (f == "abs") return math("fabs") + "(" + a(0) + ")";
-  if (f == "neg") return "-" + a(0);
-  if (f == "recip") return one + " / " + a(0);
-  // NaN stays NaN, as in the reference kernels (x != x is false for integers).
-  if (f == "sign")
-    return "(" + a(0) + " != " + a(0) + " ? " + a(0) + " : (" + T + ")((" + a(0) + " > 0) - (" +
-           a(0) + " < 0)))";
-  if (f == "relu")
-    return "(" + a(0) + " > " + zero + " || " + a(0) + " != " + a(0) + ") ? " + a(0) + " : " + zero;
-  if (f == "sigmoid") return "fe_sigmoid<" + T + ">(" + a(0) + ")";
-  if (f == "softplus") return "fe_softplus<" + T + ">(" + a(0) + ")";
-  if (f == "softsign") return a(0) + " / (" + one + " + " + math("fabs") + "(" + a(0) + "))";
-  std::string p0 = e.params.size() > 0 ? literal(e.dtype, e.params[0]) : "";
-  std::string p1 = e.params.size() > 1 ? literal(e.dtype, e.params[1]) : "";
-  if (f == "leakyrelu") return a(0) + " >= " + zero + " ? " + a(0) + " : " + a(0) + " * " + p0;
-  if (f == "elu")
-    return a(0) + " >= " + zero + " ? " + a(0) + " : " + p0 + " * (" + math("exp") + "(" + a(0) +
-           ") - " + one + ")";
-  if (f == "hardsigmoid") return "fe_hardsigmoid<" + T + ">(" + a(0) + ", " + p0 + ", " + p1 + ")";
-  if (f == "hardswish")
-    return a(0) + " * " + math("fmax") + "(" + zero + ", " + math("fmin") + "(" + one + ", " +
-           a(0) + " / (" + T + ")6 + (" + T + ")0.5))";
-  if (f == "gelu")
-    return "(" + T + ")0.5 * " + a(0) + " * (" + one + " + " + math("erf") + "(" + a(0) + " * (" +
-           T + ")0.70710678118654752440))";
-  if (f == "gelu_tanh")
-    return "(" + T + ")0.5 * " + a(0) + " * (" + one + " + " + math("tanh") + "((" + T +
-           ")0.79788456080286535588 * (" + a(0) + " + (" + T + ")0.044715 * " + a(0) + " * " +
-           a(0) + " * " + a(0) + ")))";
-  if (f == "clip") {
-    // NaN passes through, as in the reference kernel.
-    return "(" + a(0) + " < " + p0 + " ? " + p0 + " : (" + a(0) + " > " + p1 + " ? " + p1 + " : " +
-           a(0) + "))";
-  }
-  return "/* unknown fn " + f + " */";
+  // Every function is spelled by its row of the scalar-function table.
+  const ScalarFunction* f = find_scalar_function(e.fn);
+  if (!f) return "/* unknown fn " + e.fn + " */";
+  SpellContext c;
+  for (int arg : e.args) c.a.push_back(t[arg]);
+  for (double p : e.params) c.p.push_back(literal(e.dtype, p));
+  c.T = T;
+  c.math_prefix = s_.math_prefix;
+  return f->spell(c);
 }
 
 const char* scalar_helpers_source() {
@@ -177,11 +156,17 @@ template <class T> FE_FN T fe_hardsigmoid(T x, T alpha, T beta) {
   T v = alpha * x + beta;
   return v != v ? v : (v < T(0) ? T(0) : (v > T(1) ? T(1) : v));
 }
+// NaN wins; on ties the first operand (max(+0, -0) is +0), as the reference kernels fold.
 template <class T> FE_FN T fe_max_nan(T a, T b) {
-  return fe_isnan(a) || fe_isnan(b) ? fe_nan<T>() : (a > b ? a : b);
+  return fe_isnan(a) || fe_isnan(b) ? fe_nan<T>() : (a < b ? b : a);
 }
 template <class T> FE_FN T fe_min_nan(T a, T b) {
-  return fe_isnan(a) || fe_isnan(b) ? fe_nan<T>() : (a < b ? a : b);
+  return fe_isnan(a) || fe_isnan(b) ? fe_nan<T>() : (b < a ? b : a);
+}
+// Max after min: lo > hi gives hi everywhere, as the spec asks; NaN stays.
+template <class T> FE_FN T fe_clip(T x, T lo, T hi) {
+  const T v = x < lo ? lo : x;
+  return v > hi ? hi : v;
 }
 )";
 }

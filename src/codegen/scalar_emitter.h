@@ -16,6 +16,11 @@ namespace ferrite {
 // Maps SymExpr symbols (loop variables, shape symbols) to C identifiers.
 using Ident = std::function<std::string(const std::string&)>;
 
+struct LoweredGraph;
+// The identifiers every dialect uses: loop variable i is x<i>, shape symbol s (in
+// LoweredGraph::symbols order) is s<s>.
+Ident symbol_ident(const LoweredGraph& lg);
+
 class ScalarEmitter {
  public:
   explicit ScalarEmitter(ScalarSpelling spelling = {});

@@ -114,6 +114,21 @@ std::vector<Case> fusion_cases() {
                         erf_gelu("hb", "g")),
           {{"MatMul", {"g", "w2"}, {"o"}, {}}, {"Add", {"o", "b2"}, {"y"}, {}}}),
       {"y"}, {4}));
+  // MatMul + bias + each activation whose FusedMatMul epilogue no GEMM library computes itself
+  // (fuse-matmul-epilogue): the devices run it in their own epilogue (cuda's library kernel, cpu
+  // after oneDNN where its post-op would drop NaN). Inputs reach the activations' kinks.
+  const std::vector<std::pair<std::string, NodeSpec>> epilogues = {
+      {"leaky-relu", {"LeakyRelu", {"hb"}, {"y"}, {{"alpha", Attribute(0.2f)}}}},
+      {"clip", {"Clip", {"hb", "lo", "hi"}, {"y"}, {}}},
+      {"hard-sigmoid",
+       {"HardSigmoid", {"hb"}, {"y"}, {{"alpha", Attribute(0.25f)}, {"beta", Attribute(0.4f)}}}},
+      {"hard-swish", {"HardSwish", {"hb"}, {"y"}, {}}}};
+  for (const auto& [name, act] : epilogues)
+    out.push_back(pattern(
+        "matmul-" + name,
+        {in("x", kF32, {N, 16}, V::uniform(-2, 2)), w("wm", {16, 24}, -1, 1), w("bm", {24}, -1, 1),
+         scalar("lo", -0.75), scalar("hi", 1.5)},
+        {{"MatMul", {"x", "wm"}, {"h"}, {}}, {"Add", {"h", "bm"}, {"hb"}, {}}, act}, {"y"}, {3}));
   // Conv + BatchNorm + Relu (fold-conv-batchnorm).
   out.push_back(pattern("conv-bn-relu",
                         {in("x", kF32, {N, 3, 10, 10}), w("wc", {8, 3, 3, 3}), w("bc", {8}),

@@ -27,7 +27,7 @@
 
 #if FERRITE_HAVE_CUDA
 #include "backends/cuda/cuda_compile.h"
-#include "backends/cuda/cuda_dialect.h"
+#include "codegen/cuda_source.h"
 #include "backends/cuda/cuda_library.h"
 #include "runtime/compile_cache.h"
 #endif

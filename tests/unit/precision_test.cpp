@@ -21,9 +21,9 @@
 #include "test_util.h"
 
 #if FERRITE_HAVE_CUDA
-#include "backends/cuda/cuda_dialect.h"
 #include "backends/cuda/cuda_library.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "codegen/cuda_source.h"
 #endif
 
 namespace ferrite {

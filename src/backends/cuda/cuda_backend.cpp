@@ -7,7 +7,7 @@
 #include <future>
 #include <string>
 
-#include "backends/cuda/cuda_dialect.h"
+#include "codegen/cuda_source.h"
 #include "backends/cuda/cuda_native_ops.h"
 #include "lower/kernel_ir.h"
 
@@ -97,7 +97,7 @@ LaunchConfig CudaHeuristics::choose(const Kernel& kernel, int64_t rows, int64_t 
     c.grid = lim.clamp_grid(std::max<int64_t>(1, std::min<int64_t>(rows, sms * 32)));
   } else {
     c.block = std::min<int64_t>(256, lim.max_block) / warp * warp;
-    // A thread takes 16 bytes per iteration when the kernel vectorises (cuda_dialect.h).
+    // A thread takes 16 bytes per iteration when the kernel vectorises (codegen/cuda_source.h).
     int64_t total = rows * row_len;
     int64_t per_thread = row_len % 4 == 0 ? 4 : 1;
     int64_t want = (total / per_thread + c.block - 1) / c.block;

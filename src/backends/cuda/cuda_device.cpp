@@ -1,4 +1,4 @@
-// The `cuda` device: lowers the graph, generates CUDA C++ for its kernels (cuda_dialect.h),
+// The `cuda` device: lowers the graph, generates CUDA C++ for its kernels (codegen/cuda_source.h),
 // compiles them with NVRTC for the GPU's architecture and runs the step list on the GPU through
 // the shared executor (execute/executor.h), with the cuda library table (cuda_native_ops.h),
 // CUDA graphs and events (cuda_runtime.h) and a caching pool (cuda_pool.h). The GPU is opened on
@@ -12,7 +12,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_compile.h"
-#include "backends/cuda/cuda_dialect.h"
+#include "codegen/cuda_source.h"
 #include "execute/executor.h"
 #include "execute/step_plan.h"
 #include "lower/lowering.h"

@@ -2,12 +2,16 @@
 
 #include <algorithm>
 
+#include "codegen/cuda_source.h"
+#include "codegen/scalar_emitter.h"
+
 namespace ferrite::cuda {
 
 namespace {
 
+// After the generated-code prelude, the scalar helpers and fe_act (codegen/cuda_source.h), so
+// that the activations are the scalar-function table's, spelled as generated kernels spell them.
 const char* kLibrarySource = R"(// ferrite cuda library kernels.
-typedef long long int64_t;
 #define KMAXR 6
 struct BroadcastDims { int64_t dims[KMAXR]; int64_t strides[KMAXR]; };
 struct ConvParams {
@@ -24,18 +28,6 @@ struct SoftmaxParams {
   int causal, nan_to_zero, has_mask;
   int masked_rows_zero;
 };
-
-__device__ __forceinline__ float fe_act(float v, int act, float lo, float hi) {
-  switch (act) {
-    case 1: return (v > 0.f || v != v) ? v : 0.f;  // NaN stays NaN, as the reference Relu
-    case 2: return tanhf(v);
-    case 3: return v >= 0.f ? 1.f / (1.f + expf(-v)) : expf(v) / (1.f + expf(v));
-    case 4: return 0.5f * v * (1.f + erff(v * 0.70710678118654752440f));
-    case 5: return 0.5f * v * (1.f + tanhf(0.79788456080286535588f * (v + 0.044715f * v * v * v)));
-    case 6: return v < lo ? lo : (v > hi ? hi : v);
-    default: return v;
-  }
-}
 
 // Element i of a buffer of dtype code dt (0 f32, 1 bf16, 2 f16; the same rounding as the
 // generated kernels' fe_float_to_bf16 / fe_float_to_half), computed in float.
@@ -231,11 +223,12 @@ __device__ __forceinline__ int64_t fe_bcast_offset(int64_t i, const BroadcastDim
 // y, bias and res share the dtype code dt (see fe_ld).
 extern "C" __global__ void fe_epilogue(void* __restrict__ y, const void* __restrict__ bias,
                                        const void* __restrict__ res, BroadcastDims rb,
-                                       int64_t rows, int64_t cols, int act, int dt) {
+                                       int64_t rows, int64_t cols, int act, float p0, float p1,
+                                       int dt) {
   GRID_STRIDE(i, rows * cols) {
     float v = fe_ld(y, i, dt);
     if (bias) v += fe_ld(bias, i % cols, dt);
-    v = fe_act(v, act, 0.f, 0.f);
+    v = fe_act(v, act, p0, p1);
     if (res) v += fe_ld(res, fe_bcast_offset(i, rb), dt);
     fe_st(y, i, v, dt);
   }
@@ -391,7 +384,9 @@ bool broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t
 }
 
 const char* library_source() {
-  return kLibrarySource;
+  static const std::string source = std::string(cuda_prelude_source()) + scalar_helpers_source() +
+                                    cuda_activation_source() + kLibrarySource;
+  return source.c_str();
 }
 
 // The kernels' dtype code (see fe_ld): 0 f32, 1 bf16, 2 f16.
@@ -399,28 +394,10 @@ static int dtype_code(DType t) {
   return t == DType::kBF16 ? 1 : (t == DType::kF16 ? 2 : 0);
 }
 
-bool parse_act(const std::string& s, Act* a) {
-  if (s.empty() || s == "none")
-    *a = Act::kNone;
-  else if (s == "relu")
-    *a = Act::kRelu;
-  else if (s == "tanh")
-    *a = Act::kTanh;
-  else if (s == "sigmoid")
-    *a = Act::kSigmoid;
-  else if (s == "gelu")
-    *a = Act::kGelu;
-  else if (s == "gelu_tanh")
-    *a = Act::kGeluTanh;
-  else
-    return false;
-  return true;
-}
-
 Expected<ChunkedCompile> LibraryKernels::compile(const std::string& arch,
                                                  const std::string& device_key) {
   const int threads = compile_threads();
-  FERRITE_ASSIGN_OR_RETURN(auto programs, split_program(kLibrarySource, threads));
+  FERRITE_ASSIGN_OR_RETURN(auto programs, split_program(library_source(), threads));
   return compile_chunks(std::move(programs), arch, device_key, threads, "ferrite_library");
 }
 
@@ -524,12 +501,13 @@ Status LibraryKernels::maxpool2d(const void* x, void* y, const PoolParams& p, DT
 }
 
 Status LibraryKernels::epilogue(void* y, const void* bias, const void* residual,
-                                const BroadcastDims* res, int64_t rows, int64_t cols, int act,
-                                DType dtype) {
+                                const BroadcastDims* res, int64_t rows, int64_t cols,
+                                const Activation& act, DType dtype) {
   BroadcastDims rb{};
   if (res) rb = *res;
-  int dt = dtype_code(dtype);
-  void* args[] = {&y, &bias, &residual, &rb, &rows, &cols, &act, &dt};
+  int dt = dtype_code(dtype), code = act.code();
+  float p0 = act.alpha, p1 = act.beta;
+  void* args[] = {&y, &bias, &residual, &rb, &rows, &cols, &code, &p0, &p1, &dt};
   return launch(epilogue_, grid_for(rows * cols, 256, sms_), 256, args);
 }
 

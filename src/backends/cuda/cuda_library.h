@@ -10,6 +10,7 @@
 #include "backends/cuda/cuda_runtime.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "ir/dtype.h"
+#include "ops/activation_epilogue.h"
 
 namespace ferrite::cuda {
 
@@ -24,22 +25,10 @@ struct BroadcastDims {
 bool broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& out,
                        BroadcastDims* bd);
 
-// Activation codes shared with the kernels.
-enum class Act : int {
-  kNone = 0,
-  kRelu = 1,
-  kTanh = 2,
-  kSigmoid = 3,
-  kGelu = 4,
-  kGeluTanh = 5,
-  kClip = 6
-};
-bool parse_act(const std::string& s, Act* a);
-
 struct ConvParams {
   int64_t N, C, H, W, K, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, groups;
-  int act;
-  float lo, hi;  // kClip bounds
+  int act;       // Activation::code() (ops/activation_epilogue.h), as fe_act takes it
+  float lo, hi;  // its parameters
 };
 
 struct PoolParams {
@@ -62,37 +51,35 @@ const char* library_source();
 class LibraryKernels {
  public:
   // `precompiled`: what compile() made (it needs no GPU, so it can run while the GPU starts).
-  static Expected<std::unique_ptr<LibraryKernels>> load(const CudaRuntime& rt,
-                                                        const std::string& arch,
-                                                        const std::string& device_key,
-                                                        const ChunkedCompile* precompiled = nullptr);
+  static Expected<std::unique_ptr<LibraryKernels>> load(
+      const CudaRuntime& rt, const std::string& arch, const std::string& device_key,
+      const ChunkedCompile* precompiled = nullptr);
   // The kernels as several NVRTC programs compiled in parallel (cuda_compile.h).
   static Expected<ChunkedCompile> compile(const std::string& arch, const std::string& device_key);
   // Each launches on the runtime's stream; counts are in elements. `dtype` is the storage of
   // every float tensor of the call (f32, or bf16 / f16 computed in float).
-  Status conv2d_direct(const void* x, const void* w, const void* bias, void* y,
-                       const ConvParams& p, DType dtype = DType::kF32);
+  Status conv2d_direct(const void* x, const void* w, const void* bias, void* y, const ConvParams& p,
+                       DType dtype = DType::kF32);
   Status im2col(const void* x, void* col, const ConvParams& p, DType dtype = DType::kF32);
   Status bias_act_nchw(void* y, const void* bias, int64_t total, int64_t channels, int64_t plane,
                        int act, float lo, float hi, DType dtype = DType::kF32);
   // y[n][k][p] = act(t[k][n * plane + p] + bias[k]) (the batched im2col GEMM back to NCHW).
-  Status bias_act_unfold(const void* t, void* y, const void* bias, int64_t n_img,
-                         int64_t channels, int64_t plane, int act, DType dtype = DType::kF32);
+  Status bias_act_unfold(const void* t, void* y, const void* bias, int64_t n_img, int64_t channels,
+                         int64_t plane, int act, DType dtype = DType::kF32);
   // Gather along one axis of data viewed as [outer, axis_len, inner] (elements of esize bytes).
   Status gather(const void* data, const void* idx, bool idx64, void* out, int64_t outer,
                 int64_t axis_len, int64_t n_idx, int64_t inner, int esize, int* err, int tag);
   // y = a (op) b, broadcast; op 0 add, 1 sub, 2 mul, 3 div.
-  Status binary_f32(const void* a, const BroadcastDims& ab, const void* b,
-                    const BroadcastDims& bb, void* y, int64_t total, int op,
-                    DType dtype = DType::kF32);
+  Status binary_f32(const void* a, const BroadcastDims& ab, const void* b, const BroadcastDims& bb,
+                    void* y, int64_t total, int op, DType dtype = DType::kF32);
   Status maxpool2d(const void* x, void* y, const PoolParams& p, DType dtype = DType::kF32);
   // y = act(y + bias[col]) + residual(broadcast), over rows x cols; all of `dtype` (f32, or
-  // bf16 / f16 storage computed in float).
+  // bf16 / f16 storage computed in float). Any activation of the scalar-function table.
   Status epilogue(void* y, const void* bias, const void* residual, const BroadcastDims* res,
-                  int64_t rows, int64_t cols, int act, DType dtype = DType::kF32);
+                  int64_t rows, int64_t cols, const Activation& act, DType dtype = DType::kF32);
   // y (= [rows, cols]) = broadcast(c) * beta, both of `dtype`.
-  Status broadcast_fill(void* y, const void* c, const BroadcastDims& bd, int64_t total,
-                        float beta, DType dtype = DType::kF32);
+  Status broadcast_fill(void* y, const void* c, const BroadcastDims& bd, int64_t total, float beta,
+                        DType dtype = DType::kF32);
   // softmax over the last dim of scores [batch, S, T], in place, with mask/causal/nan_to_zero.
   Status attention_softmax(float* scores, const float* mask, const SoftmaxParams& p);
   int64_t launches() const { return launches_; }

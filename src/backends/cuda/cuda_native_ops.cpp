@@ -133,8 +133,11 @@ Expected<bool> run_matmul(const Node& node, NativeIO& io, CudaBackend& be) {
 Expected<bool> run_fused_matmul(const Node& node, NativeIO& io, CudaBackend& be) {
   const DType dt = gemm_dtype(io);
   if (dt == DType::kUndefined || !io.in[0] || !io.in[1]) return false;
-  Act act;
-  if (!parse_act(node.attr_string("activation", "none"), &act)) return false;
+  // Any activation of the scalar-function table: in cuBLASLt's epilogue where the row names
+  // one, else in the library's epilogue kernel (fe_act, spelled from the table).
+  auto act_or = activation_of(node);
+  if (!act_or) return false;
+  const Activation act = *act_or;
   const bool tb = node.attr_int("transB") != 0;
   const std::vector<int64_t>& ad = io.in[0]->dims;
   const std::vector<int64_t>& bd = io.in[1]->dims;
@@ -158,20 +161,19 @@ Expected<bool> run_fused_matmul(const Node& node, NativeIO& io, CudaBackend& be)
   g.dtype = dt;
   g.tf32 = io.tf32;
   g.bias = bias ? bias->ptr : nullptr;
-  g.relu = act == Act::kRelu;
-  const bool simple_act = act == Act::kNone || act == Act::kRelu;
+  const bool in_gemm = act.none() || act.fn->cublaslt == CublasLtEpilogue::kRelu;
+  g.relu = !act.none() && act.fn->cublaslt == CublasLtEpilogue::kRelu;
   bool res_done = false;
-  if (res && act == Act::kNone && res->dims == out) {
+  if (res && act.none() && res->dims == out) {
     g.c_in = res->ptr;  // y = A B + residual + bias in the GEMM itself
     g.beta = 1;
     res_done = true;
   }
   FERRITE_RETURN_IF_ERROR(
       matmul(be, io.in[0]->ptr, ab, io.in[1]->ptr, bb, *batch, M, N, K, tb, y, g));
-  if (!simple_act || (res && !res_done))
+  if (!in_gemm || (res && !res_done))
     FERRITE_RETURN_IF_ERROR(be.lib->epilogue(y, nullptr, res && !res_done ? res->ptr : nullptr, &rb,
-                                             prod(out) / N, N,
-                                             simple_act ? 0 : static_cast<int>(act), dt));
+                                             prod(out) / N, N, in_gemm ? Activation{} : act, dt));
   return true;
 }
 

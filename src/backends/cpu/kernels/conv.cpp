@@ -43,7 +43,7 @@ struct ConvSpec {
     Key k;
     k.add(src).add(src_strides).add(wei).add(dst).add(dst_strides).add(strides).add(dilates);
     k.add(pad_l).add(pad_r).add(bias).add(weights_constant).add(residual);
-    k.add(static_cast<int64_t>(act.kind));
+    k.add(static_cast<int64_t>(act.code()));
     for (float f : {act.alpha, act.beta}) {
       int32_t bits;
       std::memcpy(&bits, &f, sizeof bits);

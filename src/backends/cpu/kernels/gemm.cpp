@@ -50,7 +50,7 @@ struct BlockSpec {
   std::string key() const {
     Key key;
     key.add(m).add(n).add(k).add(a_rs).add(a_cs).add(b_rs).add(b_cs).add(b_packed);
-    key.add(col_bias).add(row_bias).add(static_cast<int64_t>(act.kind)).add(res).add(res_first);
+    key.add(col_bias).add(row_bias).add(static_cast<int64_t>(act.code())).add(res).add(res_first);
     key.add(res_fusable);
     for (float f : {act.alpha, act.beta, scale}) {
       int32_t bits;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #include "backends/cpu/kernels/kernel_stats.h"
 #include "ops/op_schema.h"
@@ -129,7 +130,8 @@ class PackedCache {
       map_.clear();
       total_ = 0;
     }
-    auto [it, inserted] = map_.emplace(key, Packed{owner.borrowed() ? Tensor() : owner, out, bytes});
+    auto [it, inserted] =
+        map_.emplace(key, Packed{owner.borrowed() ? Tensor() : owner, out, bytes});
     if (inserted) total_ += bytes;
     return it->second.mem;
   }
@@ -196,45 +198,31 @@ Status run_reference(KernelContext& ctx) {
 }
 
 bool can_fuse_activation(const Activation& a) {
-  switch (a.kind) {
-    // oneDNN's JIT relu (alpha 0) and clip are max / min instructions, which return the bound
-    // for a NaN input (measured: NaN -> 0 for relu, -> min for clip, oneDNN 2.6 avx2), where the
-    // ONNX ops and the reference keep NaN. apply_epilogue computes them NaN-preserving after the
-    // primitive instead. Leaky relu (alpha != 0) selects by a compare and keeps NaN.
-    case ActKind::kRelu:
-    case ActKind::kClip:
-    case ActKind::kHardSigmoid:
-      return false;
-    default:
-      return true;
-  }
+  return !a.fn || (a.fn->onednn != OnednnEltwise::kNone && a.fn->onednn_keeps_nan);
 }
 
+namespace {
+// The oneDNN algorithm of each OnednnEltwise (in the enum's order).
+constexpr dnnl::algorithm kOnednnAlgorithm[] = {dnnl::algorithm::undef,
+                                                dnnl::algorithm::eltwise_relu,
+                                                dnnl::algorithm::eltwise_tanh,
+                                                dnnl::algorithm::eltwise_logistic,
+                                                dnnl::algorithm::eltwise_gelu_erf,
+                                                dnnl::algorithm::eltwise_gelu_tanh,
+                                                dnnl::algorithm::eltwise_clip,
+                                                dnnl::algorithm::eltwise_linear,
+                                                dnnl::algorithm::eltwise_hardswish};
+static_assert(std::size(kOnednnAlgorithm) == static_cast<size_t>(OnednnEltwise::kHardswish) + 1);
+}  // namespace
+
 void append_activation(dnnl::post_ops& po, const Activation& a) {
-  using dnnl::algorithm;
-  switch (a.kind) {
-    case ActKind::kNone:
-      return;
-    case ActKind::kRelu:
-      return po.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
-    case ActKind::kLeakyRelu:
-      return po.append_eltwise(1.0f, algorithm::eltwise_relu, a.alpha, 0.0f);
-    case ActKind::kTanh:
-      return po.append_eltwise(1.0f, algorithm::eltwise_tanh, 0.0f, 0.0f);
-    case ActKind::kSigmoid:
-      return po.append_eltwise(1.0f, algorithm::eltwise_logistic, 0.0f, 0.0f);
-    case ActKind::kGelu:
-      return po.append_eltwise(1.0f, algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
-    case ActKind::kGeluTanh:
-      return po.append_eltwise(1.0f, algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
-    case ActKind::kClip:
-      return po.append_eltwise(1.0f, algorithm::eltwise_clip, a.alpha, a.beta);
-    case ActKind::kHardSigmoid:
-      po.append_eltwise(1.0f, algorithm::eltwise_linear, a.alpha, a.beta);
-      return po.append_eltwise(1.0f, algorithm::eltwise_clip, 0.0f, 1.0f);
-    case ActKind::kHardSwish:
-      return po.append_eltwise(1.0f, algorithm::eltwise_hardswish, 0.0f, 0.0f);
-  }
+  if (!a.fn || a.fn->onednn == OnednnEltwise::kNone) return;
+  // alpha and beta are the row's parameters, 0 where it has fewer.
+  const float alpha = a.fn->n_params > 0 ? a.alpha : 0.0f;
+  const float beta = a.fn->n_params > 1 ? a.beta : 0.0f;
+  po.append_eltwise(1.0f, kOnednnAlgorithm[static_cast<int>(a.fn->onednn)], alpha, beta);
+  if (a.fn->onednn == OnednnEltwise::kLinearThenClip01)
+    po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 1.0f);
 }
 
 namespace {
@@ -249,23 +237,14 @@ void epilogue_loop(float* __restrict y, const float* __restrict res, int64_t n, 
 }  // namespace
 
 void apply_epilogue(float* y, const float* res, int64_t n, const Activation& a) {
-  // The common kinds as their own loops, so that they vectorise.
-  switch (a.kind) {
-    case ActKind::kNone:
-      if (res) epilogue_loop(y, res, n, [](float v) { return v; });
-      return;
-    case ActKind::kRelu:
-      return epilogue_loop(y, res, n, [](float v) { return v > 0.0f ? v : (v != v ? v : 0.0f); });
-    case ActKind::kClip: {
-      const float lo = a.alpha, hi = a.beta;
-      return epilogue_loop(y, res, n, [lo, hi](float v) {
-        v = v < lo ? lo : v;
-        return v > hi ? hi : v;
-      });
-    }
-    default:
-      return epilogue_loop(y, res, n, [&a](float v) { return apply_activation(a, v); });
+  if (a.none()) {
+    if (res) epilogue_loop(y, res, n, [](float v) { return v; });
+    return;
   }
+  // The residual first, then the table's in-place loop (vectorised, unlike a call per element).
+  if (res) epilogue_loop(y, res, n, [](float v) { return v; });
+  const float p[2] = {a.alpha, a.beta};
+  a.fn->ref.f32_in_place(y, n, p);
 }
 
 bool input_is_f32(const Node& node, size_t i) {

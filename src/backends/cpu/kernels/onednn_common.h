@@ -145,10 +145,10 @@ memory wrap(const memory::desc& md, const void* ptr);
 // leave alone after `accepts`, e.g. shapes oneDNN rejects).
 Status run_reference(KernelContext& ctx);
 
-// Whether oneDNN's eltwise post-ops compute `a` as the op defines it, and appends them. Exact up
-// to rounding (hard_swish associates differently). Relu, clip and hard_sigmoid are never fused:
-// oneDNN's max/min turn NaN into the bound where the reference keeps NaN, so the caller's loop
-// (apply_epilogue) runs them.
+// Whether oneDNN's eltwise post-ops compute `a` as the op defines it, and appends them: the
+// scalar-function table's oneDNN mapping (ScalarFunction::onednn). Exact up to rounding
+// (hard_swish associates differently). Rows whose post-op turns NaN into a bound (relu, clip,
+// hard_sigmoid: oneDNN's max / min) are never fused; the caller's loop (apply_epilogue) runs them.
 bool can_fuse_activation(const Activation& a);
 void append_activation(dnnl::post_ops& po, const Activation& a);
 

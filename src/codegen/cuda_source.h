@@ -1,5 +1,7 @@
 // CUDA C++ for the kernels of a lowered graph (backend_api/dialect.h), from the same Kernel IR as
-// the host dialects, with the shared scalar emitter spelling the expressions.
+// the host dialects, with the shared scalar emitter spelling the expressions and the shared row
+// analysis (codegen/row_analysis.h) deciding the phases. Source text only: it builds without the
+// CUDA toolkit, and the cuda device (src/backends/cuda) compiles it with NVRTC and launches it.
 //
 // Calling convention (kernel_abi()): every kernel is
 //   extern "C" __global__ void <name>(const T0* in0, ..., Tout* out, int64_t s0, int64_t s1, ...)
@@ -9,8 +11,10 @@
 // loads and stores where the innermost dim allows; row kernels give each block one row at a time
 // (grid-stride over rows): every phase is a pass over the row whose per-thread partials are
 // combined with warp shuffles and shared memory, and the store is a pass too (or thread 0 for one
-// value per row). Rows of at most kRowCache elements per thread are read once, into registers.
+// value per row). Rows of at most row_cache() elements per thread are read once, into registers.
 #pragma once
+
+#include <string>
 
 #include "backend_api/dialect.h"
 
@@ -32,7 +36,13 @@ class CudaDialect : public CodegenDialect {
 int row_cache();
 int row_block_max();
 
-// The prelude every generated CUDA module starts with (types, fe_* helpers, block reductions).
+// The prelude every generated CUDA module starts with (types, fe_* helpers, block reductions); the
+// scalar helpers (scalar_helpers_source()) follow it.
 const char* cuda_prelude_source();
+// `fe_act(v, act, p0, p1)`: every epilogue row of the scalar-function table in CUDA, selected by
+// Activation::code() (ops/activation_epilogue.h); needs the prelude and the scalar helpers.
+std::string cuda_activation_source();
+// The CUDA expression spelling (overloaded math functions, __restrict__, CUDA types).
+ScalarSpelling cuda_spelling();
 
 }  // namespace ferrite::cuda
