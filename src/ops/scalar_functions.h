@@ -71,8 +71,9 @@ struct SpellContext {
 struct ScalarEval {
   float (*f32)(const float* a, const float* p) = nullptr;
   double (*f64)(const double* a, const double* p) = nullptr;
-  // Unary rows: y[i] = f(y[i]) for i < n, a loop the compiler vectorises (library epilogues).
-  void (*f32_in_place)(float* y, int64_t n, const float* p) = nullptr;
+  // Unary rows: y[i] = f(y[i] + res[i]) (res may be null) for i < n, a loop the compiler
+  // vectorises (the library epilogues that run after a GEMM or convolution).
+  void (*f32_epilogue)(float* y, const float* res, int64_t n, const float* p) = nullptr;
 };
 
 struct ScalarFunction {

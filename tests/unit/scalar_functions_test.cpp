@@ -162,7 +162,7 @@ TEST(ScalarFunctions, RowsAreConsistentWithTheOpTable) {
     SCOPED_TRACE(f.name);
     EXPECT_TRUE(names.insert(f.name).second) << "duplicate name";
     EXPECT_EQ(find_scalar_function(f.name), &f);
-    ASSERT_TRUE(f.spell && f.ref.f32 && f.ref.f64 && f.ref.f32_in_place);
+    ASSERT_TRUE(f.spell && f.ref.f32 && f.ref.f64 && f.ref.f32_epilogue);
     EXPECT_TRUE(f.arity == 1 || f.arity == 2);
     ASSERT_TRUE(f.onnx_op) << "every row is an ONNX op's function today";
     EXPECT_TRUE(
@@ -215,14 +215,21 @@ TEST(ScalarFunctions, ReferenceEvaluationMatchesTheOpKernel) {
   }
 }
 
-TEST(ScalarFunctions, InPlaceLoopMatchesTheScalarEvaluation) {
+TEST(ScalarFunctions, EpilogueLoopMatchesTheScalarEvaluation) {
   for (const ScalarFunction& f : scalar_functions()) {
     if (f.arity != 1 || f.types != FnTypes::kFloat) continue;
     SCOPED_TRACE(f.name);
     std::vector<float> y = kUnary;
     const float p[2] = {f.param_defaults[0], f.param_defaults[1]};
-    f.ref.f32_in_place(y.data(), static_cast<int64_t>(y.size()), p);
+    f.ref.f32_epilogue(y.data(), nullptr, static_cast<int64_t>(y.size()), p);
     for (size_t i = 0; i < y.size(); ++i) EXPECT_TRUE(same(y[i], f.ref.f32(&kUnary[i], p))) << i;
+    // With a residual: act(y + res), -0 + -0 staying -0.
+    std::vector<float> z = kUnary, res(kUnary.rbegin(), kUnary.rend());
+    f.ref.f32_epilogue(z.data(), res.data(), static_cast<int64_t>(z.size()), p);
+    for (size_t i = 0; i < z.size(); ++i) {
+      const float sum = kUnary[i] + res[i];
+      EXPECT_TRUE(same(z[i], f.ref.f32(&sum, p))) << i;
+    }
   }
 }
 

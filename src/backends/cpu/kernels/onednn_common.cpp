@@ -225,26 +225,16 @@ void append_activation(dnnl::post_ops& po, const Activation& a) {
     po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 1.0f);
 }
 
-namespace {
-template <class F>
-void epilogue_loop(float* __restrict y, const float* __restrict res, int64_t n, F f) {
-  if (res) {
-    for (int64_t i = 0; i < n; ++i) y[i] = f(y[i] + res[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) y[i] = f(y[i]);
-  }
-}
-}  // namespace
-
-void apply_epilogue(float* y, const float* res, int64_t n, const Activation& a) {
+void apply_epilogue(float* __restrict y, const float* __restrict res, int64_t n,
+                    const Activation& a) {
   if (a.none()) {
-    if (res) epilogue_loop(y, res, n, [](float v) { return v; });
+    if (res)
+      for (int64_t i = 0; i < n; ++i) y[i] += res[i];
     return;
   }
-  // The residual first, then the table's in-place loop (vectorised, unlike a call per element).
-  if (res) epilogue_loop(y, res, n, [](float v) { return v; });
+  // The table's epilogue loop: one vectorised pass, unlike a call per element.
   const float p[2] = {a.alpha, a.beta};
-  a.fn->ref.f32_in_place(y, n, p);
+  a.fn->ref.f32_epilogue(y, res, n, p);
 }
 
 bool input_is_f32(const Node& node, size_t i) {
