@@ -16,9 +16,14 @@
 #include "codegen/cuda_source.h"
 #include "codegen/scalar_emitter.h"
 #include "frontend/onnx/importer.h"
+#include "lower/lowering.h"
 #include "ops/activation_epilogue.h"
 #include "ops/op_schema.h"
 #include "runtime/session.h"
+
+#if FERRITE_HAVE_CUDA
+#include "backends/cuda/nvrtc_compiler.h"
+#endif
 
 namespace ferrite {
 namespace {
@@ -266,11 +271,14 @@ TEST(ScalarFunctions, EveryDialectSpellsEveryRow) {
     }
 }
 
-// Every row in one graph on the cpu device (generated kernels; Clip's bounds constant so that
-// it lowers) against the reference device, bit for bit.
-TEST(ScalarFunctions, CpuGeneratedCodeMatchesTheReference) {
+// Every row in one graph (Clip's bounds constant, so that it lowers), with its inputs.
+struct AllRows {
+  std::string text;
+  std::vector<Session::NamedInput> inputs;
+};
+AllRows all_rows_model() {
+  AllRows m;
   std::ostringstream body, outs;
-  std::vector<Session::NamedInput> in;
   std::set<std::string> have;
   size_t n = 0;
   for (const ScalarFunction& f : scalar_functions()) {
@@ -278,8 +286,8 @@ TEST(ScalarFunctions, CpuGeneratedCodeMatchesTheReference) {
     const std::string ty = type_name(f, false), o = std::string("y_") + f.name;
     const std::string x = is_bool_in(f) ? "bx" : (f.arity == 2 ? "px" : "ux");
     const std::string z = is_bool_in(f) ? "bz" : "pz";
-    if (have.insert(x).second) in.push_back({x, make(cols[0], ty)});
-    if (f.arity == 2 && have.insert(z).second) in.push_back({z, make(cols[1], ty)});
+    if (have.insert(x).second) m.inputs.push_back({x, make(cols[0], ty)});
+    if (f.arity == 2 && have.insert(z).second) m.inputs.push_back({z, make(cols[1], ty)});
     body << node_text(f, o, x, z, false, true);
     outs << (n++ ? ", " : "") << (is_bool_out(f) ? "bool" : "float") << "[" << cols[0].size()
          << "] " << o;
@@ -289,9 +297,18 @@ TEST(ScalarFunctions, CpuGeneratedCodeMatchesTheReference) {
        << kPair.size() * kPair.size() << "] px, float[" << kPair.size() * kPair.size()
        << "] pz, bool[4] bx, bool[4] bz) => (" << outs.str() << ") {\n"
        << body.str() << "}\n";
-  auto ref = session_for(text.str(), "reference");
+  m.text = text.str();
+  return m;
+}
+
+// The cpu device's generated code for every row against the reference device, bit for bit.
+TEST(ScalarFunctions, CpuGeneratedCodeMatchesTheReference) {
+  const AllRows m = all_rows_model();
+  const std::string& text_str = m.text;
+  const std::vector<Session::NamedInput>& in = m.inputs;
+  auto ref = session_for(text_str, "reference");
   ASSERT_TRUE(ref) << ref.status().message();
-  auto cpu = session_for(text.str(), "cpu");
+  auto cpu = session_for(text_str, "cpu");
   ASSERT_TRUE(cpu) << cpu.status().message();
   auto want = (*ref)->run(in);
   ASSERT_TRUE(want) << want.status().message();
@@ -308,6 +325,34 @@ TEST(ScalarFunctions, CpuGeneratedCodeMatchesTheReference) {
           << i << ": cpu " << element(g, i) << ", reference " << element(w, i);
   }
 }
+
+#if FERRITE_HAVE_CUDA
+// The CUDA dialect's kernels for every row compile (NVRTC, no GPU needed); the GPU runs them in
+// the CTS (fusion cases) and the cuda unit tests.
+TEST(ScalarFunctions, CudaGeneratedCodeCompiles) {
+  auto nv = cuda::nvrtc();
+  if (!nv) GTEST_SKIP() << nv.status().message();
+  onnx::ModelProto model;
+  ASSERT_TRUE(onnx::OnnxParser::Parse(model, all_rows_model().text.c_str()).IsOK());
+  std::string bytes;
+  model.SerializeToString(&bytes);
+  auto g = import_onnx_bytes(bytes, "");
+  ASSERT_TRUE(g) << g.status().message();
+  auto lg = lower_graph(**g);
+  ASSERT_TRUE(lg) << lg.status().message();
+  size_t kernels = 0;
+  for (const Step& s : lg->steps) kernels += s.kind == Step::Kind::kKernel;
+  EXPECT_GT(kernels, 0u);
+  for (const Step& s : lg->steps)
+    if (!(s.node && s.node->op_type == "Constant"))  // Clip's bounds (no folding pass here)
+      EXPECT_EQ(s.kind, Step::Kind::kKernel)
+          << "a row did not lower: " << (s.node ? s.node->describe() : std::string("?"));
+  auto src = cuda::CudaDialect().generate(*lg, DeviceProperties{});
+  ASSERT_TRUE(src) << src.status().message();
+  auto cubin = cuda::compile_to_cubin(*src, "sm_90", "scalar_functions");
+  ASSERT_TRUE(cubin) << cubin.status().message();
+}
+#endif
 
 }  // namespace
 }  // namespace ferrite
