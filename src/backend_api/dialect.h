@@ -2,9 +2,11 @@
 // device has a KernelCompiler (the dialect's output is the compiler's input), absent otherwise.
 //
 // The expression-level spelling (types, math functions, literals) is shared by every dialect
-// through codegen/scalar_emitter.h, configured by ScalarSpelling; the loop structure (a thread
-// pool's row ranges, a GPU grid, a vendor's blocks) is what a dialect decides. Host-style
-// dialects reuse codegen/row_loop_source.h and only change the signature and prologue.
+// through codegen/scalar_emitter.h, configured by ScalarSpelling, and so is the kernel analysis
+// (codegen/row_analysis.h: dependencies, row phases, costs); the loop structure (a thread pool's
+// row ranges, a GPU grid, a vendor's blocks) is what a dialect decides. Host-style dialects
+// reuse codegen/cpp_source.h and only change the signature and prologue; codegen/cuda_source.h
+// is the CUDA one.
 #pragma once
 
 #include <optional>
