@@ -25,25 +25,22 @@ TEST(PassRegistry, HoldsEveryPassFileOnce) {
        {"remove-noops", "algebraic-simplification", "constant-folding",
         "common-subexpression-elimination", "fold-conv-batchnorm", "fuse-conv-activation",
         "fuse-layernorm", "fuse-gelu", "fuse-attention", "fuse-matmul-epilogue",
-        "dead-code-elimination", "convert-precision-bf16", "convert-precision-fp16"})
+        "dead-code-elimination", "convert-precision-bf16", "convert-precision-fp16",
+        "fold-batched-matmul-reshapes", "narrow-attention-precision"})
     EXPECT_TRUE(names.count(name)) << name;
 }
 
 // The order that the reasons next to each slot argue for. A subsequence, so that a pass added to
 // the pipeline needs no edit here.
 TEST(PassRegistry, DefaultPipelineKeepsItsOrder) {
-  const std::vector<std::string> expected = {"remove-noops",
-                                             "algebraic-simplification",
-                                             "constant-folding",
-                                             "common-subexpression-elimination",
-                                             "remove-noops",
-                                             "fold-conv-batchnorm",
-                                             "fuse-conv-activation",
-                                             "fuse-layernorm",
-                                             "fuse-gelu",
-                                             "fuse-attention",
-                                             "fuse-matmul-epilogue",
-                                             "dead-code-elimination"};
+  const std::vector<std::string> expected = {
+      "remove-noops",         "algebraic-simplification",
+      "constant-folding",     "common-subexpression-elimination",
+      "remove-noops",         "fold-batched-matmul-reshapes",
+      "fold-conv-batchnorm",  "fuse-conv-activation",
+      "fuse-layernorm",       "fuse-gelu",
+      "fuse-attention",       "fuse-matmul-epilogue",
+      "dead-code-elimination"};
   std::vector<std::string> pipeline = default_pipeline();
   auto it = pipeline.begin();
   for (const std::string& name : expected) {
@@ -54,6 +51,8 @@ TEST(PassRegistry, DefaultPipelineKeepsItsOrder) {
   EXPECT_EQ(pipeline.back(), "dead-code-elimination");
   // Precision conversion runs only when a session asks for it, after the device's passes.
   EXPECT_EQ(std::count(pipeline.begin(), pipeline.end(), "convert-precision-bf16"), 0);
+  // A device that wants it lists it (cuda, after fuse-attention).
+  EXPECT_EQ(std::count(pipeline.begin(), pipeline.end(), "narrow-attention-precision"), 0);
 }
 
 TEST(PassRegistry, ListsThePipelineFirstInItsOrder) {
