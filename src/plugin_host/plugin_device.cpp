@@ -15,22 +15,11 @@ namespace ferrite {
 
 namespace {
 
-// The plugin's error as text: its code's name and, where it keeps one, the detail.
-std::string describe(const fe_device_plugin& api, fe_status code) {
-  std::string s = api.error_string ? api.error_string(code) : "error";
-  s += " (" + std::to_string(code) + ")";
-  if (api.last_error_message) {
-    const char* m = api.last_error_message();
-    if (m && *m) s += ": " + std::string(m);
-  }
-  return s;
-}
-
 Status check(const fe_device_plugin& api, fe_status code, const char* what) {
   if (code == FE_OK) return Status::ok();
   if (code == FE_ERROR_UNIMPLEMENTED)
     return unsupported(api.spec->name, ": ", what, " is not implemented by the device");
-  return err(api.spec->name, ": ", what, " failed: ", describe(api, code));
+  return err(api.spec->name, ": ", what, " failed: ", describe_plugin_error(api, code));
 }
 
 class PluginRuntime : public DeviceRuntime {
@@ -107,7 +96,7 @@ class PluginCompiler : public KernelCompiler {
         const std::string& bytes = hit.value->payload;
         fe_status st = api.module_load(bytes.data(), bytes.size(), &m);
         if (st == FE_OK && m) return finish(m, t0, true, "");
-        note = "cached module failed to load; recompiling: " + describe(api, st);
+        note = "cached module failed to load; recompiling: " + describe_plugin_error(api, st);
       } else if (!hit.reason.empty()) {
         note = hit.reason;
       }
@@ -125,7 +114,7 @@ class PluginCompiler : public KernelCompiler {
         Status put = cache.put(key, std::string_view(static_cast<const char*>(data), size), tag);
         if (!put && note.empty()) note = put.message();
       } else if (note.empty()) {
-        note = "module_binary gave no bytes: " + describe(api, bst);
+        note = "module_binary gave no bytes: " + describe_plugin_error(api, bst);
       }
     }
     return finish(m, t0, false, std::move(note));
@@ -281,8 +270,8 @@ Expected<std::unique_ptr<Device>> make_plugin_device(std::shared_ptr<LoadedPlugi
   parts->library = make_plugin_library(*plugin);
   if (api.module_compile) {
     parts->compiler = std::make_unique<PluginCompiler>(plugin, parts->properties.cache_key());
-    parts->dialect = std::make_unique<GridDialect>(
-        api.spec->codegen_prelude ? api.spec->codegen_prelude : "");
+    parts->dialect =
+        std::make_unique<GridDialect>(api.spec->codegen_prelude ? api.spec->codegen_prelude : "");
   }
   FERRITE_RETURN_IF_ERROR(parts->finalize());
   return std::unique_ptr<Device>(std::make_unique<PluginDevice>(plugin, parts));

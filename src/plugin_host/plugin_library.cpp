@@ -135,16 +135,6 @@ bool accepts(const Node& n, void* state) {
   return api.library_accepts(desc.get(), &accepted) == FE_OK && accepted == 1;
 }
 
-std::string describe_error(const fe_device_plugin& api, fe_status code) {
-  std::string s = api.error_string ? api.error_string(code) : "error";
-  s += " (" + std::to_string(code) + ")";
-  if (api.last_error_message) {
-    const char* m = api.last_error_message();
-    if (m && *m) s += ": " + std::string(m);
-  }
-  return s;
-}
-
 Expected<bool> run_device(const Node& n, DeviceCall& call, void* state) {
   const auto& api = *static_cast<const fe_device_plugin*>(state);
   OpDesc desc(n);
@@ -171,7 +161,8 @@ Expected<bool> run_device(const Node& n, DeviceCall& call, void* state) {
   fe_status st = api.library_run(desc.get(), 0);
   if (st == FE_OK) return true;
   if (st == FE_ERROR_UNIMPLEMENTED) return false;  // declined at run time: the host runs it
-  return err(n.describe(), ": ", api.spec->name, " library_run failed: ", describe_error(api, st));
+  return err(n.describe(), ": ", api.spec->name,
+             " library_run failed: ", describe_plugin_error(api, st));
 }
 
 bool on_device(const Node&, const std::vector<int64_t>&) {
@@ -179,6 +170,16 @@ bool on_device(const Node&, const std::vector<int64_t>&) {
 }
 
 }  // namespace
+
+std::string describe_plugin_error(const fe_device_plugin& api, fe_status code) {
+  std::string s = api.error_string ? api.error_string(code) : "error";
+  s += " (" + std::to_string(code) + ")";
+  if (api.last_error_message) {
+    const char* m = api.last_error_message();
+    if (m && *m) s += ": " + std::string(m);
+  }
+  return s;
+}
 
 bool plugin_lists_op(const fe_device_spec& spec, std::string_view domain,
                      std::string_view op_type) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "backend_api/library.h"
@@ -13,6 +14,9 @@ namespace ferrite {
 
 // Null when the plugin has no library ops (an SDK 1.0 plugin, or none listed).
 std::shared_ptr<const LibraryOps> make_plugin_library(const LoadedPlugin& plugin);
+
+// The plugin's error as text: its code's name and, where it keeps one, the detail.
+std::string describe_plugin_error(const fe_device_plugin& api, fe_status code);
 
 // Whether the spec lists (domain, op_type) as a library op ("" and "ai.onnx" are one domain).
 bool plugin_lists_op(const fe_device_spec& spec, std::string_view domain, std::string_view op_type);

@@ -128,13 +128,14 @@ Expected<LoadedPlugin> load_plugin(const std::string& path) {
                         : !api->error_string   ? "error_string"
                                                : nullptr;
   if (missing) return refuse("required runtime function '", missing, "' is missing");
-  bool any_compile = api->module_compile || api->module_get_function || api->launch_kernel ||
-                     api->module_unload;
-  bool all_compile = api->module_compile && api->module_get_function && api->launch_kernel &&
-                     api->module_unload;
+  bool any_compile =
+      api->module_compile || api->module_get_function || api->launch_kernel || api->module_unload;
+  bool all_compile =
+      api->module_compile && api->module_get_function && api->launch_kernel && api->module_unload;
   if (any_compile && !all_compile)
-    return refuse("module_compile, module_unload, module_get_function and launch_kernel come "
-                  "as a group: provide all or none");
+    return refuse(
+        "module_compile, module_unload, module_get_function and launch_kernel come "
+        "as a group: provide all or none");
   if (!api->library_accepts != !api->library_run)
     return refuse("library_accepts and library_run come as a group: provide both or neither");
   if (!api->module_binary != !api->module_load)
@@ -171,7 +172,8 @@ void register_plugin_devices(DeviceRegistry& r) {
       continue;
     }
     auto shared = std::make_shared<LoadedPlugin>(std::move(plugin).value());
-    r.add(name, [shared] { return make_plugin_device(shared); }, shared->path);
+    r.add(
+        name, [shared] { return make_plugin_device(shared); }, shared->path);
   }
 }
 

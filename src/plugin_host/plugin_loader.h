@@ -10,11 +10,11 @@
 // beyond the plugin's struct_size zero (absent).
 #pragma once
 
+#include <ferrite/device_sdk.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <ferrite/device_sdk.h>
 
 #include "support/status.h"
 
