@@ -58,6 +58,149 @@ int fail(const Status& s) {
 }
 }  // namespace
 
+namespace {
+
+// The compile options of --passes, --autotune, --precision, --threads, --dump and --trace.
+Expected<RunOptions> run_options(const Args& args) {
+  RunOptions run_opts;
+  if (std::string passes = args.get("passes"); !passes.empty()) {
+    std::vector<std::string> pipeline;
+    if (passes == "default") {
+      pipeline = default_pipeline();
+    } else if (passes != "none") {
+      for (size_t pos = 0; pos <= passes.size();) {
+        size_t end = passes.find(',', pos);
+        if (end == std::string::npos) end = passes.size();
+        if (end > pos) pipeline.push_back(passes.substr(pos, end - pos));
+        pos = end + 1;
+      }
+    }
+    run_opts.passes = pipeline;
+  }
+  run_opts.autotune = args.flag("autotune");
+  if (std::string p = args.get("precision"); !p.empty()) {
+    auto prec = precision_from_name(p);
+    if (!prec) return err("--precision expects f32, tf32, bf16 or fp16, got '", p, "'");
+    run_opts.precision = *prec;
+  }
+  if (std::string threads = args.get("threads"); !threads.empty()) {
+    if (threads.find_first_not_of("0123456789") != std::string::npos || threads.size() > 4)
+      return err("--threads expects a positive integer, got '", threads, "'");
+    run_opts.threads = std::stoi(threads);
+  }
+  if (std::string dump = args.get("dump"); !dump.empty()) run_opts.dump_dir = fs::path(dump);
+  if (std::string trace = args.get("trace"); !trace.empty()) run_opts.trace = fs::path(trace);
+  return run_opts;
+}
+
+struct InputSets {
+  std::vector<std::vector<Session::NamedInput>> sets;
+  std::vector<std::string> labels;  // the --inputs DIR, "random" or "(no inputs)"
+};
+
+// One set per --inputs DIR, one for all --input SPECs together; a model without graph inputs
+// runs once as it is.
+Expected<InputSets> collect_inputs(const Args& args, const Graph& graph) {
+  InputSets in;
+  for (const auto& dir : args.all("inputs")) {
+    FERRITE_ASSIGN_OR_RETURN(auto set, read_input_dir(dir));
+    in.sets.push_back(std::move(set));
+    in.labels.push_back(dir);
+  }
+  if (!args.all("input").empty()) {
+    std::vector<Session::NamedInput> set;
+    for (const auto& spec : args.all("input")) {
+      FERRITE_ASSIGN_OR_RETURN(auto t, random_input(graph, spec));
+      set.push_back(std::move(t));
+    }
+    in.sets.push_back(std::move(set));
+    in.labels.push_back("random");
+  }
+  if (in.sets.empty()) {
+    if (!graph.inputs().empty())
+      return Status::error("no inputs: give --inputs DIR or --input SPEC");
+    in.sets.emplace_back();
+    in.labels.push_back("(no inputs)");
+  }
+  return in;
+}
+
+// --check: the outputs against DIR's expected ones, as "pass", "no expected outputs" or
+// "fail: ...".
+Expected<std::string> check_outputs(const std::string& dir, const std::vector<Tensor>& outs,
+                                    const Graph& g, Precision precision) {
+  FERRITE_ASSIGN_OR_RETURN(auto expected, read_output_dir(dir));
+  if (expected.empty()) return std::string("no expected outputs");
+  if (expected.size() != outs.size())
+    return str_cat("fail: ", outs.size(), " outputs, expected ", expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const Tensor& want = expected[i].tensor;
+    auto cmp = compare_tensors(outs[i], want, precision_tolerance(precision, want.dtype()));
+    if (!cmp.ok) return str_cat("fail: output ", i, " (", g.outputs()[i]->name, "): ", cmp.message);
+  }
+  return std::string("pass");
+}
+
+// What the runs measured, for the report and run.json.
+struct RunRecord {
+  std::vector<std::string> labels, checks;
+  std::vector<double> seconds;
+  std::vector<std::optional<MemoryStats>> memory;  // per run, where the device plans memory
+  std::optional<DeviceMemoryStats> device_memory;  // the device's allocator, after the last run
+  const TuningStats* tuned = nullptr;              // cumulative (--autotune)
+  double load_s = 0, prepare_s = 0;
+};
+
+std::string memory_json(const MemoryStats& m) {
+  return str_cat("{\"planned_peak_bytes\": ", m.planned_peak_bytes,
+                 ", \"intermediate_bytes\": ", m.intermediate_bytes,
+                 ", \"live_peak_bytes\": ", m.live_peak_bytes,
+                 ", \"planned_buffers\": ", m.planned_buffers, ", \"in_place\": ", m.in_place,
+                 ", \"unplanned_buffers\": ", m.unplanned_buffers, "}");
+}
+
+// run.json: built in memory and written last, atomically, so that a run.json on disk means every
+// output of this invocation is complete. Memory of the intermediates per run (plans depend on
+// the input shapes), and the largest over the runs at the top level.
+std::string run_json(const std::string& device, const std::string& model, int compiles,
+                     const RunRecord& r) {
+  std::ostringstream js;
+  js << "{\"device\": \"" << json_escape(device) << "\", \"model\": \"" << json_escape(model)
+     << "\", \"compiles\": " << compiles << ", \"load_seconds\": " << r.load_s
+     << ", \"prepare_seconds\": " << r.prepare_s << ", \"runs\": [";
+  std::optional<MemoryStats> peak;
+  for (size_t k = 0; k < r.seconds.size(); ++k) {
+    js << (k ? ", " : "") << "{\"inputs\": \"" << json_escape(r.labels[k])
+       << "\", \"seconds\": " << r.seconds[k]
+       << (r.checks[k].empty() ? "" : ", \"check\": \"" + json_escape(r.checks[k]) + "\"");
+    if (r.memory[k]) {
+      js << ", \"memory\": " << memory_json(*r.memory[k]);
+      if (!peak || r.memory[k]->planned_peak_bytes > peak->planned_peak_bytes) peak = r.memory[k];
+    }
+    js << "}";
+  }
+  js << "]";
+  if (peak) js << ", \"memory\": " << memory_json(*peak);
+  if (r.device_memory) {
+    const DeviceMemoryStats& d = *r.device_memory;
+    js << ", \"device_memory\": {\"in_use_bytes\": " << d.in_use_bytes
+       << ", \"peak_in_use_bytes\": " << d.peak_in_use_bytes
+       << ", \"reserved_bytes\": " << d.reserved_bytes
+       << ", \"peak_reserved_bytes\": " << d.peak_reserved_bytes
+       << ", \"driver_allocs\": " << d.driver_allocs << ", \"driver_frees\": " << d.driver_frees
+       << ", \"requests\": " << d.requests << ", \"cache_hits\": " << d.cache_hits << "}";
+  }
+  if (r.tuned)
+    js << ", \"autotune\": {\"kernels_tuned\": " << r.tuned->kernels_tuned
+       << ", \"kernels_reused\": " << r.tuned->kernels_reused
+       << ", \"configs_timed\": " << r.tuned->configs_timed
+       << ", \"tuning_seconds\": " << r.tuned->seconds << "}";
+  js << "}\n";
+  return js.str();
+}
+
+}  // namespace
+
 int run_command(int argc, char** argv) {
   auto args = Args::parse(argc, argv, {"help", "quiet", "check", "autotune"},
                           {"inputs", "input", "output-dir", "device", "passes", "threads", "dump",
@@ -79,178 +222,79 @@ int run_command(int argc, char** argv) {
     if (!started) return fail(started.status());
     output = std::move(started).value();
   }
+  const std::string model = args->positional()[0];
   std::string device = args->get("device", "reference");
   auto t0 = std::chrono::steady_clock::now();
-  auto graph = import_onnx_file(args->positional()[0]);
+  auto graph = import_onnx_file(model);
   if (!graph) return fail(graph.status());
-  RunOptions run_opts;
-  if (std::string passes = args->get("passes"); !passes.empty()) {
-    std::vector<std::string> pipeline;
-    if (passes == "default") {
-      pipeline = default_pipeline();
-    } else if (passes != "none") {
-      for (size_t pos = 0; pos <= passes.size();) {
-        size_t end = passes.find(',', pos);
-        if (end == std::string::npos) end = passes.size();
-        if (end > pos) pipeline.push_back(passes.substr(pos, end - pos));
-        pos = end + 1;
-      }
-    }
-    run_opts.passes = pipeline;
-  }
-  run_opts.autotune = args->flag("autotune");
-  if (std::string p = args->get("precision"); !p.empty()) {
-    auto prec = precision_from_name(p);
-    if (!prec) return fail(err("--precision expects f32, tf32, bf16 or fp16, got '", p, "'"));
-    run_opts.precision = *prec;
-  }
-  if (std::string threads = args->get("threads"); !threads.empty()) {
-    if (threads.find_first_not_of("0123456789") != std::string::npos || threads.size() > 4)
-      return fail(err("--threads expects a positive integer, got '", threads, "'"));
-    run_opts.threads = std::stoi(threads);
-  }
-  if (std::string dump = args->get("dump"); !dump.empty()) run_opts.dump_dir = fs::path(dump);
-  if (std::string trace = args->get("trace"); !trace.empty()) run_opts.trace = fs::path(trace);
+  auto run_opts = run_options(*args);
+  if (!run_opts) return fail(run_opts.status());
   size_t nodes_before = (*graph)->nodes().size();
   auto t1 = std::chrono::steady_clock::now();
-  auto session = Session::from_graph(std::move(graph).value(), device, run_opts);
+  auto session = Session::from_graph(std::move(graph).value(), device, *run_opts);
   if (!session) return fail(session.status());
-  (*session)->set_label(fs::path(args->positional()[0]).filename().string());
+  (*session)->set_label(fs::path(model).filename().string());
   auto t2 = std::chrono::steady_clock::now();
-
-  std::vector<std::vector<Session::NamedInput>> input_sets;
-  std::vector<std::string> labels;
-  for (const auto& dir : args->all("inputs")) {
-    auto in = read_input_dir(dir);
-    if (!in) return fail(in.status());
-    input_sets.push_back(std::move(in).value());
-    labels.push_back(dir);
-  }
-  if (!args->all("input").empty()) {
-    std::vector<Session::NamedInput> set;
-    for (const auto& spec : args->all("input")) {
-      auto in = random_input((*session)->graph(), spec);
-      if (!in) return fail(in.status());
-      set.push_back(std::move(in).value());
-    }
-    input_sets.push_back(std::move(set));
-    labels.push_back("random");
-  }
-  if (input_sets.empty()) {
-    if (!(*session)->graph().inputs().empty())
-      return fail(Status::error("no inputs: give --inputs DIR or --input SPEC"));
-    // A model without graph inputs (its outputs come from constants) runs once as it is.
-    input_sets.emplace_back();
-    labels.push_back("(no inputs)");
-  }
-
   const Graph& g = (*session)->graph();
+  auto inputs = collect_inputs(*args, g);
+  if (!inputs) return fail(inputs.status());
+
   std::vector<std::string> output_names;
   for (const Value* v : g.outputs()) output_names.push_back(v->name);
-  std::vector<double> seconds;
-  std::vector<std::optional<MemoryStats>> memory;  // per run, where the device plans memory
-  std::vector<std::optional<TuningStats>> tuning;  // cumulative after each run (--autotune)
-  std::optional<DeviceMemoryStats> device_memory;  // the device's allocator, after the last run
-  std::vector<std::string> checks(input_sets.size(), "");
+  RunRecord rec;
+  rec.labels = inputs->labels;
+  rec.checks.assign(inputs->sets.size(), "");
+  std::optional<TuningStats> tuning;
   bool all_match = true;
-  for (size_t k = 0; k < input_sets.size(); ++k) {
+  for (size_t k = 0; k < inputs->sets.size(); ++k) {
+    const std::string& label = rec.labels[k];
     auto r0 = std::chrono::steady_clock::now();
-    auto outs = (*session)->run(input_sets[k]);
+    auto outs = (*session)->run(inputs->sets[k]);
     auto r1 = std::chrono::steady_clock::now();
-    if (!outs) return fail(outs.status().with_context("run " + std::to_string(k) + " (" + labels[k] + ")"));
-    seconds.push_back(std::chrono::duration<double>(r1 - r0).count());
-    memory.push_back((*session)->stats().memory);
-    tuning.push_back((*session)->stats().tuning);
-    device_memory = (*session)->stats().device_memory;
+    if (!outs)
+      return fail(outs.status().with_context("run " + std::to_string(k) + " (" + label + ")"));
+    rec.seconds.push_back(std::chrono::duration<double>(r1 - r0).count());
+    rec.memory.push_back((*session)->stats().memory);
+    tuning = (*session)->stats().tuning;
+    rec.device_memory = (*session)->stats().device_memory;
     if (!args->flag("quiet")) {
-      std::printf("run %zu (%s): %.3f s\n", k, labels[k].c_str(), seconds.back());
+      std::printf("run %zu (%s): %.3f s\n", k, label.c_str(), rec.seconds.back());
       for (size_t i = 0; i < outs->size(); ++i)
         std::printf("  %s: %s\n", g.outputs()[i]->name.c_str(), tensor_summary((*outs)[i]).c_str());
     }
-    if (args->flag("check") && labels[k] != "random" && !input_sets[k].empty()) {
-      auto expected = read_output_dir(labels[k]);
-      if (!expected) return fail(expected.status());
-      checks[k] = expected->empty() ? "no expected outputs" : "pass";
-      if (!expected->empty() && expected->size() != outs->size()) {
-        checks[k] = str_cat("fail: ", outs->size(), " outputs, expected ", expected->size());
-      } else {
-        for (size_t i = 0; i < expected->size(); ++i) {
-          const Tensor& want = (*expected)[i].tensor;
-          auto cmp = compare_tensors((*outs)[i], want, precision_tolerance(run_opts.precision, want.dtype()));
-          if (!cmp.ok) {
-            checks[k] = str_cat("fail: output ", i, " (", g.outputs()[i]->name, "): ", cmp.message);
-            break;
-          }
-        }
-      }
-      if (checks[k].rfind("fail", 0) == 0) all_match = false;
-      std::printf("  check: %s\n", checks[k].c_str());
+    if (args->flag("check") && label != "random" && !inputs->sets[k].empty()) {
+      auto check = check_outputs(label, *outs, g, run_opts->precision);
+      if (!check) return fail(check.status());
+      rec.checks[k] = *check;
+      if (rec.checks[k].rfind("fail", 0) == 0) all_match = false;
+      std::printf("  check: %s\n", rec.checks[k].c_str());
     }
     if (output) {
       if (Status st = output->write_outputs(k, output_names, *outs); !st) return fail(st);
     }
   }
   // Devices that compile nothing (the reference interpreter) ignore dump_dir: say so.
-  if (run_opts.dump_dir && !fs::exists(*run_opts.dump_dir / "graph.txt"))
+  if (run_opts->dump_dir && !fs::exists(*run_opts->dump_dir / "graph.txt"))
     std::fprintf(stderr, "note: --dump: device '%s' compiles nothing, so it wrote no dump\n",
                  device.c_str());
-  double load_s = std::chrono::duration<double>(t1 - t0).count();
-  double prepare_s = std::chrono::duration<double>(t2 - t1).count();
+  rec.load_s = std::chrono::duration<double>(t1 - t0).count();
+  rec.prepare_s = std::chrono::duration<double>(t2 - t1).count();
   if (!args->flag("quiet"))
-    std::printf("device %s: load %.3f s, prepare %.3f s (%zu -> %zu nodes), %zu run(s), compiles %d\n",
-                device.c_str(), load_s, prepare_s, nodes_before, (*session)->compiled_graph().nodes().size(),
-                seconds.size(), (*session)->compiles());
-  const TuningStats* tuned = !tuning.empty() && tuning.back() ? &*tuning.back() : nullptr;
-  if (tuned)
-    std::printf("autotune: %d kernel launches timed (%d configurations, %.3f s), %d reused from "
-                "the tuning database\n",
-                tuned->kernels_tuned, tuned->configs_timed, tuned->seconds, tuned->kernels_reused);
+    std::printf(
+        "device %s: load %.3f s, prepare %.3f s (%zu -> %zu nodes), %zu run(s), compiles %d\n",
+        device.c_str(), rec.load_s, rec.prepare_s, nodes_before,
+        (*session)->compiled_graph().nodes().size(), rec.seconds.size(), (*session)->compiles());
+  rec.tuned = tuning ? &*tuning : nullptr;
+  if (rec.tuned)
+    std::printf(
+        "autotune: %d kernel launches timed (%d configurations, %.3f s), %d reused from "
+        "the tuning database\n",
+        rec.tuned->kernels_tuned, rec.tuned->configs_timed, rec.tuned->seconds,
+        rec.tuned->kernels_reused);
   if (output) {
-    // Built in memory and written last, atomically: a run.json on disk means every output of
-    // this invocation is complete.
-    std::ostringstream js;
-    js << "{\"device\": \"" << json_escape(device) << "\", \"model\": \""
-       << json_escape(args->positional()[0]) << "\", \"compiles\": " << (*session)->compiles()
-       << ", \"load_seconds\": " << load_s << ", \"prepare_seconds\": " << prepare_s
-       << ", \"runs\": [";
-    // Memory of the intermediates: per run (plans depend on the input shapes), and the largest
-    // over the runs at the top level.
-    auto memory_json = [](const MemoryStats& m) {
-      return str_cat("{\"planned_peak_bytes\": ", m.planned_peak_bytes,
-                     ", \"intermediate_bytes\": ", m.intermediate_bytes,
-                     ", \"live_peak_bytes\": ", m.live_peak_bytes,
-                     ", \"planned_buffers\": ", m.planned_buffers, ", \"in_place\": ", m.in_place,
-                     ", \"unplanned_buffers\": ", m.unplanned_buffers, "}");
-    };
-    std::optional<MemoryStats> peak;
-    for (size_t k = 0; k < seconds.size(); ++k) {
-      js << (k ? ", " : "") << "{\"inputs\": \"" << json_escape(labels[k])
-         << "\", \"seconds\": " << seconds[k]
-         << (checks[k].empty() ? "" : ", \"check\": \"" + json_escape(checks[k]) + "\"");
-      if (memory[k]) {
-        js << ", \"memory\": " << memory_json(*memory[k]);
-        if (!peak || memory[k]->planned_peak_bytes > peak->planned_peak_bytes) peak = memory[k];
-      }
-      js << "}";
-    }
-    js << "]";
-    if (peak) js << ", \"memory\": " << memory_json(*peak);
-    if (device_memory) {
-      const DeviceMemoryStats& d = *device_memory;
-      js << ", \"device_memory\": {\"in_use_bytes\": " << d.in_use_bytes
-         << ", \"peak_in_use_bytes\": " << d.peak_in_use_bytes
-         << ", \"reserved_bytes\": " << d.reserved_bytes
-         << ", \"peak_reserved_bytes\": " << d.peak_reserved_bytes
-         << ", \"driver_allocs\": " << d.driver_allocs << ", \"driver_frees\": " << d.driver_frees
-         << ", \"requests\": " << d.requests << ", \"cache_hits\": " << d.cache_hits << "}";
-    }
-    if (tuned)
-      js << ", \"autotune\": {\"kernels_tuned\": " << tuned->kernels_tuned
-         << ", \"kernels_reused\": " << tuned->kernels_reused
-         << ", \"configs_timed\": " << tuned->configs_timed
-         << ", \"tuning_seconds\": " << tuned->seconds << "}";
-    js << "}\n";
-    if (Status st = output->write_run_json(js.str()); !st) return fail(st);
+    if (Status st = output->write_run_json(run_json(device, model, (*session)->compiles(), rec));
+        !st)
+      return fail(st);
   }
   if (!all_match) {
     std::fprintf(stderr, "error: outputs differ from the expected outputs (see check lines)\n");
