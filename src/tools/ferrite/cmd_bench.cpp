@@ -388,6 +388,207 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   }
   return m;
 }
+
+// Everything the report and the JSON say.
+struct BenchReport {
+  std::string model, device;
+  RunOptions opts;
+  double warmup = 0, min_s = 0;
+  size_t min_runs = 0;
+  std::vector<Session::NamedInput> inputs;
+  double cold_import = 0, cold_prepare = 0, warm_import = 0, warm_prepare = 0;
+  double first_run = 0, bench_wall = 0;
+  const Runner* fer = nullptr;
+  const Runner* ort = nullptr;  // --compare onnxruntime
+  std::optional<DeviceTiming> dev_time;
+  std::string ort_ready;  // the child's "ready" reply (JSON)
+  std::vector<OutputDiff> diffs;
+  bool outputs_match = true;
+  double overall_diff = 0;
+};
+
+// Starts ONNX Runtime in a child on the same inputs (written to `tmp`) and compares its
+// outputs with ferrite's first run; `ortr` then times the child.
+Status start_onnxruntime(BenchReport& rep, const std::vector<Tensor>& first, const Graph& graph,
+                         Progress& progress, TempDirectory& tmp, std::unique_ptr<OrtChild>& ort,
+                         Runner& ortr) {
+  FERRITE_ASSIGN_OR_RETURN(auto found, find_python_and_script());
+  FERRITE_ASSIGN_OR_RETURN(tmp, TempDirectory::create("ferrite-bench-"));
+  fs::path in_dir = tmp.path() / "inputs", out_dir = tmp.path() / "ort_outputs";
+  std::error_code ec;
+  fs::create_directories(in_dir, ec);
+  if (ec) return err("cannot create '", in_dir.string(), "': ", ec.message());
+  for (size_t i = 0; i < rep.inputs.size(); ++i)
+    FERRITE_RETURN_IF_ERROR(write_tensor_file(in_dir / str_cat("input_", i, ".pb"),
+                                              rep.inputs[i].name, rep.inputs[i].tensor));
+  progress.line(
+      str_cat("starting onnxruntime (", found.first.string(), " ", found.second.string(), ")"));
+  FERRITE_ASSIGN_OR_RETURN(
+      ort, OrtChild::start({found.first.string(), found.second.string(), "--model", rep.model,
+                            "--inputs", in_dir.string(), "--output-dir", out_dir.string(),
+                            "--threads", std::to_string(rep.opts.threads)}));
+  FERRITE_ASSIGN_OR_RETURN(rep.ort_ready, ort->read_reply("ready"));
+  ortr.per_run = std::atof(json_field(rep.ort_ready, "first_run_seconds").c_str());
+  OrtChild* child = ort.get();
+  ortr.run = [child](int n) { return child->run(n); };
+
+  FERRITE_ASSIGN_OR_RETURN(auto expected, read_output_dir(out_dir));
+  if (expected.size() != first.size()) {
+    rep.outputs_match = false;
+    rep.overall_diff = INFINITY;
+    rep.diffs.push_back(
+        {"", str_cat("ferrite has ", first.size(), " outputs, onnxruntime ", expected.size()),
+         INFINITY, false});
+  }
+  for (size_t i = 0; i < std::min(expected.size(), first.size()); ++i) {
+    const Tensor& ours = first[i];
+    const Tensor& theirs = expected[i].tensor;
+    OutputDiff d{graph.outputs()[i]->name, "", 0, true};
+    auto cmp = compare_tensors(ours, theirs, default_tolerance(theirs.dtype()));
+    d.ok = cmp.ok;
+    d.note = cmp.message;
+    d.max_abs_diff = ours.dtype() == theirs.dtype() ? max_abs_diff(ours, theirs) : INFINITY;
+    rep.outputs_match = rep.outputs_match && d.ok;
+    rep.overall_diff = std::max(rep.overall_diff, d.max_abs_diff);
+    rep.diffs.push_back(d);
+  }
+  return Status::ok();
+}
+
+// Warm-up, then timed blocks in alternation until every runtime has min_runs runs and min_s
+// seconds. Returns the wall time of the timed part.
+Expected<double> time_interleaved(const std::vector<Runner*>& runners, const BenchReport& rep,
+                                  double block, Progress& progress) {
+  for (Runner* r : runners) {
+    if (rep.warmup == 0) continue;
+    progress.line(str_cat("warm-up: ", static_cast<int>(rep.warmup), " ", r->name, " run(s)"));
+    auto t = r->run(static_cast<int>(rep.warmup));
+    if (!t) return t.status().with_context(r->name + " warm-up");
+    r->per_run = summarize(*t).median;
+  }
+  const size_t min_runs = rep.min_runs;
+  const double min_s = rep.min_s;
+  auto status_text = [&] {
+    std::string s;
+    for (Runner* r : runners)
+      s += str_cat(s.empty() ? "" : " | ", r->name, " ", r->samples.size(), "/", min_runs, " runs ",
+                   jnum(std::round(r->total * 10) / 10), "/", jnum(min_s), " s");
+    return s;
+  };
+  progress.line(str_cat("timing: at least ", min_runs, " runs and ", jnum(min_s), " s per runtime",
+                        runners.size() > 1 ? ", interleaved" : ""));
+  auto bench_start = Clock::now();
+  for (bool any = true; any;) {
+    any = false;
+    for (Runner* r : runners) {
+      if (r->done(min_runs, min_s)) continue;
+      any = true;
+      // About 0.2 s per block, but no more runs than still needed.
+      double per = std::max(r->per_run, 1e-7);
+      double need_runs = static_cast<double>(min_runs - std::min(min_runs, r->samples.size()));
+      double need = std::max(need_runs, std::ceil((min_s - r->total) / per));
+      double n = block > 0 ? block : std::round(0.2 / per);
+      n = std::clamp(std::min(n, need), 1.0, 100000.0);
+      auto t = r->run(static_cast<int>(n));
+      if (!t) return t.status().with_context(r->name + " timed run");
+      for (double v : *t) r->total += v;
+      r->samples.insert(r->samples.end(), t->begin(), t->end());
+      r->per_run = summarize(*t).median;
+      progress.update(status_text());
+    }
+  }
+  return since(bench_start);
+}
+
+void print_stats_line(const char* name, const Stats& st) {
+  std::printf("%-12s median %s  p10 %s  p90 %s  min %s  mean %s  (%zu runs)\n", name,
+              ms(st.median).c_str(), ms(st.p10).c_str(), ms(st.p90).c_str(), ms(st.min).c_str(),
+              ms(st.mean).c_str(), st.n);
+}
+
+// The text report; returns the ratio onnxruntime / ferrite (NaN without --compare).
+double print_report(const BenchReport& rep) {
+  Stats fs_ = summarize(rep.fer->samples);
+  std::string in_text;
+  for (const auto& in : rep.inputs)
+    in_text += str_cat(in_text.empty() ? "" : ", ", in.name, " ", in.tensor.type_string());
+  const std::string threads = rep.opts.threads ? std::to_string(rep.opts.threads) : "default";
+  std::printf("model        %s\n", rep.model.c_str());
+  std::printf("device       %s (threads %s, precision %s)\n", rep.device.c_str(), threads.c_str(),
+              std::string(precision_name(rep.opts.precision)).c_str());
+  std::printf("inputs       %s\n", in_text.c_str());
+  std::printf(
+      "compile      cold %.3f s (import %.3f + prepare %.3f), warm %.3f s (import %.3f + "
+      "prepare %.3f), first run %s\n",
+      rep.cold_import + rep.cold_prepare, rep.cold_import, rep.cold_prepare,
+      rep.warm_import + rep.warm_prepare, rep.warm_import, rep.warm_prepare,
+      ms(rep.first_run).c_str());
+  print_stats_line(rep.fer->name.c_str(), fs_);
+  if (rep.ort) print_stats_line(rep.ort->name.c_str(), summarize(rep.ort->samples));
+  if (rep.dev_time) {
+    print_stats_line("device time", summarize(rep.dev_time->seconds));
+    std::printf("             %s\n", rep.dev_time->method.c_str());
+  }
+  if (!rep.ort) return NAN;
+  std::printf(
+      "onnxruntime  %s, CPU EP, ORT_ENABLE_ALL, intra-op threads %s, inter-op 1, "
+      "sequential\n",
+      json_field(rep.ort_ready, "version").c_str(), threads.c_str());
+  std::printf("outputs      max abs diff vs onnxruntime %.3g (%zu output(s), %s)\n",
+              rep.overall_diff, rep.diffs.size(),
+              rep.outputs_match ? "all within tolerance" : "MISMATCH");
+  for (const auto& d : rep.diffs)
+    if (!d.ok)
+      std::fprintf(stderr, "warning: output '%s' differs from onnxruntime: %s\n", d.name.c_str(),
+                   d.note.c_str());
+  Stats os_ = summarize(rep.ort->samples);
+  double ratio = os_.median / fs_.median;
+  std::printf(ratio >= 0.1 ? "ferrite %s | onnxruntime %s | ratio (ort/ferrite) %.2fx\n"
+                           : "ferrite %s | onnxruntime %s | ratio (ort/ferrite) %.2gx\n",
+              ms(fs_.median).c_str(), ms(os_.median).c_str(), ratio);
+  return ratio;
+}
+
+std::string bench_json(const BenchReport& rep, double ratio) {
+  std::ostringstream js;
+  js << "{\"model\": \"" << json_escape(rep.model) << "\", \"device\": \""
+     << json_escape(rep.device) << "\", \"precision\": \"" << precision_name(rep.opts.precision)
+     << "\", \"threads\": " << rep.opts.threads << ", \"warmup\": " << rep.warmup
+     << ", \"min_runs\": " << rep.min_runs << ", \"min_seconds\": " << jnum(rep.min_s)
+     << ", \"inputs\": [";
+  for (size_t i = 0; i < rep.inputs.size(); ++i)
+    js << (i ? ", " : "") << "{\"name\": \"" << json_escape(rep.inputs[i].name)
+       << "\", \"type\": \"" << json_escape(rep.inputs[i].tensor.type_string()) << "\"}";
+  js << "], \"compile\": {\"cold\": {\"import_seconds\": " << jnum(rep.cold_import)
+     << ", \"prepare_seconds\": " << jnum(rep.cold_prepare)
+     << ", \"total_seconds\": " << jnum(rep.cold_import + rep.cold_prepare)
+     << "}, \"warm\": {\"import_seconds\": " << jnum(rep.warm_import)
+     << ", \"prepare_seconds\": " << jnum(rep.warm_prepare)
+     << ", \"total_seconds\": " << jnum(rep.warm_import + rep.warm_prepare) << "}}"
+     << ", \"first_run_seconds\": " << jnum(rep.first_run)
+     << ", \"timed_wall_seconds\": " << jnum(rep.bench_wall)
+     << ", \"ferrite\": " << stats_json(summarize(rep.fer->samples), rep.fer->samples);
+  if (rep.dev_time)
+    js << ", \"device_time\": "
+       << stats_json(summarize(rep.dev_time->seconds), rep.dev_time->seconds,
+                     "\"method\": \"" + json_escape(rep.dev_time->method) + "\", ");
+  if (rep.ort) {
+    js << ", \"onnxruntime\": "
+       << stats_json(summarize(rep.ort->samples), rep.ort->samples,
+                     "\"session\": " + rep.ort_ready + ", ")
+       << ", \"outputs\": {\"match\": " << (rep.outputs_match ? "true" : "false")
+       << ", \"max_abs_diff\": " << jnum(rep.overall_diff) << ", \"per_output\": [";
+    for (size_t i = 0; i < rep.diffs.size(); ++i)
+      js << (i ? ", " : "") << "{\"name\": \"" << json_escape(rep.diffs[i].name)
+         << "\", \"max_abs_diff\": " << jnum(rep.diffs[i].max_abs_diff)
+         << ", \"within_tolerance\": " << (rep.diffs[i].ok ? "true" : "false") << "}";
+    js << "]}, \"ratio_ort_over_ferrite\": " << jnum(ratio)
+       << ", \"ratio_definition\": \"onnxruntime median / ferrite median: ferrite's speedup over "
+          "onnxruntime (>1: ferrite faster)\"";
+  }
+  js << "}\n";
+  return js.str();
+}
 }  // namespace
 
 int bench_command(int argc, char** argv) {
@@ -403,8 +604,9 @@ int bench_command(int argc, char** argv) {
     std::fputs(kBenchHelp, stderr);
     return fail(Status::error("bench takes exactly one MODEL"));
   }
-  const std::string model = args->positional()[0];
-  const std::string device = args->get("device", "reference");
+  BenchReport rep;
+  rep.model = args->positional()[0];
+  rep.device = args->get("device", "reference");
   auto threads = number_option(*args, "threads", 0, 0, true);
   auto warmup = number_option(*args, "warmup", 2, 0, true);
   auto runs = number_option(*args, "runs", 10, 1, true);
@@ -421,41 +623,43 @@ int bench_command(int argc, char** argv) {
   if (!compare.empty() && compare != "onnxruntime")
     return fail(err("--compare supports only 'onnxruntime', got '", compare, "'"));
   const std::string json_path = args->get("json");
-  RunOptions opts;
-  opts.threads = static_cast<int>(*threads);
-  if (std::string t = args->get("trace"); !t.empty()) opts.trace = std::filesystem::path(t);
+  rep.warmup = *warmup;
+  rep.min_runs = static_cast<size_t>(*runs);
+  rep.min_s = *min_s;
+  rep.opts.threads = static_cast<int>(*threads);
+  if (std::string t = args->get("trace"); !t.empty()) rep.opts.trace = std::filesystem::path(t);
   if (std::string p = args->get("precision"); !p.empty()) {
     auto prec = precision_from_name(p);
     if (!prec) return fail(err("--precision expects f32, tf32, bf16 or fp16, got '", p, "'"));
-    opts.precision = *prec;
+    rep.opts.precision = *prec;
   }
   Progress progress(args->flag("quiet"));
   signal(SIGPIPE, SIG_IGN);  // a dead child must give an error, not kill us
 
   // Compile, cold then warm (the cold session stays alive while the warm one is built).
-  progress.line(str_cat("cold compile of ", model, " on ", device));
+  progress.line(str_cat("cold compile of ", rep.model, " on ", rep.device));
   auto c0 = Clock::now();
-  auto g1 = import_onnx_file(model);
+  auto g1 = import_onnx_file(rep.model);
   if (!g1) return fail(g1.status());
-  double cold_import = since(c0);
+  rep.cold_import = since(c0);
   auto c1 = Clock::now();
-  auto cold = Session::from_graph(std::move(g1).value(), device, opts);
+  auto cold = Session::from_graph(std::move(g1).value(), rep.device, rep.opts);
   if (!cold) return fail(cold.status());
-  double cold_prepare = since(c1);
+  rep.cold_prepare = since(c1);
   progress.line("warm compile");
   auto w0 = Clock::now();
-  auto g2 = import_onnx_file(model);
+  auto g2 = import_onnx_file(rep.model);
   if (!g2) return fail(g2.status());
-  double warm_import = since(w0);
+  rep.warm_import = since(w0);
   auto w1 = Clock::now();
-  auto warm = Session::from_graph(std::move(g2).value(), device, opts);
+  auto warm = Session::from_graph(std::move(g2).value(), rep.device, rep.opts);
   if (!warm) return fail(warm.status());
-  double warm_prepare = since(w1);
+  rep.warm_prepare = since(w1);
   cold->reset();
   Session& session = **warm;
   const Graph& graph = session.graph();
 
-  std::vector<Session::NamedInput> inputs;
+  std::vector<Session::NamedInput>& inputs = rep.inputs;
   if (!args->all("inputs").empty()) {
     auto in = read_input_dir(args->get("inputs"));
     if (!in) return fail(in.status());
@@ -472,7 +676,7 @@ int bench_command(int argc, char** argv) {
   auto f0 = Clock::now();
   auto first = session.run(inputs);
   if (!first) return fail(first.status().with_context("first run"));
-  double first_run = since(f0);
+  rep.first_run = since(f0);
 
   Runner fer{"ferrite", [&](int n) -> Expected<std::vector<double>> {
                std::vector<double> t;
@@ -485,209 +689,40 @@ int bench_command(int argc, char** argv) {
                }
                return t;
              }};
-  fer.per_run = first_run;
+  fer.per_run = rep.first_run;
   std::vector<Runner*> runners{&fer};
+  rep.fer = &fer;
 
-  // ONNX Runtime: start, check its outputs against ours.
   TempDirectory tmp;  // registered: an interrupt removes it too
   std::unique_ptr<OrtChild> ort;
   Runner ortr{"onnxruntime", nullptr};
-  std::string ort_ready;
-  std::vector<OutputDiff> diffs;
-  bool outputs_match = true;
-  double overall_diff = 0;
   if (!compare.empty()) {
-    auto found = find_python_and_script();
-    if (!found) return fail(found.status());
-    auto created = TempDirectory::create("ferrite-bench-");
-    if (!created) return fail(created.status());
-    tmp = std::move(created).value();
-    fs::path in_dir = tmp.path() / "inputs", out_dir = tmp.path() / "ort_outputs";
-    std::error_code ec;
-    fs::create_directories(in_dir, ec);
-    if (ec) return fail(err("cannot create '", in_dir.string(), "': ", ec.message()));
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      Status st =
-          write_tensor_file(in_dir / str_cat("input_", i, ".pb"), inputs[i].name, inputs[i].tensor);
-      if (!st) return fail(st);
-    }
-    progress.line(
-        str_cat("starting onnxruntime (", found->first.string(), " ", found->second.string(), ")"));
-    auto child = OrtChild::start({found->first.string(), found->second.string(), "--model", model,
-                                  "--inputs", in_dir.string(), "--output-dir", out_dir.string(),
-                                  "--threads", std::to_string(opts.threads)});
-    if (!child) return fail(child.status());
-    ort = std::move(child).value();
-    auto ready = ort->read_reply("ready");
-    if (!ready) return fail(ready.status());
-    ort_ready = *ready;
-    ortr.per_run = std::atof(json_field(ort_ready, "first_run_seconds").c_str());
-    ortr.run = [&](int n) { return ort->run(n); };
+    Status st = start_onnxruntime(rep, *first, graph, progress, tmp, ort, ortr);
+    if (!st) return fail(st);
     runners.push_back(&ortr);
-
-    auto expected = read_output_dir(out_dir);
-    if (!expected) return fail(expected.status());
-    if (expected->size() != first->size()) {
-      outputs_match = false;
-      overall_diff = INFINITY;
-      diffs.push_back(
-          {"", str_cat("ferrite has ", first->size(), " outputs, onnxruntime ", expected->size()),
-           INFINITY, false});
-    }
-    for (size_t i = 0; i < std::min(expected->size(), first->size()); ++i) {
-      const Tensor& ours = (*first)[i];
-      const Tensor& theirs = (*expected)[i].tensor;
-      OutputDiff d{graph.outputs()[i]->name, "", 0, true};
-      auto cmp = compare_tensors(ours, theirs, default_tolerance(theirs.dtype()));
-      d.ok = cmp.ok;
-      d.note = cmp.message;
-      d.max_abs_diff = ours.dtype() == theirs.dtype() ? max_abs_diff(ours, theirs) : INFINITY;
-      outputs_match = outputs_match && d.ok;
-      overall_diff = std::max(overall_diff, d.max_abs_diff);
-      diffs.push_back(d);
-    }
+    rep.ort = &ortr;
   }
-
-  // Warm-up, then timed blocks in alternation until every runtime has R runs and S seconds.
-  for (Runner* r : runners) {
-    if (*warmup == 0) continue;
-    progress.line(str_cat("warm-up: ", static_cast<int>(*warmup), " ", r->name, " run(s)"));
-    auto t = r->run(static_cast<int>(*warmup));
-    if (!t) return fail(t.status().with_context(r->name + " warm-up"));
-    r->per_run = summarize(*t).median;
-  }
-  const auto min_runs = static_cast<size_t>(*runs);
-  auto status_text = [&] {
-    std::string s;
-    for (Runner* r : runners)
-      s += str_cat(s.empty() ? "" : " | ", r->name, " ", r->samples.size(), "/", min_runs, " runs ",
-                   jnum(std::round(r->total * 10) / 10), "/", jnum(*min_s), " s");
-    return s;
-  };
-  progress.line(str_cat("timing: at least ", min_runs, " runs and ", jnum(*min_s), " s per runtime",
-                        runners.size() > 1 ? ", interleaved" : ""));
-  auto bench_start = Clock::now();
-  for (bool any = true; any;) {
-    any = false;
-    for (Runner* r : runners) {
-      if (r->done(min_runs, *min_s)) continue;
-      any = true;
-      // About 0.2 s per block, but no more runs than still needed.
-      double per = std::max(r->per_run, 1e-7);
-      double need_runs = static_cast<double>(min_runs - std::min(min_runs, r->samples.size()));
-      double need = std::max(need_runs, std::ceil((*min_s - r->total) / per));
-      double n = *block > 0 ? *block : std::round(0.2 / per);
-      n = std::clamp(std::min(n, need), 1.0, 100000.0);
-      auto t = r->run(static_cast<int>(n));
-      if (!t) return fail(t.status().with_context(r->name + " timed run"));
-      for (double v : *t) r->total += v;
-      r->samples.insert(r->samples.end(), t->begin(), t->end());
-      r->per_run = summarize(*t).median;
-      progress.update(status_text());
-    }
-  }
-  double bench_wall = since(bench_start);
+  auto wall = time_interleaved(runners, rep, *block, progress);
+  if (!wall) return fail(wall.status());
+  rep.bench_wall = *wall;
   // Devices with their own clock also time runs with the inputs resident on the device (CUDA
   // events): the kernels' time without the host's input and output copies.
-  std::optional<DeviceTiming> dev_time;
   {
     double per = std::max(summarize(fer.samples).median, 1e-6);
     int n = static_cast<int>(std::clamp(std::max(*runs, std::ceil(*min_s / per)), 1.0, 100000.0));
     progress.line(str_cat("device-timed runs: ", n));
     auto t = session.time_resident(inputs, n);
     if (t)
-      dev_time = std::move(t).value();
+      rep.dev_time = std::move(t).value();
     else if (!t.status().is_unsupported())
       return fail(t.status().with_context("device-timed runs"));
   }
   progress.clear();
   ort.reset();  // quit the child before reporting
 
-  // Report.
-  Stats fs_ = summarize(fer.samples), os_ = summarize(ortr.samples);
-  std::string in_text;
-  for (const auto& in : inputs)
-    in_text += str_cat(in_text.empty() ? "" : ", ", in.name, " ", in.tensor.type_string());
-  std::printf("model        %s\n", model.c_str());
-  std::printf("device       %s (threads %s, precision %s)\n", device.c_str(),
-              opts.threads ? std::to_string(opts.threads).c_str() : "default",
-              std::string(precision_name(opts.precision)).c_str());
-  std::printf("inputs       %s\n", in_text.c_str());
-  std::printf(
-      "compile      cold %.3f s (import %.3f + prepare %.3f), warm %.3f s (import %.3f + "
-      "prepare %.3f), first run %s\n",
-      cold_import + cold_prepare, cold_import, cold_prepare, warm_import + warm_prepare,
-      warm_import, warm_prepare, ms(first_run).c_str());
-  for (const Runner* r : runners) {
-    Stats st = summarize(r->samples);
-    std::printf("%-12s median %s  p10 %s  p90 %s  min %s  mean %s  (%zu runs)\n", r->name.c_str(),
-                ms(st.median).c_str(), ms(st.p10).c_str(), ms(st.p90).c_str(), ms(st.min).c_str(),
-                ms(st.mean).c_str(), st.n);
-  }
-  if (dev_time) {
-    Stats st = summarize(dev_time->seconds);
-    std::printf("%-12s median %s  p10 %s  p90 %s  min %s  mean %s  (%zu runs)\n", "device time",
-                ms(st.median).c_str(), ms(st.p10).c_str(), ms(st.p90).c_str(), ms(st.min).c_str(),
-                ms(st.mean).c_str(), st.n);
-    std::printf("             %s\n", dev_time->method.c_str());
-  }
-  double ratio = NAN;
-  if (!compare.empty()) {
-    std::printf(
-        "onnxruntime  %s, CPU EP, ORT_ENABLE_ALL, intra-op threads %s, inter-op 1, "
-        "sequential\n",
-        json_field(ort_ready, "version").c_str(),
-        opts.threads ? std::to_string(opts.threads).c_str() : "default");
-    std::printf("outputs      max abs diff vs onnxruntime %.3g (%zu output(s), %s)\n", overall_diff,
-                diffs.size(), outputs_match ? "all within tolerance" : "MISMATCH");
-    for (const auto& d : diffs)
-      if (!d.ok)
-        std::fprintf(stderr, "warning: output '%s' differs from onnxruntime: %s\n", d.name.c_str(),
-                     d.note.c_str());
-    ratio = os_.median / fs_.median;
-    std::printf(ratio >= 0.1 ? "ferrite %s | onnxruntime %s | ratio (ort/ferrite) %.2fx\n"
-                             : "ferrite %s | onnxruntime %s | ratio (ort/ferrite) %.2gx\n",
-                ms(fs_.median).c_str(), ms(os_.median).c_str(), ratio);
-  }
-
+  double ratio = print_report(rep);
   if (!json_path.empty()) {
-    std::ostringstream js;
-    js << "{\"model\": \"" << json_escape(model) << "\", \"device\": \"" << json_escape(device)
-       << "\", \"precision\": \"" << precision_name(opts.precision)
-       << "\", \"threads\": " << opts.threads << ", \"warmup\": " << *warmup
-       << ", \"min_runs\": " << min_runs << ", \"min_seconds\": " << jnum(*min_s)
-       << ", \"inputs\": [";
-    for (size_t i = 0; i < inputs.size(); ++i)
-      js << (i ? ", " : "") << "{\"name\": \"" << json_escape(inputs[i].name) << "\", \"type\": \""
-         << json_escape(inputs[i].tensor.type_string()) << "\"}";
-    js << "], \"compile\": {\"cold\": {\"import_seconds\": " << jnum(cold_import)
-       << ", \"prepare_seconds\": " << jnum(cold_prepare)
-       << ", \"total_seconds\": " << jnum(cold_import + cold_prepare)
-       << "}, \"warm\": {\"import_seconds\": " << jnum(warm_import)
-       << ", \"prepare_seconds\": " << jnum(warm_prepare)
-       << ", \"total_seconds\": " << jnum(warm_import + warm_prepare) << "}}"
-       << ", \"first_run_seconds\": " << jnum(first_run)
-       << ", \"timed_wall_seconds\": " << jnum(bench_wall)
-       << ", \"ferrite\": " << stats_json(fs_, fer.samples);
-    if (dev_time)
-      js << ", \"device_time\": "
-         << stats_json(summarize(dev_time->seconds), dev_time->seconds,
-                       "\"method\": \"" + json_escape(dev_time->method) + "\", ");
-    if (!compare.empty()) {
-      js << ", \"onnxruntime\": "
-         << stats_json(os_, ortr.samples, "\"session\": " + ort_ready + ", ")
-         << ", \"outputs\": {\"match\": " << (outputs_match ? "true" : "false")
-         << ", \"max_abs_diff\": " << jnum(overall_diff) << ", \"per_output\": [";
-      for (size_t i = 0; i < diffs.size(); ++i)
-        js << (i ? ", " : "") << "{\"name\": \"" << json_escape(diffs[i].name)
-           << "\", \"max_abs_diff\": " << jnum(diffs[i].max_abs_diff)
-           << ", \"within_tolerance\": " << (diffs[i].ok ? "true" : "false") << "}";
-      js << "]}, \"ratio_ort_over_ferrite\": " << jnum(ratio)
-         << ", \"ratio_definition\": \"onnxruntime median / ferrite median: ferrite's speedup over "
-            "onnxruntime (>1: ferrite faster)\"";
-    }
-    js << "}\n";
-    if (Status st = write_file_atomic(json_path, js.str()); !st) return fail(st);
+    if (Status st = write_file_atomic(json_path, bench_json(rep, ratio)); !st) return fail(st);
   }
   return 0;
 }
