@@ -71,10 +71,8 @@ std::vector<T> cat(std::vector<T> a, const std::vector<T>& b) {
   return a;
 }
 
-}  // namespace
-
-std::vector<Case> fusion_cases() {
-  std::vector<Case> out;
+// Pointwise, row and GEMM/conv epilogue patterns, and an exported attention block.
+void kernel_fusion_cases(std::vector<Case>& out) {
   // Views (transpose, slice, expand) feeding a pointwise chain with broadcasts.
   out.push_back(pattern("pointwise-views",
                         {in("x", kF32, {2, 8, 3}), in("b", kF32, {3, 1}), w("s", {6}),
@@ -171,6 +169,10 @@ std::vector<Case> fusion_cases() {
                                {"Add", {"o", "x"}, {"y"}, {}}};
     out.push_back(pattern("attention-block", t, n, {"y"}, {5, 9}));
   }
+}
+
+// Reductions, several consumers, dynamic shapes, heads, mixed precision and index arithmetic.
+void graph_fusion_cases(std::vector<Case>& out) {
   // Reductions with keepdims feeding pointwise consumers (a hand-written softmax and an L2 norm).
   out.push_back(pattern("reductions-keepdims",
                         {in("x", kF32, {3, 4, 12}), ints("ax", {-1}), ints("ax1", {1})},
@@ -243,6 +245,14 @@ std::vector<Case> fusion_cases() {
                          {"Gather", {"pos", "positions"}, {"p"}, {}},
                          {"Add", {"e", "p"}, {"y"}, {}}},
                         {"y"}, {5, 11}));
+}
+
+}  // namespace
+
+std::vector<Case> fusion_cases() {
+  std::vector<Case> out;
+  kernel_fusion_cases(out);
+  graph_fusion_cases(out);
   for (Case& c : out) c.opset = 18;
   return out;
 }

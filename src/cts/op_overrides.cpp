@@ -297,163 +297,172 @@ void layernorm(const OpSchema& s, std::vector<Case>& out) {
                         cst("bias", kF16, {8}, V::uniform(-1, 1))}));
 }
 
+// Unary math: inputs inside each function's domain and away from overflow.
+void unary_ops(std::map<std::string, Fn>& m) {
+  m["Exp"] = unary(V::uniform(-4, 4));
+  m["Log"] = unary(V::uniform(0.05, 5));
+  m["Sqrt"] = unary(V::uniform(0, 5));
+  m["Reciprocal"] = unary(V::uniform(-3, 3, 0.2));
+  m["Sin"] = m["Cos"] = unary(V::uniform(-4, 4));
+  m["Tan"] = unary(V::uniform(-1.3, 1.3));
+  m["Asin"] = m["Acos"] = m["Atanh"] = unary(V::uniform(-0.95, 0.95));
+  m["Acosh"] = unary(V::uniform(1.05, 6));
+  m["Sinh"] = m["Cosh"] = unary(V::uniform(-3, 3));
+  m["Sigmoid"] = m["Tanh"] = m["Erf"] = unary(V::uniform(-6, 6));
+  m["Softplus"] = m["Mish"] = unary(V::uniform(-6, 6));
+  // Exact ties: Round is half-to-even.
+  m["Round"] = unary(V::exactly({0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, 3.7, -0.0, 7}));
+  m["HardSwish"] = m["HardSigmoid"] = unary(V::uniform(-4, 4));
+  m["LeakyRelu"] = unary(V::uniform(-2, 2), {{"alpha", {{"alpha", 0.2f}}}});
+  m["Elu"] = unary(V::uniform(-2, 2), {{"alpha", {{"alpha", 0.5f}}}});
+  m["Celu"] = unary(V::uniform(-2, 2), {{"alpha", {{"alpha", 2.0f}}}});
+  m["Selu"] = unary(V::uniform(-2, 2), {{"alpha-gamma", {{"alpha", 1.5f}, {"gamma", 1.1f}}}});
+  m["ThresholdedRelu"] = unary(V::uniform(-2, 2), {{"alpha", {{"alpha", 0.7f}}}});
+  m["Gelu"] = unary(V::uniform(-4, 4), {{"tanh", {{"approximate", "tanh"}}}});
+  m["Shrink"] = unary(V::uniform(-2, 2), {{"bias-lambd", {{"bias", 0.2f}, {"lambd", 0.3f}}}});
+  m["Shape"] =
+      unary(V::uniform(-2, 2), {{"start-end", {{"start", int64_t{1}}, {"end", int64_t{-1}}}}});
+  m["IsNaN"] = m["IsInf"] = [](const OpSchema& s, std::vector<Case>& out) {
+    V special = V::exactly({1.5, kNaN, kInf, -kInf, 0, -2.5, kNaN, 7});
+    out.push_back(single(s.name, "f32", {in("x", kF32, {4, 6}, special)}));
+    out.push_back(single(s.name, "f16", {in("x", kF16, {3, 8}, special)}));
+    out.push_back(single(s.name, "f64", {in("x", kF64, {2, 4}, special)}));
+    if (s.name == "IsInf")
+      out.push_back(single(s.name, "f32/negative-only", {in("x", kF32, {4, 6}, special)},
+                           {{"detect_positive", int64_t{0}}}));
+  };
+}
+
+// Binary arithmetic (no division by zero, powers of positive bases), comparisons, Where, Clip
+// and the casts.
+void binary_and_cast_ops(std::map<std::string, Fn>& m) {
+  BinaryOpts div;
+  div.b_float = V::uniform(-3, 3, 0.25);
+  // Both signs of divisor: integer Div truncates, Mod (fmod=0) takes the divisor's sign.
+  div.b_int = V::exactly({-7, 3, -1, 2, 5, -3, 1});
+  div.a_int = V::ints(-20, 20);
+  m["Div"] = binary(div);
+  m["Mod"] = [div](const OpSchema& s, std::vector<Case>& out) {
+    BinaryOpts ints_only = div;
+    ints_only.dtypes = {kI32, kI64};
+    binary_cases(s, ints_only, out);
+    BinaryOpts fmod = div;
+    fmod.dtypes = {kF32};
+    fmod.attrs = {{"fmod", int64_t{1}}};
+    binary_cases(s, fmod, out);
+  };
+  BinaryOpts pow;
+  pow.a_float = V::uniform(0.1, 3);
+  pow.b_float = V::uniform(-2, 2);
+  pow.a_int = V::ints(-3, 3);
+  pow.b_int = V::ints(0, 3);
+  m["Pow"] = [pow](const OpSchema& s, std::vector<Case>& out) {
+    binary_cases(s, pow, out);
+    // Negative bases with integral exponents are defined (pow(-2, 3) = -8); exp(b*log(a))
+    // gives NaN there.
+    out.push_back(single(s.name, "f32/negative-base",
+                         {in("a", kF32, {4, 5}, V::uniform(-3, 3)),
+                          in("b", kF32, {4, 5}, V::exactly({2, 3, -1, 0, 1, -2}))}));
+    out.push_back(single(s.name, "f32/int-exponent",
+                         {in("a", kF32, {3, 4}), in("b", kI64, {}, V::exactly({3}))}));
+  };
+  m["Equal"] = m["Less"] = m["LessOrEqual"] = m["Greater"] = m["GreaterOrEqual"] = compare;
+  m["BitShift"] = [](const OpSchema& s, std::vector<Case>& out) {
+    for (const char* dir : {"LEFT", "RIGHT"})
+      for (DType t : {kU8, kU32}) {
+        BinaryOpts o;
+        o.dtypes = {t};
+        o.a_int = V::ints(0, 255);
+        o.b_int = V::ints(0, 7);
+        o.attrs = {{"direction", dir}};
+        size_t first = out.size();
+        binary_cases(s, o, out);
+        for (size_t i = first; i < out.size(); ++i) out[i].name += std::string("/") + dir;
+      }
+  };
+  m["Max"] = m["Min"] = m["Sum"] = m["Mean"] = variadic;
+  m["PRelu"] = [](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(
+        single(s.name, "channel-slope",
+               {in("x", kF32, {2, 3, 4, 5}), cst("slope", kF32, {3, 1, 1}, V::uniform(0, 1))}));
+    out.push_back(single(s.name, "last-dim-slope",
+                         {in("x", kF32, {2, 3, 4}), in("slope", kF32, {4}, V::uniform(0, 1))}));
+    out.push_back(
+        single(s.name, "i32", {in("x", kI32, {3, 4}), in("slope", kI32, {4}, V::ints(0, 3))}));
+    out.push_back(
+        single(s.name, "special",
+               {in("x", kF32, {3, 12}, special_values()), cst("slope", kF32, {1}, {0.25})}));
+  };
+  m["Where"] = [](const OpSchema& s, std::vector<Case>& out) {
+    for (DType t : {kF32, kI64, kBool, kF16})
+      out.push_back(single(s.name, dtype_tag(t) + "/broadcast",
+                           {in("c", kBool, {3, 1}), in("a", t, {3, 4}), in("b", t, {4})}));
+    out.push_back(
+        with_runs(single(s.name, "f32/symbolic",
+                         {in("c", kBool, {N, 4}), in("a", kF32, {N, 4}), in("b", kF32, {})}),
+                  {5}));
+  };
+  m["Clip"] = [](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(
+        single(s.name, "f32/min-max",
+               {in("x", kF32, {3, 5}), cst("lo", kF32, {}, {-0.5}), cst("hi", kF32, {}, {0.7})}));
+    out.push_back(
+        single(s.name, "f32/min-only", {in("x", kF32, {3, 5}), cst("lo", kF32, {}, {0})}));
+    out.push_back(single(s.name, "f32/max-only",
+                         {in("x", kF32, {3, 5}), omitted(), cst("hi", kF32, {}, {6})}));
+    out.push_back(single(s.name, "f32/runtime-bounds",
+                         {in("x", kF32, {3, 5}), in("lo", kF32, {}, V::uniform(-1, 0)),
+                          in("hi", kF32, {}, V::uniform(0, 1))}));
+    out.push_back(single(s.name, "f32/none", {in("x", kF32, {3, 5})}));
+    out.push_back(single(s.name, "f32/special",
+                         {in("x", kF32, {3, 12}, special_values()), cst("lo", kF32, {}, {-0.5}),
+                          cst("hi", kF32, {}, {0.7})}));
+    out.push_back(
+        single(s.name, "i32",
+               {in("x", kI32, {3, 5}), cst("lo", kI32, {}, {-2}), cst("hi", kI32, {}, {3})}));
+    out.push_back(
+        single(s.name, "f16",
+               {in("x", kF16, {3, 5}), cst("lo", kF16, {}, {-1}), cst("hi", kF16, {}, {1})}));
+  };
+  m["Cast"] = [](const OpSchema& s, std::vector<Case>& out) {
+    auto cast = [&](DType from, DType to, V g) {
+      out.push_back(single(s.name, dtype_tag(from) + "-to-" + dtype_tag(to),
+                           {in("x", from, {4, 6}, g)}, {{"to", int64_t{dtype_to_onnx(to)}}}));
+    };
+    V wide = V::uniform(-100, 100);
+    cast(kF32, kI32, wide);
+    cast(kF32, kI64, wide);
+    cast(kF32, kF16, wide);
+    // Beyond f16's range (inf), at its rounding boundary and in its subnormals.
+    out.push_back(single(
+        s.name, "f32-to-f16/edges",
+        {in("x", kF32, {2, 4}, V::exactly({70000, -70000, 65519, 65520, 1e-8, 6e-8, -3e-5, 0.1}))},
+        {{"to", int64_t{dtype_to_onnx(kF16)}}}));
+    cast(kF32, kBF16, wide);
+    cast(kF32, kF64, wide);
+    cast(kF32, kBool, V::ints(-1, 1));
+    cast(kF32, kU8, V::uniform(0, 250));
+    cast(kF16, kF32, wide);
+    cast(kF64, kF32, wide);
+    cast(kI64, kF32, V::ints(-1000, 1000));
+    cast(kI32, kI64, V::ints(-1000, 1000));
+    cast(kI64, kI32, V::ints(-1000, 1000));
+    cast(kBool, kF32, V::boolean());
+    cast(kBool, kI64, V::boolean());
+    cast(kF32, kF32, wide);
+  };
+  m["CastLike"] = [](const OpSchema& s, std::vector<Case>& out) {
+    out.push_back(single(s.name, "f32-like-i64",
+                         {in("x", kF32, {3, 4}, V::uniform(-50, 50)), in("like", kI64, {1})}));
+    out.push_back(single(s.name, "i32-like-f16", {in("x", kI32, {3, 4}), in("like", kF16, {2})}));
+  };
+}
+
 const std::map<std::string, Fn>& table() {
   static const std::map<std::string, Fn> t = [] {
     std::map<std::string, Fn> m;
-    // Unary math: inputs inside each function's domain and away from overflow.
-    m["Exp"] = unary(V::uniform(-4, 4));
-    m["Log"] = unary(V::uniform(0.05, 5));
-    m["Sqrt"] = unary(V::uniform(0, 5));
-    m["Reciprocal"] = unary(V::uniform(-3, 3, 0.2));
-    m["Sin"] = m["Cos"] = unary(V::uniform(-4, 4));
-    m["Tan"] = unary(V::uniform(-1.3, 1.3));
-    m["Asin"] = m["Acos"] = m["Atanh"] = unary(V::uniform(-0.95, 0.95));
-    m["Acosh"] = unary(V::uniform(1.05, 6));
-    m["Sinh"] = m["Cosh"] = unary(V::uniform(-3, 3));
-    m["Sigmoid"] = m["Tanh"] = m["Erf"] = unary(V::uniform(-6, 6));
-    m["Softplus"] = m["Mish"] = unary(V::uniform(-6, 6));
-    // Exact ties: Round is half-to-even.
-    m["Round"] = unary(V::exactly({0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, 3.7, -0.0, 7}));
-    m["HardSwish"] = m["HardSigmoid"] = unary(V::uniform(-4, 4));
-    m["LeakyRelu"] = unary(V::uniform(-2, 2), {{"alpha", {{"alpha", 0.2f}}}});
-    m["Elu"] = unary(V::uniform(-2, 2), {{"alpha", {{"alpha", 0.5f}}}});
-    m["Celu"] = unary(V::uniform(-2, 2), {{"alpha", {{"alpha", 2.0f}}}});
-    m["Selu"] = unary(V::uniform(-2, 2), {{"alpha-gamma", {{"alpha", 1.5f}, {"gamma", 1.1f}}}});
-    m["ThresholdedRelu"] = unary(V::uniform(-2, 2), {{"alpha", {{"alpha", 0.7f}}}});
-    m["Gelu"] = unary(V::uniform(-4, 4), {{"tanh", {{"approximate", "tanh"}}}});
-    m["Shrink"] = unary(V::uniform(-2, 2), {{"bias-lambd", {{"bias", 0.2f}, {"lambd", 0.3f}}}});
-    m["Shape"] =
-        unary(V::uniform(-2, 2), {{"start-end", {{"start", int64_t{1}}, {"end", int64_t{-1}}}}});
-    m["IsNaN"] = m["IsInf"] = [](const OpSchema& s, std::vector<Case>& out) {
-      V special = V::exactly({1.5, kNaN, kInf, -kInf, 0, -2.5, kNaN, 7});
-      out.push_back(single(s.name, "f32", {in("x", kF32, {4, 6}, special)}));
-      out.push_back(single(s.name, "f16", {in("x", kF16, {3, 8}, special)}));
-      out.push_back(single(s.name, "f64", {in("x", kF64, {2, 4}, special)}));
-      if (s.name == "IsInf")
-        out.push_back(single(s.name, "f32/negative-only", {in("x", kF32, {4, 6}, special)},
-                             {{"detect_positive", int64_t{0}}}));
-    };
-    // Binary arithmetic: no division by zero, powers of positive bases.
-    BinaryOpts div;
-    div.b_float = V::uniform(-3, 3, 0.25);
-    // Both signs of divisor: integer Div truncates, Mod (fmod=0) takes the divisor's sign.
-    div.b_int = V::exactly({-7, 3, -1, 2, 5, -3, 1});
-    div.a_int = V::ints(-20, 20);
-    m["Div"] = binary(div);
-    m["Mod"] = [div](const OpSchema& s, std::vector<Case>& out) {
-      BinaryOpts ints_only = div;
-      ints_only.dtypes = {kI32, kI64};
-      binary_cases(s, ints_only, out);
-      BinaryOpts fmod = div;
-      fmod.dtypes = {kF32};
-      fmod.attrs = {{"fmod", int64_t{1}}};
-      binary_cases(s, fmod, out);
-    };
-    BinaryOpts pow;
-    pow.a_float = V::uniform(0.1, 3);
-    pow.b_float = V::uniform(-2, 2);
-    pow.a_int = V::ints(-3, 3);
-    pow.b_int = V::ints(0, 3);
-    m["Pow"] = [pow](const OpSchema& s, std::vector<Case>& out) {
-      binary_cases(s, pow, out);
-      // Negative bases with integral exponents are defined (pow(-2, 3) = -8); exp(b*log(a))
-      // gives NaN there.
-      out.push_back(single(s.name, "f32/negative-base",
-                           {in("a", kF32, {4, 5}, V::uniform(-3, 3)),
-                            in("b", kF32, {4, 5}, V::exactly({2, 3, -1, 0, 1, -2}))}));
-      out.push_back(single(s.name, "f32/int-exponent",
-                           {in("a", kF32, {3, 4}), in("b", kI64, {}, V::exactly({3}))}));
-    };
-    m["Equal"] = m["Less"] = m["LessOrEqual"] = m["Greater"] = m["GreaterOrEqual"] = compare;
-    m["BitShift"] = [](const OpSchema& s, std::vector<Case>& out) {
-      for (const char* dir : {"LEFT", "RIGHT"})
-        for (DType t : {kU8, kU32}) {
-          BinaryOpts o;
-          o.dtypes = {t};
-          o.a_int = V::ints(0, 255);
-          o.b_int = V::ints(0, 7);
-          o.attrs = {{"direction", dir}};
-          size_t first = out.size();
-          binary_cases(s, o, out);
-          for (size_t i = first; i < out.size(); ++i) out[i].name += std::string("/") + dir;
-        }
-    };
-    m["Max"] = m["Min"] = m["Sum"] = m["Mean"] = variadic;
-    m["PRelu"] = [](const OpSchema& s, std::vector<Case>& out) {
-      out.push_back(
-          single(s.name, "channel-slope",
-                 {in("x", kF32, {2, 3, 4, 5}), cst("slope", kF32, {3, 1, 1}, V::uniform(0, 1))}));
-      out.push_back(single(s.name, "last-dim-slope",
-                           {in("x", kF32, {2, 3, 4}), in("slope", kF32, {4}, V::uniform(0, 1))}));
-      out.push_back(
-          single(s.name, "i32", {in("x", kI32, {3, 4}), in("slope", kI32, {4}, V::ints(0, 3))}));
-      out.push_back(
-          single(s.name, "special",
-                 {in("x", kF32, {3, 12}, special_values()), cst("slope", kF32, {1}, {0.25})}));
-    };
-    m["Where"] = [](const OpSchema& s, std::vector<Case>& out) {
-      for (DType t : {kF32, kI64, kBool, kF16})
-        out.push_back(single(s.name, dtype_tag(t) + "/broadcast",
-                             {in("c", kBool, {3, 1}), in("a", t, {3, 4}), in("b", t, {4})}));
-      out.push_back(
-          with_runs(single(s.name, "f32/symbolic",
-                           {in("c", kBool, {N, 4}), in("a", kF32, {N, 4}), in("b", kF32, {})}),
-                    {5}));
-    };
-    m["Clip"] = [](const OpSchema& s, std::vector<Case>& out) {
-      out.push_back(
-          single(s.name, "f32/min-max",
-                 {in("x", kF32, {3, 5}), cst("lo", kF32, {}, {-0.5}), cst("hi", kF32, {}, {0.7})}));
-      out.push_back(
-          single(s.name, "f32/min-only", {in("x", kF32, {3, 5}), cst("lo", kF32, {}, {0})}));
-      out.push_back(single(s.name, "f32/max-only",
-                           {in("x", kF32, {3, 5}), omitted(), cst("hi", kF32, {}, {6})}));
-      out.push_back(single(s.name, "f32/runtime-bounds",
-                           {in("x", kF32, {3, 5}), in("lo", kF32, {}, V::uniform(-1, 0)),
-                            in("hi", kF32, {}, V::uniform(0, 1))}));
-      out.push_back(single(s.name, "f32/none", {in("x", kF32, {3, 5})}));
-      out.push_back(single(s.name, "f32/special",
-                           {in("x", kF32, {3, 12}, special_values()), cst("lo", kF32, {}, {-0.5}),
-                            cst("hi", kF32, {}, {0.7})}));
-      out.push_back(
-          single(s.name, "i32",
-                 {in("x", kI32, {3, 5}), cst("lo", kI32, {}, {-2}), cst("hi", kI32, {}, {3})}));
-      out.push_back(
-          single(s.name, "f16",
-                 {in("x", kF16, {3, 5}), cst("lo", kF16, {}, {-1}), cst("hi", kF16, {}, {1})}));
-    };
-    m["Cast"] = [](const OpSchema& s, std::vector<Case>& out) {
-      auto cast = [&](DType from, DType to, V g) {
-        out.push_back(single(s.name, dtype_tag(from) + "-to-" + dtype_tag(to),
-                             {in("x", from, {4, 6}, g)}, {{"to", int64_t{dtype_to_onnx(to)}}}));
-      };
-      V wide = V::uniform(-100, 100);
-      cast(kF32, kI32, wide);
-      cast(kF32, kI64, wide);
-      cast(kF32, kF16, wide);
-      // Beyond f16's range (inf), at its rounding boundary and in its subnormals.
-      out.push_back(single(s.name, "f32-to-f16/edges",
-                           {in("x", kF32, {2, 4},
-                               V::exactly({70000, -70000, 65519, 65520, 1e-8, 6e-8, -3e-5, 0.1}))},
-                           {{"to", int64_t{dtype_to_onnx(kF16)}}}));
-      cast(kF32, kBF16, wide);
-      cast(kF32, kF64, wide);
-      cast(kF32, kBool, V::ints(-1, 1));
-      cast(kF32, kU8, V::uniform(0, 250));
-      cast(kF16, kF32, wide);
-      cast(kF64, kF32, wide);
-      cast(kI64, kF32, V::ints(-1000, 1000));
-      cast(kI32, kI64, V::ints(-1000, 1000));
-      cast(kI64, kI32, V::ints(-1000, 1000));
-      cast(kBool, kF32, V::boolean());
-      cast(kBool, kI64, V::boolean());
-      cast(kF32, kF32, wide);
-    };
-    m["CastLike"] = [](const OpSchema& s, std::vector<Case>& out) {
-      out.push_back(single(s.name, "f32-like-i64",
-                           {in("x", kF32, {3, 4}, V::uniform(-50, 50)), in("like", kI64, {1})}));
-      out.push_back(single(s.name, "i32-like-f16", {in("x", kI32, {3, 4}), in("like", kF16, {2})}));
-    };
+    unary_ops(m);
+    binary_and_cast_ops(m);
     m["MatMul"] = m["Gemm"] = gemm_like;
     m["Einsum"] = einsum;
     m["Conv"] = conv;

@@ -466,8 +466,9 @@ void fused_ops(std::map<std::string, CaseFn>& m) {
   };
 }
 
-// Signal, sampling, quantization, detection, selection and recurrent ops (the ONNX-completeness
-// additions): inputs that are sizes, axes or indices are constants inside their valid ranges.
+// Signal, sampling and integer-convolution ops (the ONNX-completeness additions, continued in
+// completeness_ops_2): inputs that are sizes, axes or indices are constants inside their valid
+// ranges.
 void completeness_ops(std::map<std::string, CaseFn>& m) {
   m["HannWindow"] = m["HammingWindow"] =
       m["BlackmanWindow"] = [](const OpSchema& s, std::vector<Case>& out) {
@@ -543,6 +544,10 @@ void completeness_ops(std::map<std::string, CaseFn>& m) {
                          {in("theta", kF32, {1, 3, 4}), ints("size", {1, 1, 2, 3, 4})},
                          {{"align_corners", i(1)}}));
   };
+}
+
+// Quantization, detection, selection and recurrent ops (the ONNX-completeness additions).
+void completeness_ops_2(std::map<std::string, CaseFn>& m) {
   m["QuantizeLinear"] = [](const OpSchema& s, std::vector<Case>& out) {
     out.push_back(
         single(s.name, "u8",
@@ -688,6 +693,7 @@ void register_more_overrides(std::map<std::string, CaseFn>& m) {
   resize_ops(m);
   fused_ops(m);
   completeness_ops(m);
+  completeness_ops_2(m);
 }
 
 }  // namespace ferrite::cts

@@ -457,10 +457,10 @@ Status dynamic_quantize_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-void register_activation_ops(OpRegistry& r) {
-  using TC = TypeClass;
-  const auto kFloatAttr = AttrType::kFloat;
+namespace {
 
+void register_unary_math(OpRegistry& r) {
+  using TC = TypeClass;
   // Math.
   r.add(unary("Abs", kNumeric, unary_kernel<TC::kNumeric>(plain([](auto x) {
                 using C = decltype(x);
@@ -504,7 +504,11 @@ void register_activation_ops(OpRegistry& r) {
                 else
                   return std::erf(x);
               }))));
+}
 
+void register_unary_activations(OpRegistry& r) {
+  using TC = TypeClass;
+  const auto kFloatAttr = AttrType::kFloat;
   // Activations.
   r.add(unary("Sigmoid", kFloat, float_fn([](auto x) {
                 using C = decltype(x);
@@ -583,7 +587,10 @@ void register_activation_ops(OpRegistry& r) {
               20)
             .attr("approximate", AttrType::kString, "none")
             .infer(infer_gelu));
+}
 
+// IsNaN, IsInf, Clip, Cast, CastLike and the quantization ops.
+void register_casts_and_quantization(OpRegistry& r) {
   r.add(OpSchemaBuilder("IsNaN")
             .versions(13)
             .inputs(1)
@@ -668,6 +675,14 @@ void register_activation_ops(OpRegistry& r) {
             .types("T1", {0}, {DType::kF32})
             .infer(infer_dynamic_quantize)
             .kernel(dynamic_quantize_kernel));
+}
+
+}  // namespace
+
+void register_activation_ops(OpRegistry& r) {
+  register_unary_math(r);
+  register_unary_activations(r);
+  register_casts_and_quantization(r);
 }
 
 }  // namespace ferrite
