@@ -23,6 +23,8 @@ class TensorParallelSession {
                                                                      const RunOptions& opts,
                                                                      int size);
   ~TensorParallelSession();
+  TensorParallelSession(const TensorParallelSession&) = delete;
+  TensorParallelSession& operator=(const TensorParallelSession&) = delete;
 
   // Runs every rank on `inputs` (each rank reads the same tensors) and returns rank 0's outputs.
   // A rank that fails aborts the others' collectives; the first error that is not such an abort

@@ -50,6 +50,22 @@ Tensor slice_chunk(const Tensor& t, size_t axis, int rank, int size, int section
   return out;
 }
 
+// `dst` (larger along `axis`) gets `src` at its start along `axis`.
+void copy_columns(const Tensor& src, Tensor& dst, size_t axis) {
+  const size_t el = dtype_size(src.dtype());
+  int64_t outer = 1;
+  for (size_t k = 0; k < axis; ++k) outer *= src.dim(k);
+  int64_t inner_src = 1, inner_dst = 1;
+  for (size_t k = axis; k < src.rank(); ++k) {
+    inner_src *= src.dim(k);
+    inner_dst *= dst.dim(k);
+  }
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(static_cast<uint8_t*>(dst.raw()) + static_cast<size_t>(o * inner_dst) * el,
+                static_cast<const uint8_t*>(src.raw()) + static_cast<size_t>(o * inner_src) * el,
+                static_cast<size_t>(inner_src) * el);
+}
+
 bool divisible(const Dim& d, int64_t by) {
   auto v = d.value();
   return v && *v > 0 && *v % by == 0;
@@ -114,6 +130,7 @@ class Sharder {
 
   Expected<ShardReport> run() {
     report_.weight_bytes_before = constant_bytes();
+    g_.opsets()[kMicrosoft] = 1;  // the collectives' domain
     std::vector<Node*> order;
     for (auto& n : g_.nodes()) order.push_back(n.get());
     for (size_t i = 0; i < order.size(); ++i) {
@@ -165,8 +182,26 @@ class Sharder {
     const size_t col_axis = trans_b ? 0 : 1;
     const int64_t cols = wt->dim(col_axis);
     const int sections = sections_after(n.outputs[0], static_cast<int>(cols));
-    if (cols % (static_cast<int64_t>(size_) * sections) != 0) return Status::ok();
     Value* c = n.op_type == "Gemm" ? n.input(2) : nullptr;
+    if (cols % (static_cast<int64_t>(size_) * sections) != 0) {
+      // An LM head over a vocabulary N does not divide (GPT-2's 50257): padded with zero columns
+      // when its result is a graph output, which the final AllGather then cuts back.
+      if (sections != 1 || c || !is_graph_output(g_, n.outputs[0]))
+        return Status::ok();
+      const int64_t chunk = (cols + size_ - 1) / size_;
+      Tensor padded = Tensor::zeros(wt->dtype(), trans_b ? std::vector<int64_t>{chunk * size_, wt->dim(1)}
+                                                         : std::vector<int64_t>{wt->dim(0), chunk * size_});
+      copy_columns(*wt, padded, col_axis);
+      n.inputs[static_cast<size_t>(w_input)] =
+          constant(w->name, slice_chunk(padded, col_axis, rank_, size_, 1));
+      const int out_rank = static_cast<int>(n.outputs[0]->type.shape.rank());
+      split_[n.outputs[0]] = {out_rank - 1, 1};
+      padded_[n.outputs[0]] = cols;
+      ++report_.column_parallel;
+      note("column-parallel ", n.op_type, " '", n.name, "': ", w->name, " ",
+           w->type.shape.to_string(), " padded to ", chunk * size_, " columns");
+      return Status::ok();
+    }
     if (c) {  // Gemm's bias: sliced with the columns when it has them
       const Tensor* ct = constant_of(c);
       if (!ct) return Status::ok();
@@ -185,16 +220,57 @@ class Sharder {
     return Status::ok();
   }
 
+  // Vocab-parallel embedding (Megatron): the rank keeps ceil(V/N) rows (the last rank's padded
+  // with zeros), looks up the ids that fall in them, zeroes the others' rows, and an AllReduce
+  // sums the ranks' partial lookups into the whole result.
   Status seed_embedding(Node& n) {
     const Tensor* wt = constant_of(n.input(0));
-    if (!wt || wt->rank() != 2 || !is_float(wt->dtype()) || wt->dim(1) % size_ != 0 ||
-        wt->dim(0) < 2 || !n.input(1) || n.input(1)->constant)
+    Value* ids = n.input(1);
+    if (!wt || wt->rank() != 2 || !is_float(wt->dtype()) || wt->dim(0) < size_ || !ids ||
+        ids->constant || (ids->type.dtype != DType::kI64 && ids->type.dtype != DType::kI32))
       return Status::ok();
+    const int64_t vocab = wt->dim(0), rows = (vocab + size_ - 1) / size_;
     Value* w = n.inputs[0];
-    n.inputs[0] = constant(w->name, slice_chunk(*wt, 1, rank_, size_, 1));
-    split_[n.outputs[0]] = {static_cast<int>(n.outputs[0]->type.shape.rank()) - 1, 1};
-    ++report_.column_parallel;
-    note("column-parallel embedding '", n.name, "': ", w->name, " ", w->type.shape.to_string());
+    Tensor local = Tensor::zeros(wt->dtype(), {rows, wt->dim(1)});
+    const size_t row_bytes = static_cast<size_t>(wt->dim(1)) * dtype_size(wt->dtype());
+    const int64_t first = rank_ * rows, have = std::max<int64_t>(0, std::min(rows, vocab - first));
+    std::memcpy(local.raw(), static_cast<const uint8_t*>(wt->raw()) + first * row_bytes,
+                static_cast<size_t>(have) * row_bytes);
+    const DType it = ids->type.dtype;
+    auto scalar = [&](int64_t v) {
+      return constant("tp_index", it == DType::kI64 ? Tensor::scalar<int64_t>(v)
+                                                    : Tensor::scalar<int32_t>(static_cast<int32_t>(v)));
+    };
+    const int op13 = rewrite::onnx_opset_at_least(g_, 13);
+    auto add = [&](const char* op, std::vector<Value*> in) -> Value* {
+      Node* m = insert_node(g_, "", op, op13, std::move(in), {}, &n, n.name + "_tp_vocab");
+      return m ? m->outputs[0] : nullptr;
+    };
+    // ids in [-V, V) as Gather reads them; then this rank's rows [first, first + rows).
+    Value* neg = add("Less", {ids, scalar(0)});
+    Value* wrapped = neg ? add("Add", {ids, scalar(vocab)}) : nullptr;
+    Value* norm = wrapped ? add("Where", {neg, wrapped, ids}) : nullptr;
+    Value* rel = norm ? add("Sub", {norm, scalar(first)}) : nullptr;
+    Value* ge = rel ? add("GreaterOrEqual", {rel, scalar(0)}) : nullptr;
+    Value* lt = ge ? add("Less", {rel, scalar(rows)}) : nullptr;
+    Value* mine = lt ? add("And", {ge, lt}) : nullptr;
+    Value* safe = mine ? add("Where", {mine, rel, scalar(0)}) : nullptr;
+    Value* axes = constant("tp_axes", Tensor::from_vector<int64_t>({-1}, {1}));
+    Value* mine3 = safe ? add("Unsqueeze", {mine, axes}) : nullptr;
+    if (!mine3) return err(n.describe(), ": tensor-parallel: cannot split the embedding");
+    n.inputs = {constant(w->name, std::move(local)), safe};
+    Value* zero = constant("tp_zero", Tensor::zeros(wt->dtype(), {}));
+    Node* masked = insert_node(g_, "", "Where", op13, {mine3, n.outputs[0], zero}, {}, next_,
+                               n.name + "_tp_masked");
+    if (!masked) return err(n.describe(), ": tensor-parallel: cannot mask the embedding");
+    redirect(n.outputs[0], masked->outputs[0], masked);
+    Node* ar = insert_node(g_, kMicrosoft, "AllReduce", 1, {masked->outputs[0]}, {}, next_,
+                           n.name + "_allreduce");
+    if (!ar) return err(n.describe(), ": tensor-parallel: cannot insert its AllReduce");
+    redirect(masked->outputs[0], ar->outputs[0], ar);
+    ++report_.vocab_parallel;
+    note("vocab-parallel embedding '", n.name, "': ", w->name, " ", w->type.shape.to_string(),
+         " (", rows, " rows per rank) + AllReduce");
     return Status::ok();
   }
 
@@ -586,10 +662,21 @@ class Sharder {
                               {"axis", Attribute(int64_t{s.dim})}},
                              nullptr, v->name + "_allgather");
       if (!ag) return err("tensor-parallel: cannot gather output '", v->name, "'");
+      Value* whole = ag->outputs[0];
+      if (auto p = padded_.find(v); p != padded_.end()) {  // cut the padding columns back off
+        auto vec = [&](int64_t x) {
+          return constant("tp_pad", Tensor::from_vector<int64_t>({x}, {1}));
+        };
+        Node* cut = insert_node(g_, "", "Slice", rewrite::onnx_opset_at_least(g_, 13),
+                                {whole, vec(0), vec(p->second), vec(s.dim)}, {}, nullptr,
+                                v->name + "_tp_unpad");
+        if (!cut) return err("tensor-parallel: cannot unpad output '", v->name, "'");
+        whole = cut->outputs[0];
+      }
       std::string name = v->name;
       g_.rename_value(v, g_.unique_name(name + "_tp_local"));
-      g_.rename_value(ag->outputs[0], name);
-      g_.outputs()[i] = ag->outputs[0];
+      g_.rename_value(whole, name);
+      g_.outputs()[i] = whole;
       ++report_.all_gathers;
       note("AllGather output '", name, "' along dim ", s.dim);
     }
@@ -637,7 +724,8 @@ class Sharder {
       if (live.count(v)) {
         Shape want = v->type.shape;
         Dim& d = want.dims()[static_cast<size_t>(s.dim)];
-        d = d.floordiv(Dim(size_));
+        auto p = padded_.find(v);
+        d = p == padded_.end() ? d.floordiv(Dim(size_)) : Dim((p->second + size_ - 1) / size_);
         check.emplace_back(const_cast<Value*>(v), std::move(want));
       }
     g_.compact();
@@ -663,16 +751,60 @@ class Sharder {
   std::unordered_map<const Value*, Split> split_;
   std::unordered_map<const Value*, Value*> gathered_;
   std::unordered_map<const Value*, Value*> reduced_;  // partial sum -> its AllReduce
+  std::unordered_map<const Value*, int64_t> padded_;  // split outputs padded: their true extent
   ShardReport report_;
 };
 
+// The pass-table face of the rewrite: `shard-tensor-parallel{rank=R size=N}` in a pipeline
+// (golden tests, `ferrite info --passes ... --after all` to see one rank's graph).
+class ShardTensorParallel : public Pass {
+ public:
+  ShardTensorParallel(int rank, int size) : rank_(rank), size_(size) {}
+  std::string name() const override { return "shard-tensor-parallel"; }
+  Expected<bool> run(Graph& g) override {
+    if (size_ < 1) return err("shard-tensor-parallel needs its options: {rank=R size=N}");
+    FERRITE_ASSIGN_OR_RETURN(ShardReport r, shard_tensor_parallel(g, rank_, size_));
+    return r.column_parallel + r.row_parallel + r.vocab_parallel + r.all_gathers > 0;
+  }
+
+ private:
+  int rank_, size_;
+};
+
+Expected<int> int_option(const PassOptions& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end()) return err("shard-tensor-parallel: missing option '", key, "'");
+  const std::string& v = it->second;
+  if (v.empty() || v.size() > 4 || v.find_first_not_of("0123456789") != std::string::npos)
+    return err("shard-tensor-parallel: option ", key, " expects a small integer, got '", v, "'");
+  return std::stoi(v);
+}
+
 }  // namespace
 
+FERRITE_REGISTER_PASSES(shard_tensor_parallel) {
+  r.add({"shard-tensor-parallel",
+         "{rank=R size=N}: rank R's part of an N-way tensor-parallel split (--tensor-parallel)",
+         [] { return std::make_unique<ShardTensorParallel>(0, 0); },
+         {},
+         [](const PassOptions& o) -> Expected<std::unique_ptr<Pass>> {
+           for (const auto& [k, v] : o)
+             if (k != "rank" && k != "size")
+               return err("shard-tensor-parallel: unknown option '", k, "' (rank, size)");
+           FERRITE_ASSIGN_OR_RETURN(int rank, int_option(o, "rank"));
+           FERRITE_ASSIGN_OR_RETURN(int size, int_option(o, "size"));
+           if (size < 1 || rank >= size)
+             return err("shard-tensor-parallel: rank ", rank, " is not in a group of ", size);
+           return std::unique_ptr<Pass>(std::make_unique<ShardTensorParallel>(rank, size));
+         }});
+}
+
 std::string ShardReport::summary() const {
-  return str_cat("tensor-parallel ", size, ": ", column_parallel, " column-parallel and ",
-                 row_parallel, " row-parallel weights (", row_parallel, " AllReduce), ",
-                 all_gathers, " AllGather; constants per rank ", weight_bytes_after / 1000000,
-                 " MB of ", weight_bytes_before / 1000000, " MB");
+  return str_cat("tensor-parallel ", size, ": ", column_parallel, " column-parallel, ",
+                 row_parallel, " row-parallel and ", vocab_parallel,
+                 " vocab-parallel weights (", row_parallel + vocab_parallel, " AllReduce, ",
+                 all_gathers, " AllGather); constants per rank ",
+                 weight_bytes_after / 1000000, " MB of ", weight_bytes_before / 1000000, " MB");
 }
 
 Expected<ShardReport> shard_tensor_parallel(Graph& g, int rank, int size) {

@@ -4,8 +4,10 @@
 // It follows where a split can travel rather than matching fixed patterns:
 //   - a MatMul/Gemm of an unsplit activation by a constant weight becomes column-parallel (the
 //     rank keeps 1/N of the weight's columns, and of each section's when the product is split
-//     into equal parts later, like GPT-2's fused QKV); so does an embedding Gather (1/N of the
-//     hidden columns);
+//     into equal parts later, like GPT-2's fused QKV; an LM head whose vocabulary N does not
+//     divide is padded);
+//   - an embedding Gather becomes vocab-parallel (1/N of the rows; ids outside them look up
+//     zeros; an AllReduce sums the parts), so the residual stream stays whole;
 //   - the split then propagates through elementwise ops (constant operands are sliced the same
 //     way, broadcast ones stay), views (Reshape, Transpose, (Un)Squeeze, Flatten, Expand: the
 //     head dim of attention is where a hidden split lands), batched MatMuls of two split values
@@ -20,7 +22,8 @@
 // LM heads come out as the Megatron layouts without naming them, and any graph stays correct.
 // Shapes stay symbolic: Reshape/Expand targets have their split entry divided by N.
 //
-// Not in the default pipeline: it takes the rank and the group size. The tensor-parallel runner
+// Not in the default pipeline: it takes the rank and the group size, as pass options
+// (`shard-tensor-parallel{rank=0 size=2}`). The tensor-parallel runner
 // (distributed/tensor_parallel.h) runs it on the simplified graph (after constant folding, so that
 // weights and shape targets are constants), before the pattern rewrites.
 #pragma once
@@ -35,7 +38,8 @@ namespace ferrite {
 
 struct ShardReport {
   int size = 1;
-  int column_parallel = 0;  // weights split by output columns (incl. embeddings)
+  int column_parallel = 0;  // weights split by output columns
+  int vocab_parallel = 0;   // embeddings split by rows, each followed by an AllReduce
   int row_parallel = 0;     // weights split by input rows, each followed by an AllReduce
   int all_gathers = 0;      // split values made whole again
   int64_t weight_bytes_before = 0, weight_bytes_after = 0;  // constants of the graph, per rank
