@@ -260,6 +260,7 @@ void bind_session(nb::module_& m) {
         d["column_parallel"] = r.column_parallel;
         d["row_parallel"] = r.row_parallel;
         d["all_gathers"] = r.all_gathers;
+        d["vocab_parallel"] = r.vocab_parallel;
         d["weight_bytes_before"] = r.weight_bytes_before;
         d["weight_bytes_after"] = r.weight_bytes_after;
         d["lines"] = r.lines;
