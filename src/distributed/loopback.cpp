@@ -14,9 +14,12 @@ enum class Kind : uint8_t { kAllReduce, kAllGather, kReduceScatter };
 
 const char* kind_name(Kind k) {
   switch (k) {
-    case Kind::kAllReduce: return "AllReduce";
-    case Kind::kAllGather: return "AllGather";
-    case Kind::kReduceScatter: return "ReduceScatter";
+    case Kind::kAllReduce:
+      return "AllReduce";
+    case Kind::kAllGather:
+      return "AllGather";
+    case Kind::kReduceScatter:
+      return "ReduceScatter";
   }
   return "?";
 }
@@ -97,16 +100,15 @@ class LoopbackCommunicator : public Communicator {
   }
 
   Status all_reduce_sum(const void* in, void* out, int64_t count, DType dtype) override {
-    return collective(Kind::kAllReduce, in, count, dtype, [&] {
-      sum_into(*group_, dtype, 0, count, out);
-    });
+    return collective(Kind::kAllReduce, in, count, dtype,
+                      [&] { sum_into(*group_, dtype, 0, count, out); });
   }
   Status all_gather(const void* in, void* out, int64_t count, DType dtype) override {
     return collective(Kind::kAllGather, in, count, dtype, [&] {
       const size_t bytes = static_cast<size_t>(count) * dtype_size(dtype);
       for (int r = 0; r < size(); ++r)
-        std::memcpy(static_cast<uint8_t*>(out) + bytes * static_cast<size_t>(r),
-                    group_->slot(r).in, bytes);
+        std::memcpy(static_cast<uint8_t*>(out) + bytes * static_cast<size_t>(r), group_->slot(r).in,
+                    bytes);
     });
   }
   Status reduce_scatter_sum(const void* in, void* out, int64_t count, DType dtype) override {
@@ -126,10 +128,10 @@ class LoopbackCommunicator : public Communicator {
     for (int r = 0; r < size(); ++r) {
       const Slot& s = group_->slot(r);
       if (s.kind != kind || s.count != count || s.dtype != dtype) {
-        std::string why = str_cat(describe(), ": ", kind_name(kind), " of ", count, " ",
-                                  dtype_name(dtype), " met ", kind_name(s.kind), " of ", s.count,
-                                  " ", dtype_name(s.dtype), " on rank ", r,
-                                  " (the ranks' graphs disagree)");
+        std::string why =
+            str_cat(describe(), ": ", kind_name(kind), " of ", count, " ", dtype_name(dtype),
+                    " met ", kind_name(s.kind), " of ", s.count, " ", dtype_name(s.dtype),
+                    " on rank ", r, " (the ranks' graphs disagree)");
         group_->abort(why);
         return err(why);
       }

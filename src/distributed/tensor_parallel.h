@@ -1,8 +1,10 @@
 // Tensor-parallel runs: one model split over N ranks (passes/shard_tensor_parallel.h), each rank
 // a Session of its own over its shard of the weights, run at once with a communicator group
-// between them. Ranks are threads of this process; their collectives go through the loopback
-// group (host memory), on any device. Every rank gets the whole outputs (the pass gathers them);
-// run() returns rank 0's.
+// between them. Ranks are threads of this process. A device with its own collectives library
+// (Device::communicator_group: NCCL on cuda) puts rank r on its unit r (`cuda:r`) and runs the
+// collectives there, captured into its CUDA graphs; any other device runs every rank on itself
+// and exchanges data through host memory (the loopback group). Every rank gets the whole outputs
+// (the pass gathers them); run() returns rank 0's.
 #pragma once
 
 #include <memory>
@@ -35,12 +37,15 @@ class TensorParallelSession {
   Session& rank(int r) { return *ranks_[static_cast<size_t>(r)]; }
   // What the pass split on rank 0 (every rank splits the same way).
   const ShardReport& report() const { return report_; }
+  // The collectives library, as rank 0's communicator describes itself.
+  const std::string& collectives() const { return collectives_; }
 
  private:
   TensorParallelSession() = default;
   std::vector<std::unique_ptr<Session>> ranks_;
   std::vector<std::unique_ptr<Communicator>> comms_;
   ShardReport report_;
+  std::string collectives_;
 };
 
 }  // namespace ferrite

@@ -23,8 +23,9 @@ const char* const kMicrosoft = "com.microsoft";
 Expected<Communicator*> communicator(const KernelContext& ctx) {
   Communicator* c = bound_communicator();
   if (!c)
-    return ctx.error("a collective runs only in a tensor-parallel run (`ferrite run "
-                     "--tensor-parallel N`, or Session(tensor_parallel=N)): no communicator");
+    return ctx.error(
+        "a collective runs only in a tensor-parallel run (`ferrite run "
+        "--tensor-parallel N`, or Session(tensor_parallel=N)): no communicator");
   return c;
 }
 
@@ -47,9 +48,8 @@ Status infer_gather_scatter(InferContext& ctx, bool gather) {
       ctx.set_output(i, t);
       continue;
     }
-    FERRITE_ASSIGN_OR_RETURN(int64_t axis,
-                             normalize_axis(ctx, ctx.node().attr_int("axis", 0),
-                                            static_cast<int64_t>(t.shape.rank())));
+    FERRITE_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(ctx, ctx.node().attr_int("axis", 0),
+                                                          static_cast<int64_t>(t.shape.rank())));
     Shape s = t.shape;
     Dim& d = s.dims()[static_cast<size_t>(axis)];
     if (gather) {
@@ -81,8 +81,8 @@ AxisSplit split_at(const std::vector<int64_t>& dims, int64_t axis) {
 
 // Copies blocks between the layouts [groups][outer][chunk] and [outer][groups][chunk] (chunk in
 // bytes); `to_outer_major` picks the direction.
-void permute_blocks(const uint8_t* src, uint8_t* dst, int64_t groups, int64_t outer,
-                    size_t chunk, bool to_outer_major) {
+void permute_blocks(const uint8_t* src, uint8_t* dst, int64_t groups, int64_t outer, size_t chunk,
+                    bool to_outer_major) {
   for (int64_t r = 0; r < groups; ++r)
     for (int64_t o = 0; o < outer; ++o) {
       size_t gm = static_cast<size_t>(r * outer + o) * chunk;
@@ -111,9 +111,8 @@ Status all_gather_kernel(KernelContext& ctx) {
   const int64_t g = c->size();
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
     const Tensor& x = ctx.input(i);
-    FERRITE_ASSIGN_OR_RETURN(int64_t axis,
-                             normalize_axis(ctx, ctx.node().attr_int("axis", 0),
-                                            static_cast<int64_t>(x.rank())));
+    FERRITE_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(ctx, ctx.node().attr_int("axis", 0),
+                                                          static_cast<int64_t>(x.rank())));
     std::vector<int64_t> dims = x.dims();
     dims[static_cast<size_t>(axis)] *= g;
     FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output_uninitialized(i, x.dtype(), dims));
@@ -138,9 +137,8 @@ Status reduce_scatter_kernel(KernelContext& ctx) {
   const int64_t g = c->size();
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
     const Tensor& x = ctx.input(i);
-    FERRITE_ASSIGN_OR_RETURN(int64_t axis,
-                             normalize_axis(ctx, ctx.node().attr_int("axis", 0),
-                                            static_cast<int64_t>(x.rank())));
+    FERRITE_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(ctx, ctx.node().attr_int("axis", 0),
+                                                          static_cast<int64_t>(x.rank())));
     std::vector<int64_t> dims = x.dims();
     int64_t& d = dims[static_cast<size_t>(axis)];
     if (d % g != 0)

@@ -38,6 +38,13 @@ class Communicator {
   // Fails every collective in flight or to come on every rank with `reason` (a rank that failed
   // must not leave the others waiting for it forever).
   virtual void abort(const std::string& reason) = 0;
+
+  // The collectives library's own handle for a device's library ops (kind "nccl": the
+  // ncclComm_t of this rank), or null.
+  virtual void* native(const char* kind) const {
+    (void)kind;
+    return nullptr;
+  }
 };
 
 // The communicator bound to the calling thread, or null.

@@ -116,17 +116,15 @@ std::optional<int> view_dim(const Shape& in, const Shape& out, int d, const Spli
 }
 
 bool is_pointwise(const Node& n) {
-  static const std::unordered_set<std::string> extra = {"Where", "Cast", "Identity", "Clip",
-                                                         "CastLike", "Dropout"};
+  static const std::unordered_set<std::string> extra = {"Where", "Cast",     "Identity",
+                                                        "Clip",  "CastLike", "Dropout"};
   if (!n.domain.empty()) return false;
   return scalar_function_of(n) != nullptr || extra.count(n.op_type) != 0;
 }
 
 class Sharder {
  public:
-  Sharder(Graph& g, int rank, int size) : g_(g), rank_(rank), size_(size) {
-    report_.size = size;
-  }
+  Sharder(Graph& g, int rank, int size) : g_(g), rank_(rank), size_(size) { report_.size = size; }
 
   Expected<ShardReport> run() {
     report_.weight_bytes_before = constant_bytes();
@@ -186,11 +184,11 @@ class Sharder {
     if (cols % (static_cast<int64_t>(size_) * sections) != 0) {
       // An LM head over a vocabulary N does not divide (GPT-2's 50257): padded with zero columns
       // when its result is a graph output, which the final AllGather then cuts back.
-      if (sections != 1 || c || !is_graph_output(g_, n.outputs[0]))
-        return Status::ok();
+      if (sections != 1 || c || !is_graph_output(g_, n.outputs[0])) return Status::ok();
       const int64_t chunk = (cols + size_ - 1) / size_;
-      Tensor padded = Tensor::zeros(wt->dtype(), trans_b ? std::vector<int64_t>{chunk * size_, wt->dim(1)}
-                                                         : std::vector<int64_t>{wt->dim(0), chunk * size_});
+      Tensor padded =
+          Tensor::zeros(wt->dtype(), trans_b ? std::vector<int64_t>{chunk * size_, wt->dim(1)}
+                                             : std::vector<int64_t>{wt->dim(0), chunk * size_});
       copy_columns(*wt, padded, col_axis);
       n.inputs[static_cast<size_t>(w_input)] =
           constant(w->name, slice_chunk(padded, col_axis, rank_, size_, 1));
@@ -238,8 +236,9 @@ class Sharder {
                 static_cast<size_t>(have) * row_bytes);
     const DType it = ids->type.dtype;
     auto scalar = [&](int64_t v) {
-      return constant("tp_index", it == DType::kI64 ? Tensor::scalar<int64_t>(v)
-                                                    : Tensor::scalar<int32_t>(static_cast<int32_t>(v)));
+      return constant("tp_index", it == DType::kI64
+                                      ? Tensor::scalar<int64_t>(v)
+                                      : Tensor::scalar<int32_t>(static_cast<int32_t>(v)));
     };
     const int op13 = rewrite::onnx_opset_at_least(g_, 13);
     auto add = [&](const char* op, std::vector<Value*> in) -> Value* {
@@ -269,8 +268,8 @@ class Sharder {
     if (!ar) return err(n.describe(), ": tensor-parallel: cannot insert its AllReduce");
     redirect(masked->outputs[0], ar->outputs[0], ar);
     ++report_.vocab_parallel;
-    note("vocab-parallel embedding '", n.name, "': ", w->name, " ", w->type.shape.to_string(),
-         " (", rows, " rows per rank) + AllReduce");
+    note("vocab-parallel embedding '", n.name, "': ", w->name, " ", w->type.shape.to_string(), " (",
+         rows, " rows per rank) + AllReduce");
     return Status::ok();
   }
 
@@ -393,8 +392,8 @@ class Sharder {
       const Dim& full = out->type.shape[static_cast<size_t>(s->dim)];
       if (v->type.shape[static_cast<size_t>(j)] != full) return false;
       if (const Tensor* t = constant_of(v)) {
-        n.inputs[i] = constant(v->name, slice_chunk(*t, static_cast<size_t>(j), rank_, size_,
-                                                    s->sections));
+        n.inputs[i] =
+            constant(v->name, slice_chunk(*t, static_cast<size_t>(j), rank_, size_, s->sections));
         continue;
       }
       if (s->sections != 1 || !divisible(full, size_)) return false;
@@ -550,8 +549,8 @@ class Sharder {
   // n's output is this rank's partial sum: an AllReduce after n makes it whole for every user.
   Status all_reduce_after(Node& n, const std::string& weight) {
     Value* partial = n.outputs[0];
-    Node* ar = insert_node(g_, kMicrosoft, "AllReduce", 1, {partial}, {}, next_,
-                           n.name + "_allreduce");
+    Node* ar =
+        insert_node(g_, kMicrosoft, "AllReduce", 1, {partial}, {}, next_, n.name + "_allreduce");
     if (!ar) return err(n.describe(), ": tensor-parallel: cannot insert its AllReduce");
     redirect(partial, ar->outputs[0], ar);
     reduced_[partial] = ar->outputs[0];
@@ -590,8 +589,8 @@ class Sharder {
     const Tensor* axes = constant_of(n.input(3));
     if (!axes) return false;
     for (int64_t i = 0; i < axes->numel(); ++i) {
-      int64_t a = axes->dtype() == DType::kI64 ? axes->data<int64_t>()[i]
-                                                : axes->data<int32_t>()[i];
+      int64_t a =
+          axes->dtype() == DType::kI64 ? axes->data<int64_t>()[i] : axes->data<int32_t>()[i];
       if (axis_of(n, a) == in.dim) return false;
     }
     return set(n.outputs[0], in);
@@ -614,8 +613,8 @@ class Sharder {
       }
       const Dim& full = v->type.shape[static_cast<size_t>(in.dim)];
       if (const Tensor* t = constant_of(v)) {
-        n.inputs[i] = constant(v->name, slice_chunk(*t, static_cast<size_t>(in.dim), rank_, size_,
-                                                    in.sections));
+        n.inputs[i] = constant(
+            v->name, slice_chunk(*t, static_cast<size_t>(in.dim), rank_, size_, in.sections));
         continue;
       }
       if (in.sections != 1 || !divisible(full, size_)) return false;
@@ -640,10 +639,10 @@ class Sharder {
       return err("tensor-parallel: '", v->name, "' (split in ", s.sections,
                  " sections) is needed whole by ", before.describe(),
                  ", which an AllGather cannot reorder");
-    Node* ag = insert_node(g_, kMicrosoft, "AllGather", 1, {v},
-                           {{"group_size", Attribute(int64_t{size_})},
-                            {"axis", Attribute(int64_t{s.dim})}},
-                           &before, v->name + "_allgather");
+    Node* ag = insert_node(
+        g_, kMicrosoft, "AllGather", 1, {v},
+        {{"group_size", Attribute(int64_t{size_})}, {"axis", Attribute(int64_t{s.dim})}}, &before,
+        v->name + "_allgather");
     if (!ag) return err(before.describe(), ": tensor-parallel: cannot gather '", v->name, "'");
     ++report_.all_gathers;
     note("AllGather '", v->name, "' along dim ", s.dim, " for ", before.describe());
@@ -657,10 +656,10 @@ class Sharder {
       if (!split_.count(v)) continue;
       Split s = split_.at(v);
       if (s.sections != 1) return err("tensor-parallel: output '", v->name, "' stays split");
-      Node* ag = insert_node(g_, kMicrosoft, "AllGather", 1, {v},
-                             {{"group_size", Attribute(int64_t{size_})},
-                              {"axis", Attribute(int64_t{s.dim})}},
-                             nullptr, v->name + "_allgather");
+      Node* ag = insert_node(
+          g_, kMicrosoft, "AllGather", 1, {v},
+          {{"group_size", Attribute(int64_t{size_})}, {"axis", Attribute(int64_t{s.dim})}}, nullptr,
+          v->name + "_allgather");
       if (!ag) return err("tensor-parallel: cannot gather output '", v->name, "'");
       Value* whole = ag->outputs[0];
       if (auto p = padded_.find(v); p != padded_.end()) {  // cut the padding columns back off
@@ -687,7 +686,9 @@ class Sharder {
   // combines it with split ones.
   Expected<Value*> local_slice(Value* v, int j, int64_t len, const Node& before) {
     const int64_t chunk = len / size_;
-    auto vec = [&](int64_t x) { return constant(v->name + "_tp", Tensor::from_vector<int64_t>({x}, {1})); };
+    auto vec = [&](int64_t x) {
+      return constant(v->name + "_tp", Tensor::from_vector<int64_t>({x}, {1}));
+    };
     Node* s = insert_node(g_, "", "Slice", rewrite::onnx_opset_at_least(g_, 13),
                           {v, vec(rank_ * chunk), vec((rank_ + 1) * chunk), vec(j)}, {}, &before,
                           v->name + "_tp_slice");
@@ -801,10 +802,10 @@ FERRITE_REGISTER_PASSES(shard_tensor_parallel) {
 
 std::string ShardReport::summary() const {
   return str_cat("tensor-parallel ", size, ": ", column_parallel, " column-parallel, ",
-                 row_parallel, " row-parallel and ", vocab_parallel,
-                 " vocab-parallel weights (", row_parallel + vocab_parallel, " AllReduce, ",
-                 all_gathers, " AllGather); constants per rank ",
-                 weight_bytes_after / 1000000, " MB of ", weight_bytes_before / 1000000, " MB");
+                 row_parallel, " row-parallel and ", vocab_parallel, " vocab-parallel weights (",
+                 row_parallel + vocab_parallel, " AllReduce, ", all_gathers,
+                 " AllGather); constants per rank ", weight_bytes_after / 1000000, " MB of ",
+                 weight_bytes_before / 1000000, " MB");
 }
 
 Expected<ShardReport> shard_tensor_parallel(Graph& g, int rank, int size) {

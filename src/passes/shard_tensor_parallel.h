@@ -43,7 +43,7 @@ struct ShardReport {
   int row_parallel = 0;     // weights split by input rows, each followed by an AllReduce
   int all_gathers = 0;      // split values made whole again
   int64_t weight_bytes_before = 0, weight_bytes_after = 0;  // constants of the graph, per rank
-  std::vector<std::string> lines;  // one per decision, with the node names
+  std::vector<std::string> lines;                           // one per decision, with the node names
   std::string summary() const;
 };
 

@@ -32,8 +32,10 @@ std::unique_ptr<Graph> parse(const std::string& text) {
 std::string one_node(const std::string& op, const std::string& attrs, const std::string& x_type,
                      const std::string& y_type) {
   return R"(<ir_version: 8, opset_import: ["" : 17, "com.microsoft" : 1]>
-g ()" + x_type + R"( x) => ()" + y_type + R"( y) {
-  y = com.microsoft.)" + op + attrs + R"((x)
+g ()" + x_type +
+         R"( x) => ()" + y_type + R"( y) {
+  y = com.microsoft.)" +
+         op + attrs + R"((x)
 })";
 }
 
@@ -104,9 +106,10 @@ TEST(Collective, AllGatherConcatenatesInRankOrderAlongAnyAxis) {
     std::vector<Tensor> in;
     for (int r = 0; r < 3; ++r) in.push_back(rank_input(r, 2, 4));
     std::string out_type = axis == 0 ? "float[6,4]" : "float[2,12]";
-    auto res = run_group(one_node("AllGather", "<group_size = 3, axis = " + std::to_string(axis) + ">",
-                                  "float[2,4]", out_type),
-                         in);
+    auto res =
+        run_group(one_node("AllGather", "<group_size = 3, axis = " + std::to_string(axis) + ">",
+                           "float[2,4]", out_type),
+                  in);
     for (auto& o : res) {
       ASSERT_TRUE(o) << o.status().message();
       const Tensor& y = (*o)[0];
@@ -145,8 +148,8 @@ TEST(Collective, ReduceScatterGivesEachRankItsPartOfTheSum) {
 }
 
 TEST(Collective, WithoutACommunicatorSaysHowToRunIt) {
-  auto s = Session::from_graph(parse(one_node("AllReduce", "", "float[2]", "float[2]")),
-                               "reference");
+  auto s =
+      Session::from_graph(parse(one_node("AllReduce", "", "float[2]", "float[2]")), "reference");
   ASSERT_TRUE(s) << s.status().message();
   auto out = (*s)->run({{"x", Tensor::from_vector<float>({1, 2}, {2})}});
   ASSERT_FALSE(out);
@@ -159,8 +162,7 @@ TEST(Collective, GroupSizeMustBeTheGroups) {
   auto res = run_group(one_node("AllGather", "<group_size = 4>", "float[1,2]", "float[4,2]"), in);
   for (auto& o : res) {
     ASSERT_FALSE(o);
-    EXPECT_NE(o.status().message().find("group_size 4 but the run has 2 ranks"),
-              std::string::npos)
+    EXPECT_NE(o.status().message().find("group_size 4 but the run has 2 ranks"), std::string::npos)
         << o.status().message();
   }
 }

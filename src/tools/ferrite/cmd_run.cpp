@@ -49,8 +49,10 @@ const char* kRunHelp = R"(usage: ferrite run MODEL [--inputs DIR]... [--input NA
                       by its kernel and ONNX nodes (open in ui.perfetto.dev or chrome://tracing)
   --tensor-parallel N split the model over N ranks (attention by heads, MLPs by columns then
                       rows, embeddings by hidden columns; AllReduce / AllGather between them) and
-                      run them at once as threads of this process, exchanging data in host
-                      memory; prints what it split. Outputs are rank 0's (docs/distributed.md)
+                      run them at once as threads of this process: on cuda rank r on GPU r with
+                      NCCL, elsewhere exchanging data in host memory; prints what it split
+                      (FERRITE_LOG=tp: every decision). Outputs are rank 0's
+                      (docs/distributed.md)
 
   Dims the model leaves unknown are specialised to the first sizes seen; a size that changes
   makes that dim dynamic and recompiles once (FERRITE_LOG=recompile prints why; run.json counts
@@ -226,7 +228,8 @@ Expected<OpenedSession> open_session(const Args& args, std::unique_ptr<Graph> gr
     return err("--tensor-parallel expects a group size from 1 to 64, got '", n, "'");
   FERRITE_ASSIGN_OR_RETURN(o.tp, TensorParallelSession::from_graph(std::move(graph), device, opts,
                                                                   std::stoi(n)));
-  std::fprintf(stderr, "%s\n", o.tp->report().summary().c_str());
+  std::fprintf(stderr, "%s; collectives: %s\n", o.tp->report().summary().c_str(),
+               o.tp->collectives().c_str());
   if (log_enabled("tp"))
     for (const std::string& line : o.tp->report().lines) std::fprintf(stderr, "  %s\n", line.c_str());
   o.session = &o.tp->rank(0);
