@@ -13,6 +13,7 @@ import torch.fx
 from .options import CompileOptions
 
 _graph_ids = itertools.count()
+_SUFFIX = {"forward": "fw", "backward": "bw"}
 
 
 def _decompositions() -> Dict[Any, Callable]:
@@ -57,29 +58,40 @@ def ferrite_backend(gm: torch.fx.GraphModule, example_inputs: List[Any],
 
     outer_static = _static_indices(example_inputs)
     graph_name = f"g{next(_graph_ids)}"
+    # AOTAutograd calls `fw_compiler` and `bw_compiler` for a graph that needs gradients and
+    # `inference_compiler` for one that does not (no_grad, or no input requiring grad).
 
-    def compile_forward(aten_gm: torch.fx.GraphModule, aten_inputs: List[Any]) -> Callable:
-        static = _static_indices(aten_inputs) | outer_static
-        report = PartitionReport() if _report is not None else None
+    def compile_graph(kind: str, aten_gm: torch.fx.GraphModule, static: Set[int]) -> Callable:
+        name = graph_name if kind == "inference" else f"{graph_name}_{_SUFFIX[kind]}"
+        report = PartitionReport(kind=kind) if _report is not None else None
         try:
-            compiled = partition_and_compile(aten_gm, static, opts, graph_name, report)
+            compiled = partition_and_compile(aten_gm, static, opts, name, report)
         except Exception as e:  # never break the user's model: run this graph in eager
             if opts.fallback == "raise":
                 raise
             if opts.fallback == "warn":
-                warnings.warn(f"ferrite: graph {graph_name} runs in eager PyTorch: "
+                warnings.warn(f"ferrite: {kind} graph {name} runs in eager PyTorch: "
                               f"{type(e).__name__}: {e}", RuntimeWarning)
             if report is not None:
                 report.errors.append(f"{type(e).__name__}: {e}")
             compiled = aten_gm
         if _report is not None:
-            _report.append((graph_name, report))
+            _report.append((name, report))
         return make_boxed_func(compiled)
 
+    def compile_inference(aten_gm: torch.fx.GraphModule, aten_inputs: List[Any]) -> Callable:
+        # Parameters and buffers become constants over their memory (rebuilt if they change).
+        return compile_graph("inference", aten_gm, _static_indices(aten_inputs) | outer_static)
+
+    def compile_forward(aten_gm: torch.fx.GraphModule, aten_inputs: List[Any]) -> Callable:
+        # Training: parameters change at every optimizer step, so they are graph inputs (binding
+        # them as constants would rebuild the partition at every step).
+        return compile_graph("forward", aten_gm, set())
+
     def compile_backward(aten_gm: torch.fx.GraphModule, aten_inputs: List[Any]) -> Callable:
-        # Training graphs are the training issue's work: backward runs in eager PyTorch.
-        return make_boxed_func(aten_gm)
+        # Saved activations, parameters and tangents are all graph inputs.
+        return compile_graph("backward", aten_gm, set())
 
     return aot_autograd(fw_compiler=compile_forward, bw_compiler=compile_backward,
-                        inference_compiler=compile_forward,
+                        inference_compiler=compile_inference,
                         decompositions=_decompositions())(gm, example_inputs)

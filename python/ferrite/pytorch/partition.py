@@ -57,6 +57,8 @@ class _Support(OperatorSupportBase):
 class PartitionReport:
     """What one graph became: ferrite partitions and the ops left to eager PyTorch."""
 
+    # "inference", or "forward" / "backward" of a training graph (AOTAutograd's joint split)
+    kind: str = "inference"
     partitions: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
     eager_ops: Dict[str, Dict[str, Any]] = dataclasses.field(default_factory=dict)
     errors: List[str] = dataclasses.field(default_factory=list)
