@@ -250,7 +250,17 @@ def _avgpool_check(node):
 def avg_pool(ctx, node, x, kernel, stride=(), padding=(0,), ceil_mode=False,
              count_include_pad=True, divisor_override=None):
     attrs = _pool_attrs(x, kernel, stride, padding, ceil_mode)
-    return ctx.op("AveragePool", [x.id], count_include_pad=int(bool(count_include_pad)), **attrs)
+    src = x.id
+    if ceil_mode and count_include_pad:
+        # torch counts the padding but not the overhang of a ceil-mode window past it (ONNX
+        # counts the whole window): pad explicitly and count what the padded input covers.
+        p = attrs["pads"][: x.rank - 2]
+        if any(p):
+            src = ctx.op("Pad", [x.id, ctx.const_i64([0, 0] + p + [0, 0] + p),
+                                 ctx.const(0.0, x.dtype)], mode="constant")
+            attrs["pads"] = [0] * len(attrs["pads"])
+        count_include_pad = False
+    return ctx.op("AveragePool", [src], count_include_pad=int(bool(count_include_pad)), **attrs)
 
 
 def _adaptive_check(node):

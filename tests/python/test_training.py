@@ -1,0 +1,170 @@
+"""Training through ferrite: gradients of every backward entry of the ATen table against eager
+PyTorch, each with the backward graph compiled by ferrite (asserted: the entry ran in a ferrite
+partition of the backward graph and nothing of that graph stayed in eager); the seed ConvNet
+trained with Adam against eager is in test_training_convnet.py."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from conftest import TOL, assert_close
+
+A = torch.ops.aten
+F = torch.nn.functional
+nn = torch.nn
+g = torch.Generator().manual_seed(0)
+
+
+def r(*shape, dtype=torch.float32):
+    return (torch.rand(tuple(shape), generator=g) * 4 - 2).to(dtype)
+
+
+def ri(*shape, hi=5):
+    return torch.randint(0, hi, shape, generator=g)
+
+
+def compile_training(fn, device="cpu"):
+    """torch.compile with ferrite (fallback='raise') and the backend's report list."""
+    import functools
+
+    from ferrite.pytorch.backend import ferrite_backend
+
+    reports = []
+    backend = functools.partial(ferrite_backend, options={"device": device, "fallback": "raise"},
+                                _report=reports)
+    return torch.compile(fn, backend=backend), reports
+
+
+def assert_compiled(reports, kind, overloads=()):
+    """The graphs of `kind` ran in ferrite: every op in a partition that was built and did not
+    fall back, and each of `overloads` among their ops."""
+    reps = [rep for _, rep in reports if rep is not None and rep.kind == kind]
+    assert reps, f"no {kind} graph was compiled"
+    ops = set()
+    for rep in reps:
+        assert not rep.errors, rep.errors
+        assert not rep.eager_ops, f"{kind} ops left in eager: {rep.eager_ops}"
+        for p in rep.partitions:
+            assert p["partition"].builds >= 1 and not p["partition"]._eager, p["name"]
+            ops |= set(p["ops"])
+    for o in overloads:
+        assert str(o) in ops, f"{o} not in the {kind} graph's partitions: {sorted(ops)}"
+
+
+class Fn(nn.Module):
+    """A function as a module (so every case is a module, with or without parameters)."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+class _Weighted(nn.Module):
+    def __init__(self, w):
+        super().__init__()
+        self.register_buffer("w", w)
+
+    def forward(self, x, t):
+        return F.nll_loss(x, t, self.w, ignore_index=2)
+
+
+def _bn(**kw):
+    m = nn.BatchNorm2d(4, **kw)
+    with torch.no_grad():
+        m.weight.uniform_(0.5, 1.5, generator=g)
+        m.bias.uniform_(-0.5, 0.5, generator=g)
+    return m
+
+
+# (overloads of the backward graph, overloads of the forward graph, module factory, inputs)
+GRAD_CASES = [
+    ([A.convolution_backward.default], [A.convolution.default],
+     lambda: nn.Conv2d(3, 4, 3, stride=2, padding=1), lambda: (r(2, 3, 10, 10),)),
+    ([A.convolution_backward.default], [], lambda: nn.Conv2d(4, 6, 3, padding=2, dilation=2,
+                                                             groups=2), lambda: (r(2, 4, 7, 7),)),
+    ([A.convolution_backward.default], [], lambda: nn.Conv1d(3, 5, 4, stride=3, bias=False),
+     lambda: (r(2, 3, 17),)),
+    ([A.max_pool2d_with_indices_backward.default], [A.max_pool2d_with_indices.default],
+     lambda: Fn(lambda x: F.max_pool2d(x, 2)), lambda: (r(2, 3, 8, 8),)),
+    ([A.max_pool2d_with_indices_backward.default], [],
+     lambda: Fn(lambda x: F.max_pool2d(x, 3, 2, 1)), lambda: (r(2, 3, 9, 9),)),
+    ([A.avg_pool2d_backward.default], [A.avg_pool2d.default],
+     lambda: Fn(lambda x: F.avg_pool2d(x, 2)), lambda: (r(2, 3, 8, 8),)),
+    ([A.avg_pool2d_backward.default], [],
+     lambda: Fn(lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False)),
+     lambda: (r(2, 3, 9, 9),)),
+    ([A.avg_pool2d_backward.default], [],
+     lambda: Fn(lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True)), lambda: (r(2, 3, 8, 8),)),
+    ([A.native_batch_norm_backward.default], [A._native_batch_norm_legit_functional.default],
+     _bn, lambda: (r(3, 4, 5, 5),)),
+    ([A.native_batch_norm_backward.default], [A._native_batch_norm_legit.no_stats],
+     lambda: _bn(track_running_stats=False), lambda: (r(3, 4, 5, 5),)),
+    ([A.native_layer_norm_backward.default], [A.native_layer_norm.default],
+     lambda: nn.LayerNorm(8), lambda: (r(3, 5, 8),)),
+    ([A.threshold_backward.default], [A.relu.default], lambda: Fn(torch.relu),
+     lambda: (r(4, 7),)),
+    ([A.gelu_backward.default], [A.gelu.default], lambda: Fn(F.gelu), lambda: (r(4, 7),)),
+    ([A.gelu_backward.default], [],
+     lambda: Fn(lambda x: F.gelu(x, approximate="tanh")), lambda: (r(4, 7),)),
+    ([A._softmax_backward_data.default], [A._softmax.default],
+     lambda: Fn(lambda x: torch.softmax(x, -1)), lambda: (r(4, 7),)),
+    ([A._log_softmax_backward_data.default, A.nll_loss_backward.default],
+     [A._log_softmax.default, A.nll_loss_forward.default],
+     lambda: Fn(F.cross_entropy), lambda: (r(6, 5), ri(6))),
+    ([A.nll_loss_backward.default], [],
+     lambda: _Weighted(r(5).abs() + 0.1), lambda: (r(8, 5), ri(8))),
+    ([A.nll_loss_backward.default], [],
+     lambda: Fn(lambda x, t: F.nll_loss(x, t, reduction="none") * 3), lambda: (r(6, 4), ri(6, hi=4))),
+    ([A.embedding_dense_backward.default], [A.embedding.default],
+     lambda: nn.Embedding(10, 4, padding_idx=0), lambda: (ri(3, 5, hi=10),)),
+    ([A.index_put.default], [A.index.Tensor], lambda: Fn(lambda x, i: x[i] * 2),
+     lambda: (r(6, 3), ri(8, hi=6))),
+    ([A.scatter_add.default], [A.gather.default],
+     lambda: Fn(lambda x, i: torch.gather(x, 1, i)), lambda: (r(4, 5), ri(4, 7))),
+    ([], [A.scatter.src], lambda: Fn(lambda x, i, s: x.scatter(1, i, s)),
+     lambda: (r(4, 5), torch.stack([torch.randperm(5, generator=g)[:2] for _ in range(4)]),
+              r(4, 2))),
+    ([], [A.scatter.value], lambda: Fn(lambda x, i: x.scatter(1, i, 1.5) * x),
+     lambda: (r(4, 5), torch.stack([torch.randperm(5, generator=g)[:2] for _ in range(4)]))),
+    ([A.expand.default], [A.sum.dim_IntList], lambda: Fn(lambda x: x.sum(1) * x.mean()),
+     lambda: (r(4, 6),)),
+]
+
+
+def _check_grads(module, args, dtype=torch.float32, **tol):
+    """Forward and backward of `module` compiled with ferrite against eager; returns reports."""
+    eager = copy.deepcopy(module).to(dtype)
+    module = module.to(dtype)
+    compiled, reports = compile_training(module)
+    args = [a.to(dtype) if a.is_floating_point() else a for a in args]
+    xs = [a.clone().requires_grad_(a.is_floating_point()) for a in args]
+    xe = [a.clone().requires_grad_(a.is_floating_point()) for a in args]
+    out, exp = compiled(*xs), eager(*xe)
+    gout = r(*exp.shape).to(dtype)
+    out.backward(gout)
+    exp.backward(gout)
+    assert_close(out, exp, **tol)
+    for a, e in zip(xs, xe):
+        if e.grad is not None:
+            assert_close(a.grad, e.grad, **tol)
+    for (name, p), (_, q) in zip(module.named_parameters(), eager.named_parameters()):
+        assert_close(p.grad, q.grad, **tol)
+    for (name, b), (_, c) in zip(module.named_buffers(), eager.named_buffers()):
+        assert_close(b, c, **tol)
+    return reports
+
+
+@pytest.mark.parametrize("case", range(len(GRAD_CASES)), ids=lambda i: str(
+    (GRAD_CASES[i][0] or GRAD_CASES[i][1])[0]))
+def test_gradients(case):
+    bw_ops, fw_ops, make_module, make_inputs = GRAD_CASES[case]
+    torch.manual_seed(0)
+    reports = _check_grads(make_module(), make_inputs())
+    assert_compiled(reports, "forward", fw_ops)
+    assert_compiled(reports, "backward", bw_ops)
