@@ -2,7 +2,8 @@
 
 Each case is a small function whose ATen graph contains the entry's overload; the test asserts
 that the overload ran inside a ferrite partition (not in eager) and that the result matches eager
-within the dtype's tolerance. A last test checks that every entry of the table has a case.
+within the dtype's tolerance. A last test checks that every entry of the table has a case (here or, for the backward and
+training-mode entries, a gradient case in test_training.py).
 The translations are device-independent, so the cases run on `reference` (ferrite's oracle);
 `test_models.py` runs whole models on `cpu`.
 """
@@ -345,7 +346,10 @@ CUDA_ONLY = {str(A._scaled_dot_product_flash_attention.default),
 
 
 def test_every_entry_has_a_case():
+    from test_training import GRAD_CASES  # the backward and training-forward entries
+
     covered = {str(o) for ovs, _, _ in CASES for o in ovs} | CUDA_ONLY
+    covered |= {str(o) for bw, fw, _, _ in GRAD_CASES for o in bw + fw}
     # Overloads whose translation is shared with a tested sibling (same function) count once.
     missing = sorted(str(o) for o, e in table().items()
                      if str(o) not in covered and not any(

@@ -1,7 +1,7 @@
 """Training through ferrite: gradients of every backward entry of the ATen table against eager
 PyTorch, each with the backward graph compiled by ferrite (asserted: the entry ran in a ferrite
 partition of the backward graph and nothing of that graph stayed in eager); the seed ConvNet
-trained with Adam against eager is in test_training_convnet.py."""
+trained with Adam against eager at the end."""
 
 from __future__ import annotations
 
@@ -168,3 +168,112 @@ def test_gradients(case):
     reports = _check_grads(make_module(), make_inputs())
     assert_compiled(reports, "forward", fw_ops)
     assert_compiled(reports, "backward", bw_ops)
+
+
+@pytest.mark.parametrize("case", [0, 1, 8, 10, 12, 14, 3])
+def test_gradients_bf16(case):
+    # bf16 parameters and activations (the forward entries' bf16 support): ferrite's gradients
+    # against eager's in f32 on the same bf16 values, within the bf16 chain tolerance of
+    # test_aten_table.test_float_dtypes.
+    bw_ops, fw_ops, make_module, make_inputs = GRAD_CASES[case]
+    torch.manual_seed(0)
+    module, args = make_module(), make_inputs()
+    ref = copy.deepcopy(module).to(torch.bfloat16).float()
+    module = module.to(torch.bfloat16)
+    compiled, reports = compile_training(module)
+    xs = [a.to(torch.bfloat16).requires_grad_() for a in args]
+    xe = [a.to(torch.bfloat16).float().requires_grad_() for a in args]
+    out, exp = compiled(*xs), ref(*xe)
+    gout = r(*exp.shape).to(torch.bfloat16)
+    out.backward(gout)
+    exp.backward(gout.float())
+    tol = dict(rtol=4e-2, atol=4e-2)
+    assert out.dtype == torch.bfloat16
+    assert_close(out.float(), exp, **tol)
+    assert_close(xs[0].grad.float(), xe[0].grad, **tol)
+    for p, q in zip(module.parameters(), ref.parameters()):
+        assert p.grad.dtype == torch.bfloat16
+        assert_close(p.grad.float(), q.grad, **tol)
+    assert_compiled(reports, "backward", bw_ops)
+
+
+# ---- the seed ConvNet trained with Adam --------------------------------------------------------
+class ConvNet(nn.Module):
+    """conv-bn-relu-pool x2, linear: the bring-up model."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.c2, self.b2 = nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16 * 4 * 4, 4)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.b1(self.c1(x))), 2)
+        x = F.max_pool2d(F.relu(self.b2(self.c2(x))), 2)
+        return self.fc(x.flatten(1))
+
+
+class WithLoss(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.model(x), y)
+
+
+def _dataset(n=64, seed=1):
+    # Fixed synthetic images whose class is which quadrant holds a bright blob.
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 3, 16, 16, generator=gen) * 0.5
+    y = torch.randint(0, 4, (n,), generator=gen)
+    for i in range(n):
+        r0, c0 = (int(y[i]) // 2) * 8, (int(y[i]) % 2) * 8
+        x[i, :, r0 + 2:r0 + 6, c0 + 2:c0 + 6] += 1.5
+    return x, y
+
+
+def _train(step_fn, model, data, steps):
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    x, y = data
+    losses = []
+    for s in range(steps):
+        i = (s % (len(x) // 16)) * 16
+        opt.zero_grad(set_to_none=True)
+        loss = step_fn(x[i:i + 16], y[i:i + 16])
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def _accuracy(fn, data):
+    with torch.no_grad():
+        return (fn(data[0]).argmax(1) == data[1]).float().mean().item()
+
+
+def test_convnet_trains_like_eager():
+    # 300 Adam steps at batch 16 on 16x16 images, forward and backward compiled by ferrite (the
+    # optimizer step runs in eager), against the same training in eager from the same weights.
+    torch.manual_seed(0)
+    data, steps = _dataset(), 300
+    eager = ConvNet()
+    model = copy.deepcopy(eager)
+    compiled, reports = compile_training(WithLoss(model))
+    got = _train(compiled, model, data, steps)
+    want = _train(WithLoss(eager), eager, data, steps)
+    assert_compiled(reports, "forward", [A.convolution.default,
+                                         A._native_batch_norm_legit_functional.default])
+    assert_compiled(reports, "backward", [A.convolution_backward.default,
+                                          A.native_batch_norm_backward.default,
+                                          A.max_pool2d_with_indices_backward.default])
+    assert sum(rep.kind == "backward" for _, rep in reports) == 1  # compiled once
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=1e-3, atol=1e-6)
+    assert want[-1] < 0.1 * want[0]  # it learned
+    # eval mode: batch norm from the running statistics ferrite updated
+    model.eval(), eager.eval()
+    test = _dataset(32, seed=2)
+    fast_eval, eval_reports = compile_training(model)
+    acc, acc_eager = _accuracy(fast_eval, test), _accuracy(eager, test)
+    assert_compiled(eval_reports, "inference", [A._native_batch_norm_legit_no_training.default])
+    assert acc == acc_eager and acc > 0.9
