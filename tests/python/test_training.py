@@ -125,6 +125,12 @@ GRAD_CASES = [
      lambda: nn.Embedding(10, 4, padding_idx=0), lambda: (ri(3, 5, hi=10),)),
     ([A.index_put.default], [A.index.Tensor], lambda: Fn(lambda x, i: x[i] * 2),
      lambda: (r(6, 3), ri(8, hi=6))),
+    ([A._unsafe_index_put.default], [A._unsafe_index.Tensor],
+     lambda: Fn(lambda x: F.interpolate(x, scale_factor=2) * 2), lambda: (r(2, 3, 4, 5),)),
+    ([A.index_put.default], [], lambda: Fn(lambda x, i: x[:, i, 1:] * 2),
+     lambda: (r(2, 6, 3), ri(5, hi=6))),
+    ([A.index_put.default], [], lambda: Fn(lambda x, i, j: x[i, :, j] * 2),
+     lambda: (r(4, 3, 5), ri(2, 3, hi=4), ri(3, hi=5) - 5)),
     ([A.scatter_add.default], [A.gather.default],
      lambda: Fn(lambda x, i: torch.gather(x, 1, i)), lambda: (r(4, 5), ri(4, 7))),
     ([], [A.scatter.src], lambda: Fn(lambda x, i, s: x.scatter(1, i, s)),
@@ -277,3 +283,51 @@ def test_convnet_trains_like_eager():
     acc, acc_eager = _accuracy(fast_eval, test), _accuracy(eager, test)
     assert_compiled(eval_reports, "inference", [A._native_batch_norm_legit_no_training.default])
     assert acc == acc_eager and acc > 0.9
+
+
+# ---- fallbacks: a backward graph ferrite cannot take still trains, and explain says why ------------
+def test_untranslatable_backward_op_stays_in_eager_with_reason():
+    import ferrite
+
+    torch.manual_seed(0)
+    m = nn.Embedding(10, 4, scale_grad_by_freq=True)
+    idx = ri(3, 5, hi=10)
+    e = ferrite.explain(m, idx, backward=True, options={"device": "cpu"})
+    key = f"backward: {A.embedding_dense_backward.default}"
+    assert e.kinds == ["forward", "backward"], str(e)
+    assert "scale_grad_by_freq" in e.eager_ops[key]["reason"], str(e)
+    assert key in str(e) and not e.errors
+    # the gradients are still eager's
+    m.zero_grad()
+    eager = copy.deepcopy(m)
+    compiled, _ = compile_training(m)
+    compiled(idx).sum().backward()
+    eager(idx).sum().backward()
+    assert_close(m.weight.grad, eager.weight.grad)
+
+
+def test_backward_compile_failure_falls_back_with_one_warning(monkeypatch):
+    import ferrite
+    from ferrite.pytorch import backend, partition
+
+    real = partition.partition_and_compile
+
+    def failing(gm, static, options, name, report=None):
+        if report is not None and report.kind == "backward" or name.endswith("_bw"):
+            raise ferrite.FerriteError("injected backward failure")
+        return real(gm, static, options, name, report)
+
+    monkeypatch.setattr(partition, "partition_and_compile", failing)
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(6, 5), nn.GELU(), nn.Linear(5, 2))
+    eager = copy.deepcopy(m)
+    x = r(4, 6)
+    compiled = torch.compile(m, backend="ferrite", options={"device": "cpu"})
+    with pytest.warns(RuntimeWarning, match="injected backward failure"):
+        compiled(x).sum().backward()
+    eager(x).sum().backward()
+    for p, q in zip(m.parameters(), eager.parameters()):
+        assert_close(p.grad, q.grad)
+    e = ferrite.explain(copy.deepcopy(eager), x, backward=True, options={"device": "cpu",
+                                                                      "fallback": "silent"})
+    assert any("injected backward failure" in err for err in e.errors), str(e)

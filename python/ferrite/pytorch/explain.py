@@ -18,16 +18,23 @@ class Explanation:
     partitions: List[Dict[str, Any]]
     eager_ops: Dict[str, Dict[str, Any]]
     errors: List[str]
+    # the kind of each graph: "inference", or "forward" / "backward" with backward=True
+    kinds: List[str] = dataclasses.field(default_factory=list)
 
     @property
     def eager_op_count(self) -> int:
         return sum(e["count"] for e in self.eager_ops.values())
 
     def __str__(self) -> str:
-        lines = [f"ferrite.explain: {self.graphs} graph(s), {len(self.partitions)} ferrite "
+        kinds = ""
+        if any(k != "inference" for k in self.kinds):
+            kinds = " (" + ", ".join(f"{self.kinds.count(k)} {k}" for k in
+                                     ("inference", "forward", "backward") if k in self.kinds) + ")"
+        lines = [f"ferrite.explain: {self.graphs} graph(s){kinds}, {len(self.partitions)} ferrite "
                  f"partition(s), {self.eager_op_count} op(s) in eager PyTorch"]
         for p in self.partitions:
-            lines.append(f"  partition {p['name']}: {p['nodes']} ops, {p['inputs']} inputs "
+            kind = f" [{p['kind']}]" if p.get("kind", "inference") != "inference" else ""
+            lines.append(f"  partition {p['name']}{kind}: {p['nodes']} ops, {p['inputs']} inputs "
                          f"({p['static_inputs']} parameters/buffers bound in place)")
         if self.eager_ops:
             lines.append("  eager ops:")
@@ -39,9 +46,13 @@ class Explanation:
 
 
 def explain(model: Any, *args: Any, options: Optional[Dict[str, Any]] = None,
-            **kwargs: Any) -> Explanation:
+            backward: bool = False, **kwargs: Any) -> Explanation:
     """Compiles `model` with ``backend="ferrite"``, runs it once on `args`, and reports the
-    partitions, the ops left in eager PyTorch with the reason for each, and compile errors."""
+    partitions, the ops left in eager PyTorch with the reason for each, and compile errors.
+
+    With ``backward=True`` the run records gradients and backpropagates the sum of the float
+    outputs, so the training graphs (AOTAutograd's forward and backward) are reported; a
+    backward op that stays in eager is listed as ``backward: <op>``."""
     import torch._dynamo
 
     from .backend import ferrite_backend
@@ -50,20 +61,33 @@ def explain(model: Any, *args: Any, options: Optional[Dict[str, Any]] = None,
     backend = functools.partial(ferrite_backend, options=options, _report=collected)
     torch._dynamo.reset()
     compiled = torch.compile(model, backend=backend)
-    with torch.no_grad():
-        compiled(*args, **kwargs)
-    partitions, eager, errors = [], {}, []
+    if backward:
+        _run_backward(compiled(*args, **kwargs))
+    else:
+        with torch.no_grad():
+            compiled(*args, **kwargs)
+    partitions, eager, errors, kinds = [], {}, [], []
     for _, rep in collected:
         if rep is None:
             continue
-        partitions += rep.partitions
+        kinds.append(rep.kind)
+        partitions += [dict(p, kind=rep.kind) for p in rep.partitions]
         for op, e in rep.eager_ops.items():
-            slot = eager.setdefault(op, {"count": 0, "reason": e["reason"]})
+            key = op if rep.kind != "backward" else f"backward: {op}"
+            slot = eager.setdefault(key, {"count": 0, "reason": e["reason"]})
             slot["count"] += e["count"]
         errors += rep.errors
-        for p in rep.partitions:
-            cp = p.pop("partition", None)
-            if cp is not None and cp._eager:
-                errors.append(f"partition {p['name']} fell back to eager")
+    for p in partitions:
+        cp = p.pop("partition", None)
+        if cp is not None and cp._eager:
+            errors.append(f"partition {p['name']} fell back to eager")
     torch._dynamo.reset()
-    return Explanation(len(collected), partitions, eager, errors)
+    return Explanation(len(collected), partitions, eager, errors, kinds)
+
+
+def _run_backward(out: Any) -> None:
+    leaves = [t for t in torch.utils._pytree.tree_leaves(out)
+              if isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point()]
+    if not leaves:
+        raise ValueError("ferrite.explain(backward=True): no output requires grad")
+    torch.autograd.backward([t.float().sum() for t in leaves])
