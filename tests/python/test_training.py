@@ -331,3 +331,30 @@ def test_backward_compile_failure_falls_back_with_one_warning(monkeypatch):
     e = ferrite.explain(copy.deepcopy(eager), x, backward=True, options={"device": "cpu",
                                                                       "fallback": "silent"})
     assert any("injected backward failure" in err for err in e.errors), str(e)
+
+
+def test_dynamic_batch_trains_with_two_compiles():
+    # Three batch sizes: the second compiles the forward and backward with a symbolic batch
+    # (SymInt inputs of the backward graph), the third reuses them.
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                      nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 4 * 4, 3))
+    eager = copy.deepcopy(m)
+    compiled, reports = compile_training(m)
+    for bs in (2, 3, 5):
+        x = r(bs, 3, 8, 8)
+        compiled(x).sum().backward()
+        eager(x).sum().backward()
+        for p, q in zip(m.parameters(), eager.parameters()):
+            assert_close(p.grad, q.grad)
+    assert [rep.kind for _, rep in reports] == ["forward", "backward"] * 2
+    assert_compiled(reports, "backward", [A.convolution_backward.default])
+
+
+def test_dropout_stays_in_eager_with_reason():
+    import ferrite
+
+    m = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5), nn.Linear(4, 2))
+    e = ferrite.explain(m, r(3, 4), backward=True, options={"device": "cpu"})
+    assert "generator" in e.eager_ops[str(A.native_dropout.default)]["reason"], str(e)
+    assert not any(k.startswith("backward:") for k in e.eager_ops), str(e)

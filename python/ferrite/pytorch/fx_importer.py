@@ -82,6 +82,8 @@ def sym_expr(x: Any) -> Any:
         return x.expr
     if isinstance(x, torch.SymInt):
         return x.node.expr
+    if isinstance(x, sympy.Basic):  # a term of a compound size expression
+        return x
     return sympy.Integer(int(x))
 
 
