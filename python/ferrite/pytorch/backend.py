@@ -46,6 +46,21 @@ def _static_indices(example_inputs: Sequence[Any]) -> Set[int]:
     return static
 
 
+def _mutated_indices() -> Set[int]:
+    """Inputs the graph writes (an optimizer step's parameters and states, batch-norm buffers):
+    AOTAutograd returns their new values and copies them back, so they change at every call."""
+    try:
+        from torch._guards import TracingContext
+
+        tc = TracingContext.try_get()
+        meta = getattr(tc, "fw_metadata", None) if tc is not None else None
+        if meta is not None:
+            return {i for i, info in enumerate(meta.input_info) if info.mutates_data}
+    except Exception:  # older/newer torch without these internals: nothing known mutated
+        pass
+    return set()
+
+
 def ferrite_backend(gm: torch.fx.GraphModule, example_inputs: List[Any],
                     options: Optional[Dict[str, Any]] = None, _report: Any = None,
                     **kwargs: Any) -> Callable:
@@ -80,8 +95,10 @@ def ferrite_backend(gm: torch.fx.GraphModule, example_inputs: List[Any],
         return make_boxed_func(compiled)
 
     def compile_inference(aten_gm: torch.fx.GraphModule, aten_inputs: List[Any]) -> Callable:
-        # Parameters and buffers become constants over their memory (rebuilt if they change).
-        return compile_graph("inference", aten_gm, _static_indices(aten_inputs) | outer_static)
+        # Parameters and buffers become constants over their memory (rebuilt if they change),
+        # except those the graph itself updates (a compiled optimizer step): graph inputs.
+        static = (_static_indices(aten_inputs) | outer_static) - _mutated_indices()
+        return compile_graph("inference", aten_gm, static)
 
     def compile_forward(aten_gm: torch.fx.GraphModule, aten_inputs: List[Any]) -> Callable:
         # Training: parameters change at every optimizer step, so they are graph inputs (binding
