@@ -239,8 +239,9 @@ def _dataset(n=64, seed=1):
     return x, y
 
 
-def _train(step_fn, model, data, steps):
+def _train(step_fn, model, data, steps, compile_step=None):
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    opt_step = compile_step(opt.step) if compile_step else opt.step
     x, y = data
     losses = []
     for s in range(steps):
@@ -248,7 +249,7 @@ def _train(step_fn, model, data, steps):
         opt.zero_grad(set_to_none=True)
         loss = step_fn(x[i:i + 16], y[i:i + 16])
         loss.backward()
-        opt.step()
+        opt_step()
         losses.append(loss.item())
     return losses
 
@@ -259,15 +260,23 @@ def _accuracy(fn, data):
 
 
 def test_convnet_trains_like_eager():
-    # 300 Adam steps at batch 16 on 16x16 images, forward and backward compiled by ferrite (the
-    # optimizer step runs in eager), against the same training in eager from the same weights.
+    # 300 Adam steps at batch 16 on 16x16 images, forward, backward and the optimizer step
+    # compiled by ferrite, against the same training in eager from the same weights.
     torch.manual_seed(0)
     data, steps = _dataset(), 300
     eager = ConvNet()
     model = copy.deepcopy(eager)
     compiled, reports = compile_training(WithLoss(model))
-    got = _train(compiled, model, data, steps)
+    step_reports = []
+
+    def compile_step(fn):
+        c, reps = compile_training(fn)
+        step_reports.append(reps)
+        return c
+
+    got = _train(compiled, model, data, steps, compile_step)
     want = _train(WithLoss(eager), eager, data, steps)
+    assert_compiled(step_reports[0], "inference")  # the Adam step: no eager op in it
     assert_compiled(reports, "forward", [A.convolution.default,
                                          A._native_batch_norm_legit_functional.default])
     assert_compiled(reports, "backward", [A.convolution_backward.default,
@@ -358,3 +367,32 @@ def test_dropout_stays_in_eager_with_reason():
     e = ferrite.explain(m, r(3, 4), backward=True, options={"device": "cpu"})
     assert "generator" in e.eager_ops[str(A.native_dropout.default)]["reason"], str(e)
     assert not any(k.startswith("backward:") for k in e.eager_ops), str(e)
+
+
+# ---- the optimizer step ------------------------------------------------------------------------
+@pytest.mark.parametrize("make_opt", [
+    lambda p: torch.optim.Adam(p, lr=1e-2),
+    lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1),
+    lambda p: torch.optim.SGD(p, lr=1e-2, momentum=0.9),
+], ids=["adam", "adamw", "sgd"])
+def test_compiled_optimizer_step_matches_eager(make_opt):
+    # torch.compile(opt.step): the parameters and states it updates are graph inputs (the
+    # partition is built once, not at every step) and the update runs in ferrite.
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 6), nn.ReLU(), nn.Linear(6, 3))
+    eager = copy.deepcopy(m)
+    opt, opt_eager = make_opt(m.parameters()), make_opt(eager.parameters())
+    step, reports = compile_training(opt.step)
+    x = r(4, 8)
+    for _ in range(6):
+        for mod in (m, eager):
+            mod.zero_grad(set_to_none=True)
+            mod(x).square().sum().backward()
+        step()
+        opt_eager.step()
+    for p, q in zip(m.parameters(), eager.parameters()):
+        assert_close(p, q)
+    assert_compiled(reports, "inference")
+    for _, rep in reports:
+        for p in rep.partitions:
+            assert p["partition"].builds == 1 and p["static_inputs"] == 0, p
