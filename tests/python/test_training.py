@@ -90,6 +90,8 @@ GRAD_CASES = [
                                                              groups=2), lambda: (r(2, 4, 7, 7),)),
     ([A.convolution_backward.default], [], lambda: nn.Conv1d(3, 5, 4, stride=3, bias=False),
      lambda: (r(2, 3, 17),)),
+    ([A.convolution_backward.default], [],  # padding > (k - 1) * dilation: a ConvTranspose
+     lambda: nn.Conv2d(3, 4, 1, stride=2, padding=1), lambda: (r(2, 3, 7, 6),)),
     ([A.max_pool2d_with_indices_backward.default], [A.max_pool2d_with_indices.default],
      lambda: Fn(lambda x: F.max_pool2d(x, 2)), lambda: (r(2, 3, 8, 8),)),
     ([A.max_pool2d_with_indices_backward.default], [],
