@@ -299,6 +299,28 @@ CASES = [
     ([A.all.dim], lambda x: (x > -1.9).all(1), lambda: (r(3, 8),)),
     ([A.any.default], lambda x: (x > 1).any(), lambda: (r(3, 8),)),
     ([A.logsumexp.default], lambda x: torch.logsumexp(x, 1), lambda: (r(3, 8),)),
+    # multi-tensor ops (foreach optimizers; test_training.py runs the optimizers themselves)
+    ([A._foreach_add.List, A._foreach_mul.Scalar],
+     lambda a, b, c, d: torch._foreach_mul(torch._foreach_add([a, b], [c, d], alpha=2), 0.5),
+     lambda: (r(3, 4), r(5), r(3, 4), r(5))),
+    ([A._foreach_div.ScalarList], lambda a, b: torch._foreach_div([a, b], [2.0, -3.0]),
+     lambda: (r(3, 4), r(5))),
+    ([A._foreach_lerp.Scalar], lambda a, b, c, d: torch._foreach_lerp([a, b], [c, d], 0.3),
+     lambda: (r(3, 4), r(5), r(3, 4), r(5))),
+    ([A._foreach_addcdiv.Scalar, A._foreach_sqrt.default],
+     lambda a, b, c: torch._foreach_addcdiv([a], [b], torch._foreach_sqrt([c]), value=-0.1),
+     lambda: (r(3, 4), r(3, 4), pos(3, 4))),
+    ([A._foreach_addcmul.Scalar, A._foreach_sub.List, A._foreach_maximum.List],
+     lambda a, b, c: torch._foreach_maximum(
+         torch._foreach_addcmul(torch._foreach_sub([a], [b]), [b], [c], value=0.5), [c]),
+     lambda: (r(3, 4), r(3, 4), r(3, 4))),
+    ([A._foreach_pow.ScalarAndTensor, A._foreach_neg.default, A._foreach_reciprocal.default],
+     lambda a, b: torch._foreach_reciprocal(torch._foreach_neg(torch._foreach_pow(0.9, [a, b]))),
+     lambda: (r(3, 4), r(5))),
+    ([A._foreach_abs.default], lambda a, b: torch._foreach_abs([a, b]), lambda: (r(3, 4), r(5))),
+    ([A._foreach_exp.default], lambda a, b: torch._foreach_exp([a, b]), lambda: (r(3, 4), r(5))),
+    ([A._foreach_sign.default], lambda a, b: torch._foreach_sign([a, b]),
+     lambda: (r(3, 4), r(5))),
 ]
 
 

@@ -376,10 +376,15 @@ def test_dropout_stays_in_eager_with_reason():
     lambda p: torch.optim.Adam(p, lr=1e-2),
     lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1),
     lambda p: torch.optim.SGD(p, lr=1e-2, momentum=0.9),
-], ids=["adam", "adamw", "sgd"])
+    lambda p: torch.optim.Adam(p, lr=1e-2, foreach=True),
+    lambda p: torch.optim.AdamW(p, lr=1e-2, foreach=True, amsgrad=True),
+    lambda p: torch.optim.SGD(p, lr=1e-2, momentum=0.9, nesterov=True, weight_decay=0.1,
+                              foreach=True),
+], ids=["adam", "adamw", "sgd", "adam-foreach", "adamw-amsgrad-foreach", "sgd-nesterov-foreach"])
 def test_compiled_optimizer_step_matches_eager(make_opt):
     # torch.compile(opt.step): the parameters and states it updates are graph inputs (the
-    # partition is built once, not at every step) and the update runs in ferrite.
+    # partition is built once, not at every step) and the update runs in ferrite, the
+    # per-tensor loop and the multi-tensor (_foreach_*) implementations alike.
     torch.manual_seed(0)
     m = nn.Sequential(nn.Linear(8, 6), nn.ReLU(), nn.Linear(6, 3))
     eager = copy.deepcopy(m)
