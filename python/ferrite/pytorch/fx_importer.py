@@ -408,6 +408,9 @@ def _plan_outputs(ctx: ImportContext, result: Any, env: Dict[torch.fx.Node, Any]
             outputs.append(("arg", placeholders.index(item)))
             continue
         v = env.get(item) if isinstance(item, torch.fx.Node) else item
+        if isinstance(item, torch.fx.Node) and isinstance(fake_value(item), torch.Tensor) and \
+                not isinstance(v, TV):
+            raise TranslationError(f"output {item.name}: its translation does not produce it")
         if isinstance(v, TV):
             vid = v.id
             if vid in graph_outs:

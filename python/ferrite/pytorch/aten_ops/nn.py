@@ -330,6 +330,8 @@ def _sdpa_check(node):
     q = fake_value(node.args[0])
     if q.dim() != 4:
         return f"attention of rank {q.dim()} (4 supported)"
+    if _used_outputs(node) - {0}:
+        return "attention's logsumexp (what its backward reads) is not produced by ferrite"
     return None
 
 
