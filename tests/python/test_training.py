@@ -403,3 +403,20 @@ def test_compiled_optimizer_step_matches_eager(make_opt):
     for _, rep in reports:
         for p in rep.partitions:
             assert p["partition"].builds == 1 and p["static_inputs"] == 0, p
+
+
+def test_saved_activations_are_reported_and_dumped(tmp_path):
+    import ferrite
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
+    e = ferrite.explain(m, r(2, 3, 8, 8), backward=True,
+                        options={"device": "cpu", "dump_dir": str(tmp_path)})
+    saved = {t["name"]: t for t in e.saved}
+    conv = [t for t in e.saved if t["shape"] == (2, 4, 8, 8)]
+    assert conv and all(t["bytes"] == 2 * 4 * 8 * 8 * 4 for t in conv), saved
+    assert "saved for the backward" in str(e)
+    (dump,) = tmp_path.glob("*_bw_saved.txt")
+    text = dump.read_text()
+    assert text.startswith(f"{len(e.saved)} values saved for the backward")
+    assert all(name in text for name in saved)

@@ -61,6 +61,37 @@ def _mutated_indices() -> Set[int]:
     return set()
 
 
+def saved_tensors(bw_gm: torch.fx.GraphModule) -> List[Dict[str, Any]]:
+    """What the forward saved for a backward graph (AOTAutograd's choice of saved versus
+    recomputed values): its inputs other than the tangents, with shape, dtype and bytes (the
+    size hint where a dim is symbolic)."""
+    out = []
+    for n in bw_gm.graph.nodes:
+        if n.op != "placeholder" or n.name.startswith("tangents"):
+            continue
+        v = n.meta.get("val")
+        if not isinstance(v, torch.Tensor):
+            out.append({"name": n.name, "shape": (), "dtype": type(v).__name__, "bytes": 0})
+            continue
+        numel = 1
+        for d in v.shape:
+            numel *= d.node.hint if isinstance(d, torch.SymInt) else int(d)
+        out.append({"name": n.name, "shape": tuple(v.shape), "dtype": str(v.dtype),
+                    "bytes": numel * v.element_size()})
+    return out
+
+
+def _dump_saved(path: str, saved: List[Dict[str, Any]]) -> None:
+    import os
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    total = sum(t["bytes"] for t in saved)
+    with open(path, "w") as f:
+        f.write(f"{len(saved)} values saved for the backward, {total} bytes\n")
+        for t in saved:
+            f.write(f"{t['name']}: {t['dtype']} {list(t['shape'])} {t['bytes']} bytes\n")
+
+
 def ferrite_backend(gm: torch.fx.GraphModule, example_inputs: List[Any],
                     options: Optional[Dict[str, Any]] = None, _report: Any = None,
                     **kwargs: Any) -> Callable:
@@ -107,7 +138,13 @@ def ferrite_backend(gm: torch.fx.GraphModule, example_inputs: List[Any],
 
     def compile_backward(aten_gm: torch.fx.GraphModule, aten_inputs: List[Any]) -> Callable:
         # Saved activations, parameters and tangents are all graph inputs.
-        return compile_graph("backward", aten_gm, set())
+        compiled = compile_graph("backward", aten_gm, set())
+        saved = saved_tensors(aten_gm)
+        if _report is not None and _report[-1][1] is not None:
+            _report[-1][1].saved = saved
+        if opts.dump_dir:
+            _dump_saved(f"{opts.dump_dir}/{graph_name}_bw_saved.txt", saved)
+        return compiled
 
     return aot_autograd(fw_compiler=compile_forward, bw_compiler=compile_backward,
                         inference_compiler=compile_inference,

@@ -20,6 +20,8 @@ class Explanation:
     errors: List[str]
     # the kind of each graph: "inference", or "forward" / "backward" with backward=True
     kinds: List[str] = dataclasses.field(default_factory=list)
+    # values the forward graphs saved for the backward (name, shape, dtype, bytes)
+    saved: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def eager_op_count(self) -> int:
@@ -36,6 +38,9 @@ class Explanation:
             kind = f" [{p['kind']}]" if p.get("kind", "inference") != "inference" else ""
             lines.append(f"  partition {p['name']}{kind}: {p['nodes']} ops, {p['inputs']} inputs "
                          f"({p['static_inputs']} parameters/buffers bound in place)")
+        if self.saved:
+            mib = sum(t["bytes"] for t in self.saved) / 2**20
+            lines.append(f"  saved for the backward: {len(self.saved)} values, {mib:.2f} MiB")
         if self.eager_ops:
             lines.append("  eager ops:")
             for op, e in sorted(self.eager_ops.items(), key=lambda kv: -kv[1]["count"]):
@@ -66,11 +71,12 @@ def explain(model: Any, *args: Any, options: Optional[Dict[str, Any]] = None,
     else:
         with torch.no_grad():
             compiled(*args, **kwargs)
-    partitions, eager, errors, kinds = [], {}, [], []
+    partitions, eager, errors, kinds, saved = [], {}, [], [], []
     for _, rep in collected:
         if rep is None:
             continue
         kinds.append(rep.kind)
+        saved += rep.saved
         partitions += [dict(p, kind=rep.kind) for p in rep.partitions]
         for op, e in rep.eager_ops.items():
             key = op if rep.kind != "backward" else f"backward: {op}"
@@ -82,7 +88,7 @@ def explain(model: Any, *args: Any, options: Optional[Dict[str, Any]] = None,
         if cp is not None and cp._eager:
             errors.append(f"partition {p['name']} fell back to eager")
     torch._dynamo.reset()
-    return Explanation(len(collected), partitions, eager, errors, kinds)
+    return Explanation(len(collected), partitions, eager, errors, kinds, saved)
 
 
 def _run_backward(out: Any) -> None:
