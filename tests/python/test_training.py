@@ -76,9 +76,10 @@ class _Weighted(nn.Module):
 
 def _bn(**kw):
     m = nn.BatchNorm2d(4, **kw)
-    with torch.no_grad():
-        m.weight.uniform_(0.5, 1.5, generator=g)
-        m.bias.uniform_(-0.5, 0.5, generator=g)
+    if m.affine:
+        with torch.no_grad():
+            m.weight.uniform_(0.5, 1.5, generator=g)
+            m.bias.uniform_(-0.5, 0.5, generator=g)
     return m
 
 
@@ -96,6 +97,8 @@ GRAD_CASES = [
      lambda: Fn(lambda x: F.max_pool2d(x, 2)), lambda: (r(2, 3, 8, 8),)),
     ([A.max_pool2d_with_indices_backward.default], [],
      lambda: Fn(lambda x: F.max_pool2d(x, 3, 2, 1)), lambda: (r(2, 3, 9, 9),)),
+    ([A.max_pool2d_with_indices_backward.default], [],
+     lambda: Fn(lambda x: F.max_pool2d(x, 2, ceil_mode=True)), lambda: (r(2, 3, 7, 7),)),
     ([A.avg_pool2d_backward.default], [A.avg_pool2d.default],
      lambda: Fn(lambda x: F.avg_pool2d(x, 2)), lambda: (r(2, 3, 8, 8),)),
     ([A.avg_pool2d_backward.default], [],
@@ -107,8 +110,14 @@ GRAD_CASES = [
      _bn, lambda: (r(3, 4, 5, 5),)),
     ([A.native_batch_norm_backward.default], [A._native_batch_norm_legit.no_stats],
      lambda: _bn(track_running_stats=False), lambda: (r(3, 4, 5, 5),)),
+    ([A.native_batch_norm_backward.default], [], lambda: _bn(affine=False),
+     lambda: (r(3, 4, 5, 5),)),
+    ([A.native_batch_norm_backward.default], [A._native_batch_norm_legit_no_training.default],
+     lambda: _bn().eval(), lambda: (r(3, 4, 5, 5),)),  # eval mode with gradients
     ([A.native_layer_norm_backward.default], [A.native_layer_norm.default],
      lambda: nn.LayerNorm(8), lambda: (r(3, 5, 8),)),
+    ([A.native_layer_norm_backward.default], [],
+     lambda: nn.LayerNorm([4, 8], elementwise_affine=False), lambda: (r(3, 4, 8),)),
     ([A.threshold_backward.default], [A.relu.default], lambda: Fn(torch.relu),
      lambda: (r(4, 7),)),
     ([A.gelu_backward.default], [A.gelu.default], lambda: Fn(F.gelu), lambda: (r(4, 7),)),
@@ -178,7 +187,18 @@ def test_gradients(case):
     assert_compiled(reports, "backward", bw_ops)
 
 
-@pytest.mark.parametrize("case", [0, 1, 8, 10, 12, 14, 3])
+def _cases_of(op, n=1):
+    return [i for i, c in enumerate(GRAD_CASES) if op in c[0]][:n]
+
+
+BF16_CASES = (_cases_of(A.convolution_backward.default, 2) +
+              _cases_of(A.max_pool2d_with_indices_backward.default) +
+              _cases_of(A.native_batch_norm_backward.default) +
+              _cases_of(A.native_layer_norm_backward.default) +
+              _cases_of(A.gelu_backward.default) + _cases_of(A._softmax_backward_data.default))
+
+
+@pytest.mark.parametrize("case", BF16_CASES, ids=lambda i: str(GRAD_CASES[i][0][0]))
 def test_gradients_bf16(case):
     # bf16 parameters and activations (the forward entries' bf16 support): ferrite's gradients
     # against eager's in f32 on the same bf16 values, within the bf16 chain tolerance of

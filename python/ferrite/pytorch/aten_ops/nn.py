@@ -110,7 +110,12 @@ def batch_norm_inference(ctx, node, x, w, b, mean, var, momentum, eps):
     w_id = w.id if w is not None else _ones(ctx, c, mean.dtype)
     b_id = b.id if b is not None else _ones(ctx, c, mean.dtype, 0.0)
     y = ctx.op("BatchNormalization", [x.id, w_id, b_id, mean.id, var.id], epsilon=float(eps))
-    return (y, None, None)
+    if not _used_outputs(node) - {0}:
+        return (y, None, None)
+    # Eval mode with gradients: torch's saved mean and invstd are empty (the backward reads the
+    # running statistics).
+    empty = ctx.op("Slice", [mean.id, ctx.const_i64([0]), ctx.const_i64([0]), ctx.const_i64([0])])
+    return (y, empty, ctx.op("Identity", [empty]))
 
 
 def _bn_train_check(node):
