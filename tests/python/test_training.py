@@ -440,3 +440,30 @@ def test_saved_activations_are_reported_and_dumped(tmp_path):
     text = dump.read_text()
     assert text.startswith(f"{len(e.saved)} values saved for the backward")
     assert all(name in text for name in saved)
+
+
+def test_gradient_accumulation_and_train_eval_switching():
+    # Two micro-batches accumulate into .grad before a step, then an eval forward under no_grad
+    # (the inference graph reads the running statistics the training graphs updated), then
+    # training again: gradients and outputs as eager's throughout.
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                      nn.Flatten(), nn.Linear(4 * 6 * 6, 2))
+    eager = copy.deepcopy(m)
+    compiled, reports = compile_training(m)
+    xs = [r(4, 3, 6, 6) for _ in range(3)]
+    evals = []
+    for mod, fn in ((m, compiled), (eager, eager)):
+        mod.train()
+        fn(xs[0]).square().sum().backward()
+        fn(xs[1]).square().sum().backward()
+        mod.eval()
+        with torch.no_grad():
+            evals.append(fn(xs[2]))
+        mod.train()
+        fn(xs[2]).sum().backward()
+    for p, q in zip(m.parameters(), eager.parameters()):
+        assert_close(p.grad, q.grad)
+    assert_close(evals[0], evals[1])
+    assert_compiled(reports, "backward")
+    assert_compiled(reports, "inference")
