@@ -467,3 +467,26 @@ def test_gradient_accumulation_and_train_eval_switching():
     assert_close(evals[0], evals[1])
     assert_compiled(reports, "backward")
     assert_compiled(reports, "inference")
+
+
+def test_bf16_autocast_training_step():
+    # Convolutions and the linear layer in bf16 under autocast, the loss in f32: ferrite's loss
+    # equals eager's autocast loss, and its gradients are as close to the f32 training's as the
+    # bf16 chain tolerance (test_aten_table.test_float_dtypes) allows.
+    torch.manual_seed(0)
+    model = ConvNet()
+    eager, exact = copy.deepcopy(model), copy.deepcopy(model)
+    compiled, reports = compile_training(WithLoss(model))
+    x, y = _dataset(16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = compiled(x, y)
+        want = WithLoss(eager)(x, y)
+    assert loss.dtype == torch.float32
+    assert_close(loss, want, rtol=1.6e-2, atol=1e-5)
+    loss.backward()
+    WithLoss(exact)(x, y).backward()
+    for p, q in zip(model.parameters(), exact.parameters()):
+        assert p.grad.dtype == torch.float32
+        assert_close(p.grad, q.grad, rtol=4e-2, atol=4e-2)
+    assert_compiled(reports, "forward", [A.convolution.default])
+    assert_compiled(reports, "backward", [A.convolution_backward.default])
