@@ -490,3 +490,40 @@ def test_bf16_autocast_training_step():
         assert_close(p.grad, q.grad, rtol=4e-2, atol=4e-2)
     assert_compiled(reports, "forward", [A.convolution.default])
     assert_compiled(reports, "backward", [A.convolution_backward.default])
+
+
+def test_strided_tangents_aliased_outputs_and_none_grads():
+    # A transposed output whose incoming gradient is itself strided, an output that is a view of
+    # the input (AOTAutograd regenerates it outside the graph), an integer input (no gradient)
+    # and a parameter the loss does not reach (its gradient stays None).
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(5, 3)
+            self.unused = nn.Linear(2, 2)
+
+        def forward(self, x, i):
+            y = self.lin(x)
+            return y.t() * 2, x.view(-1), y.index_select(0, i)
+
+    torch.manual_seed(0)
+    m = M()
+    eager = copy.deepcopy(m)
+    compiled, reports = compile_training(m)
+    x = r(4, 5)
+    i = torch.tensor([3, 0, 3])
+    xs, xe = x.clone().requires_grad_(), x.clone().requires_grad_()
+    outs, exps = compiled(xs, i), eager(xe, i)
+    grads = [r(4, 3).t(), r(20), r(3, 3)]  # the first: [3, 4] with strides (1, 3)
+    assert not grads[0].is_contiguous()
+    torch.autograd.backward(outs, grads)
+    torch.autograd.backward(exps, grads)
+    for o, e in zip(outs, exps):
+        assert_close(o, e)
+    assert outs[1]._base is xs  # still a view of the input, as in eager
+    assert_close(xs.grad, xe.grad)
+    for p, q in zip(m.parameters(), eager.parameters()):
+        assert (p.grad is None) == (q.grad is None)
+        if q.grad is not None:
+            assert_close(p.grad, q.grad)
+    assert_compiled(reports, "backward")
