@@ -436,6 +436,8 @@ def test_saved_activations_are_reported_and_dumped(tmp_path):
     conv = [t for t in e.saved if t["shape"] == (2, 4, 8, 8)]
     assert conv and all(t["bytes"] == 2 * 4 * 8 * 8 * 4 for t in conv), saved
     assert "saved for the backward" in str(e)
+    assert all(p["arena_bytes"] > 0 for p in e.partitions), e.partitions
+    assert "ferrite memory per training step" in str(e)
     (dump,) = tmp_path.glob("*_bw_saved.txt")
     text = dump.read_text()
     assert text.startswith(f"{len(e.saved)} values saved for the backward")

@@ -40,7 +40,17 @@ class Explanation:
                          f"({p['static_inputs']} parameters/buffers bound in place)")
         if self.saved:
             mib = sum(t["bytes"] for t in self.saved) / 2**20
-            lines.append(f"  saved for the backward: {len(self.saved)} values, {mib:.2f} MiB")
+            # AOTAutograd names the forward's own inputs (parameters, user inputs) primals_*:
+            # saving them keeps them alive, it allocates nothing
+            acts = sum(t["bytes"] for t in self.saved if not t["name"].startswith("primals"))
+            lines.append(f"  saved for the backward: {len(self.saved)} values, {mib:.2f} MiB "
+                         f"({acts / 2**20:.2f} MiB computed, the rest inputs and parameters)")
+            arena = {k: sum(p.get("arena_bytes", 0) for p in self.partitions if p["kind"] == k)
+                     / 2**20 for k in ("forward", "backward")}
+            lines.append(f"  ferrite memory per training step: forward intermediates "
+                         f"{arena['forward']:.2f} MiB, saved activations {acts / 2**20:.2f} MiB, "
+                         f"backward intermediates {arena['backward']:.2f} MiB (arenas; outputs "
+                         f"apart)")
         if self.eager_ops:
             lines.append("  eager ops:")
             for op, e in sorted(self.eager_ops.items(), key=lambda kv: -kv[1]["count"]):
@@ -87,6 +97,9 @@ def explain(model: Any, *args: Any, options: Optional[Dict[str, Any]] = None,
         cp = p.pop("partition", None)
         if cp is not None and cp._eager:
             errors.append(f"partition {p['name']} fell back to eager")
+        if cp is not None and cp._session is not None and not cp._eager:
+            # the arena its intermediates were planned into for the run (outputs not included)
+            p["arena_bytes"] = cp._session.stats().get("memory", {}).get("arena_capacity_bytes", 0)
     torch._dynamo.reset()
     return Explanation(len(collected), partitions, eager, errors, kinds, saved)
 
