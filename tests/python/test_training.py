@@ -131,7 +131,8 @@ GRAD_CASES = [
     ([A.nll_loss_backward.default], [],
      lambda: _Weighted(r(5).abs() + 0.1), lambda: (r(8, 5), ri(8))),
     ([A.nll_loss_backward.default], [],
-     lambda: Fn(lambda x, t: F.nll_loss(x, t, reduction="none") * 3), lambda: (r(6, 4), ri(6, hi=4))),
+     lambda: Fn(lambda x, t: F.nll_loss(x, t, reduction="none") * 3),
+     lambda: (r(6, 4), ri(6, hi=4))),
     ([A.embedding_dense_backward.default], [A.embedding.default],
      lambda: nn.Embedding(10, 4, padding_idx=0), lambda: (ri(3, 5, hi=10),)),
     ([A.index_put.default], [A.index.Tensor], lambda: Fn(lambda x, i: x[i] * 2),
@@ -316,7 +317,7 @@ def test_convnet_trains_like_eager():
     assert acc == acc_eager and acc > 0.9
 
 
-# ---- fallbacks: a backward graph ferrite cannot take still trains, and explain says why ------------
+# ---- fallbacks: a backward graph ferrite cannot take still trains, and explain says why -------
 def test_untranslatable_backward_op_stays_in_eager_with_reason():
     import ferrite
 

@@ -291,7 +291,8 @@ def native_batch_norm_backward(ctx, node, dy, x, w, running_mean, running_var, s
     if output_mask[2]:
         gb = sum_dy
     wdt = w.dtype if w is not None else x.dtype
-    return (gi, None if gw is None else ctx.cast(gw, wdt), None if gb is None else ctx.cast(gb, wdt))
+    gw = None if gw is None else ctx.cast(gw, wdt)
+    return (gi, gw, None if gb is None else ctx.cast(gb, wdt))
 
 
 @aten(A.native_layer_norm_backward.default, dtypes=FLOATS)
