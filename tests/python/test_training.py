@@ -530,3 +530,28 @@ def test_strided_tangents_aliased_outputs_and_none_grads():
         if q.grad is not None:
             assert_close(p.grad, q.grad)
     assert_compiled(reports, "backward")
+
+
+def test_same_shaped_parameter_updates_share_kernels(tmp_path):
+    # A foreach Adam step over 12 parameters of 2 shapes: the updates of same-shaped parameters
+    # run in shared kernels (horizontal fusion: one kernel writing several parameters' states),
+    # not one launch per parameter.
+    import functools
+    import re
+
+    from ferrite.pytorch.backend import ferrite_backend
+
+    torch.manual_seed(0)
+    m = nn.Sequential(*[nn.Linear(16, 16) for _ in range(6)])
+    opt = torch.optim.Adam(m.parameters(), lr=1e-3, foreach=True)
+    m(r(4, 16)).sum().backward()
+    options = {"device": "cpu", "fallback": "raise", "dump_dir": str(tmp_path)}
+    step = torch.compile(opt.step, backend=functools.partial(ferrite_backend, options=options))
+    step()
+    step()
+    plans = sorted(tmp_path.glob("*/fusion_plan.txt"))
+    kernels = [int(re.search(r"-> (\d+) generated kernels", p.read_text()).group(1))
+               for p in plans]
+    params = len(list(m.parameters()))
+    shapes = len({tuple(p.shape) for p in m.parameters()})
+    assert kernels and all(k <= 1 + 3 * shapes < params for k in kernels), kernels
