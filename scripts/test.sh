@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: dependencies, build, unit/model/conformance tests,
 # the Python tests (pytest), then the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer
-# (clang) and a short run of every libFuzzer target (scripts/fuzz.sh, docs/reliability.md).
+# (clang), a short run of every libFuzzer target (scripts/fuzz.sh, docs/reliability.md) and the
+# C API's concurrency tests under ThreadSanitizer (docs/embedding.md).
 #   scripts/test.sh                 everything
 #   FERRITE_SKIP_SANITIZERS=1 ...   skip the sanitizer build (and the fuzz targets)
 set -euo pipefail
@@ -26,4 +27,12 @@ if [ "${FERRITE_SKIP_SANITIZERS:-0}" != 1 ]; then
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit
   echo "== fuzz targets: each corpus, then 20 s of fuzzing each (ctest -L fuzz) =="
   ctest --test-dir build-asan --output-on-failure -j "$jobs" -L fuzz
+  # The C API's concurrency contract (docs/embedding.md) under ThreadSanitizer: only the library
+  # and its test are built. tests/capi/tsan.supp says why each suppression is there.
+  echo "== C API concurrency under ThreadSanitizer (build-tsan/, clang) =="
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+    -DFERRITE_TSAN=ON -DFERRITE_BUILD_PYTHON=OFF -DFERRITE_BUILD_PLUGINS=OFF >/dev/null
+  cmake --build build-tsan -j "$jobs" --target ferrite_capi_tests
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/capi/tsan.supp" \
+    ctest --test-dir build-tsan --output-on-failure -j 1 -R '^CApi'
 fi
