@@ -122,8 +122,7 @@ FERRITE_API ferrite_status* ferrite_env_device_count(const ferrite_env* env, siz
 /* Device `index`: its name, whether it is usable (1/0) and a description, or why it is not
  * usable. Any of the out-pointers may be NULL. */
 FERRITE_API ferrite_status* ferrite_env_device(const ferrite_env* env, size_t index,
-                                               const char** name, int* usable,
-                                               const char** detail);
+                                               const char** name, int* usable, const char** detail);
 /* The device a session gets when none is named: cuda where a GPU answers, else cpu. `why` (may
  * be NULL) says why. The `reference` device (the correctness oracle) is only used by name. */
 FERRITE_API ferrite_status* ferrite_env_default_device(const ferrite_env* env, const char** name,
@@ -139,8 +138,8 @@ FERRITE_API void ferrite_session_options_release(ferrite_session_options* option
 FERRITE_API ferrite_status* ferrite_session_options_set_device(ferrite_session_options* options,
                                                                const char* device);
 /* "f32" (default), "tf32", "bf16" or "fp16"; checked against the device at session creation. */
-FERRITE_API ferrite_status* ferrite_session_options_set_precision(
-    ferrite_session_options* options, const char* precision);
+FERRITE_API ferrite_status* ferrite_session_options_set_precision(ferrite_session_options* options,
+                                                                  const char* precision);
 /* Worker threads per execution context (0: the device's default: all cores on cpu). */
 FERRITE_API ferrite_status* ferrite_session_options_set_threads(ferrite_session_options* options,
                                                                 int threads);
@@ -152,8 +151,8 @@ FERRITE_API ferrite_status* ferrite_session_options_set_max_concurrency(
  * session of the process has compiled yet or it names the directory already in use; otherwise
  * session creation fails with FERRITE_INVALID_ARGUMENT. NULL: FERRITE_CACHE_DIR, else
  * $XDG_CACHE_HOME/ferrite, else ~/.cache/ferrite. */
-FERRITE_API ferrite_status* ferrite_session_options_set_cache_dir(
-    ferrite_session_options* options, const char* dir);
+FERRITE_API ferrite_status* ferrite_session_options_set_cache_dir(ferrite_session_options* options,
+                                                                  const char* dir);
 /* 1: time candidate kernel launches on the first run at each size (persisted in the cache). */
 FERRITE_API ferrite_status* ferrite_session_options_set_autotune(ferrite_session_options* options,
                                                                  int enable);
@@ -173,8 +172,7 @@ FERRITE_API ferrite_status* ferrite_session_create(const char* model_path,
                                                    ferrite_session** out);
 /* The same from a serialized ModelProto in memory (copied; no external data). */
 FERRITE_API ferrite_status* ferrite_session_create_from_memory(
-    const void* data, size_t size, const ferrite_session_options* options,
-    ferrite_session** out);
+    const void* data, size_t size, const ferrite_session_options* options, ferrite_session** out);
 FERRITE_API void ferrite_session_release(ferrite_session* session);
 
 /* The device the session runs on; `chosen` (may be NULL) is 1 when no device was named and
@@ -193,18 +191,16 @@ FERRITE_API ferrite_status* ferrite_session_output_count(const ferrite_session* 
                                                          size_t* count);
 /* Name, dtype and rank of input/output `index` (out-pointers may be NULL). rank is -1 when the
  * model does not declare one. */
-FERRITE_API ferrite_status* ferrite_session_input_info(const ferrite_session* session,
-                                                       size_t index, const char** name,
-                                                       ferrite_dtype* dtype, int* rank);
+FERRITE_API ferrite_status* ferrite_session_input_info(const ferrite_session* session, size_t index,
+                                                       const char** name, ferrite_dtype* dtype,
+                                                       int* rank);
 FERRITE_API ferrite_status* ferrite_session_output_info(const ferrite_session* session,
                                                         size_t index, const char** name,
                                                         ferrite_dtype* dtype, int* rank);
-FERRITE_API ferrite_status* ferrite_session_input_dim(const ferrite_session* session,
-                                                      size_t index, int dim, int64_t* size,
-                                                      const char** symbol);
-FERRITE_API ferrite_status* ferrite_session_output_dim(const ferrite_session* session,
-                                                       size_t index, int dim, int64_t* size,
-                                                       const char** symbol);
+FERRITE_API ferrite_status* ferrite_session_input_dim(const ferrite_session* session, size_t index,
+                                                      int dim, int64_t* size, const char** symbol);
+FERRITE_API ferrite_status* ferrite_session_output_dim(const ferrite_session* session, size_t index,
+                                                       int dim, int64_t* size, const char** symbol);
 
 /* ---- values ------------------------------------------------------------------------------ */
 
@@ -242,13 +238,13 @@ FERRITE_API ferrite_status* ferrite_value_data(ferrite_value* value, void** data
  * beyond it (from a newer header) are not written. */
 typedef struct ferrite_run_stats {
   size_t struct_size;
-  double wall_seconds;           /* the whole call: input checks, any compile, the run */
-  int compiled;                  /* 1: this call compiled (first specialisation or recompile) */
-  int compiles;                  /* compiles of the session so far */
-  int context;                   /* the execution context it ran on (0-based) */
-  int64_t arena_bytes;           /* intermediates' arena planned for these shapes (0: none) */
-  int64_t arena_capacity_bytes;  /* arena the context keeps between runs */
-  int64_t device_bytes_in_use;   /* device memory the device's pool holds (0: not reported) */
+  double wall_seconds;          /* the whole call: input checks, any compile, the run */
+  int compiled;                 /* 1: this call compiled (first specialisation or recompile) */
+  int compiles;                 /* compiles of the session so far */
+  int context;                  /* the execution context it ran on (0-based) */
+  int64_t arena_bytes;          /* intermediates' arena planned for these shapes (0: none) */
+  int64_t arena_capacity_bytes; /* arena the context keeps between runs */
+  int64_t device_bytes_in_use;  /* device memory the device's pool holds (0: not reported) */
 } ferrite_run_stats;
 
 /* Runs the model.

@@ -17,8 +17,7 @@ namespace ferrite {
 
 class Error : public std::runtime_error {
  public:
-  Error(ferrite_code code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
+  Error(ferrite_code code, const std::string& message) : std::runtime_error(message), code_(code) {}
   ferrite_code code() const { return code_; }
 
  private:

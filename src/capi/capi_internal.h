@@ -86,7 +86,7 @@ ferrite_dtype to_c_dtype(DType d);
 
 }  // namespace ferrite::capi
 
-#define FERRITE_CAPI_REQUIRE(cond, what)                                          \
-  do {                                                                            \
+#define FERRITE_CAPI_REQUIRE(cond, what)                                            \
+  do {                                                                              \
     if (!(cond)) return ferrite::capi::make_status(FERRITE_INVALID_ARGUMENT, what); \
   } while (0)

@@ -76,14 +76,13 @@ ferrite_status* match_inputs(const ferrite_session* s, const char* const* names,
     const std::string what = "input '" + io.name + "'";
     if (!v) return make_status(FERRITE_INVALID_ARGUMENT, what + " is NULL");
     if (v->dtype != io.dtype)
-      return make_status(FERRITE_INVALID_ARGUMENT,
-                         what + " has dtype " + std::to_string(v->dtype) + ", the model expects " +
-                             std::to_string(io.dtype));
-    if (io.rank >= 0 && static_cast<int>(v->dims.size()) != io.rank)
-      return make_status(FERRITE_INVALID_ARGUMENT, what + " has rank " +
-                                                       std::to_string(v->dims.size()) +
+      return make_status(FERRITE_INVALID_ARGUMENT, what + " has dtype " + std::to_string(v->dtype) +
                                                        ", the model expects " +
-                                                       std::to_string(io.rank));
+                                                       std::to_string(io.dtype));
+    if (io.rank >= 0 && static_cast<int>(v->dims.size()) != io.rank)
+      return make_status(FERRITE_INVALID_ARGUMENT,
+                         what + " has rank " + std::to_string(v->dims.size()) +
+                             ", the model expects " + std::to_string(io.rank));
     for (int d = 0; d < io.rank; ++d)
       if (io.dims[d] >= 0 && v->dims[d] != io.dims[d])
         return make_status(FERRITE_INVALID_ARGUMENT,
@@ -134,9 +133,9 @@ ferrite_status* run_host(ferrite_session* s, const std::vector<ferrite::Session:
     ferrite_status* st = nullptr;
     if (outputs[j]) {
       st = outputs[j]->memory != FERRITE_MEMORY_HOST
-               ? make_status(FERRITE_INVALID_ARGUMENT,
-                             "output " + std::to_string(j) + " is in device memory, inputs on "
-                                                             "the host: give device inputs too")
+               ? make_status(FERRITE_INVALID_ARGUMENT, "output " + std::to_string(j) +
+                                                           " is in device memory, inputs on "
+                                                           "the host: give device inputs too")
                : check_output(outputs[j], j, t.dtype(), t.dims());
       if (!st && t.nbytes()) std::memcpy(outputs[j]->data, t.raw(), t.nbytes());
     } else {
@@ -267,8 +266,8 @@ ferrite_status* ferrite_value_load_pb(const char* path, ferrite_value** out, con
     auto t = ferrite::read_tensor_file(path);
     if (!t) return from_status(t.status(), FERRITE_INVALID_ARGUMENT);
     if (ferrite::capi::to_c_dtype(t->tensor.dtype()) == FERRITE_DTYPE_UNDEFINED)
-      return make_status(FERRITE_UNSUPPORTED, std::string("tensor file '") + path +
-                                                  "': its dtype has no ferrite_dtype");
+      return make_status(FERRITE_UNSUPPORTED,
+                         std::string("tensor file '") + path + "': its dtype has no ferrite_dtype");
     ferrite_value* v = wrap_tensor(std::move(t->tensor));
     v->name = t->name;
     if (name) *name = v->name.c_str();
@@ -337,8 +336,7 @@ ferrite_status* ferrite_session_run(ferrite_session* session, const char* const*
                              : run_host(session, in, outputs, &info);
     if (st) return st;
     if (stats) {
-      double secs =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       fill_stats(stats, *session->session, info, secs);
     }
     return nullptr;

@@ -44,8 +44,19 @@ std::optional<DType> to_ir_dtype(ferrite_dtype d) {
 
 ferrite_dtype to_c_dtype(DType d) {
   switch (dtype_to_onnx(d)) {
-    case 1: case 2: case 3: case 4: case 5: case 6: case 7: case 9: case 10: case 11: case 12:
-    case 13: case 16:
+    case 1:
+    case 2:
+    case 3:
+    case 4:
+    case 5:
+    case 6:
+    case 7:
+    case 9:
+    case 10:
+    case 11:
+    case 12:
+    case 13:
+    case 16:
       return static_cast<ferrite_dtype>(dtype_to_onnx(d));
     default:
       return FERRITE_DTYPE_UNDEFINED;
@@ -114,8 +125,8 @@ const ferrite_session::Io* io_at(const ferrite_session* s, bool input, size_t in
   return index < v.size() ? &v[index] : nullptr;
 }
 
-ferrite_status* io_info(const ferrite_session* session, bool input, size_t index,
-                        const char** name, ferrite_dtype* dtype, int* rank) {
+ferrite_status* io_info(const ferrite_session* session, bool input, size_t index, const char** name,
+                        ferrite_dtype* dtype, int* rank) {
   return guarded([&]() -> ferrite_status* {
     FERRITE_CAPI_REQUIRE(session, "session is NULL");
     const auto* io = io_at(session, input, index);
@@ -268,8 +279,7 @@ ferrite_status* ferrite_session_options_set_precision(ferrite_session_options* o
   });
 }
 
-ferrite_status* ferrite_session_options_set_threads(ferrite_session_options* options,
-                                                    int threads) {
+ferrite_status* ferrite_session_options_set_threads(ferrite_session_options* options, int threads) {
   return guarded([&]() -> ferrite_status* {
     FERRITE_CAPI_REQUIRE(options, "options is NULL");
     FERRITE_CAPI_REQUIRE(threads >= 0 && threads <= 4096, "threads must be in 0..4096");
@@ -297,8 +307,7 @@ ferrite_status* ferrite_session_options_set_cache_dir(ferrite_session_options* o
   });
 }
 
-ferrite_status* ferrite_session_options_set_autotune(ferrite_session_options* options,
-                                                     int enable) {
+ferrite_status* ferrite_session_options_set_autotune(ferrite_session_options* options, int enable) {
   return guarded([&]() -> ferrite_status* {
     FERRITE_CAPI_REQUIRE(options, "options is NULL");
     options->run.autotune = enable != 0;

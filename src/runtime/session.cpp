@@ -58,18 +58,17 @@ Expected<std::unique_ptr<Session>> Session::from_graph(std::unique_ptr<Graph> gr
   s->opts_ = opts;
   s->label_ = s->graph_->name.empty() ? "model" : s->graph_->name;
   s->device_chosen_ = device.empty();
-  FERRITE_ASSIGN_OR_RETURN(s->device_,
-                           DeviceRegistry::global().create(device.empty() ? default_device()
-                                                                          : device));
+  FERRITE_ASSIGN_OR_RETURN(
+      s->device_, DeviceRegistry::global().create(device.empty() ? default_device() : device));
   FERRITE_RETURN_IF_ERROR(s->device_->check_precision(opts.precision));
   FERRITE_RETURN_IF_ERROR(s->init());
   return s;
 }
 
 Status Session::init() {
-  max_contexts_ = opts_.contexts > 0 ? opts_.contexts
-                  : device_->properties().kind == "host" ? 8
-                                                         : 1;
+  // Host-memory devices share the weights between contexts; the others would copy them.
+  max_contexts_ = opts_.contexts;
+  if (max_contexts_ <= 0) max_contexts_ = device_->properties().kind == "host" ? 8 : 1;
   declared_ = GuardSet::for_inputs(*graph_);
   const auto& in = graph_->inputs();
   for (size_t i = 0; i < in.size(); ++i) {
@@ -200,8 +199,7 @@ void Session::log(const std::string& line) const {
   }
 }
 
-Expected<std::vector<Tensor>> Session::run(const std::vector<NamedInput>& inputs,
-                                           RunInfo* info) {
+Expected<std::vector<Tensor>> Session::run(const std::vector<NamedInput>& inputs, RunInfo* info) {
   FERRITE_ASSIGN_OR_RETURN(auto bound, bind_inputs(inputs));
   bool compiled = false;
   FERRITE_ASSIGN_OR_RETURN(auto v, select(bound, &compiled));
@@ -252,8 +250,7 @@ Expected<Session::Lease> Session::checkout(const std::shared_ptr<Variant>& v) {
   return Lease(v, static_cast<int>(v->extra.size()), v->extra.back().get());
 }
 
-Status Session::run_device(const std::vector<NamedInput>& inputs, DeviceRun run,
-                           RunInfo* info) {
+Status Session::run_device(const std::vector<NamedInput>& inputs, DeviceRun run, RunInfo* info) {
   std::vector<int> given_at;
   FERRITE_ASSIGN_OR_RETURN(auto bound, bind_inputs(inputs, &given_at));
   if (run.input_dev.size() != inputs.size())

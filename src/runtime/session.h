@@ -48,13 +48,11 @@ class Session {
     int context = 0;        // the execution context it ran on (0: the variant's first)
     ModelStats stats;       // that context's statistics after the run
   };
-  Expected<std::vector<Tensor>> run(const std::vector<NamedInput>& inputs,
-                                    RunInfo* info = nullptr);
+  Expected<std::vector<Tensor>> run(const std::vector<NamedInput>& inputs, RunInfo* info = nullptr);
   // A run on tensors in the device's memory (PreparedModel::run_device): `run.input_dev[k]` is
   // the device address of inputs[k] (null: inputs[k] is a host tensor), whose tensor then only
   // gives dtype and dims. Outputs are written where `run.output` says, ordered on `run.stream`.
-  Status run_device(const std::vector<NamedInput>& inputs, DeviceRun run,
-                    RunInfo* info = nullptr);
+  Status run_device(const std::vector<NamedInput>& inputs, DeviceRun run, RunInfo* info = nullptr);
 
   // `runs` runs timed by the device with inputs resident on it (PreparedModel::time_resident);
   // runs `inputs` once through run() first, so that the variant exists and is warm.

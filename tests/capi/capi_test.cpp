@@ -30,10 +30,10 @@ Result take(ferrite_status* s) {
   ferrite_status_release(s);
   return r;
 }
-#define ASSERT_OK(expr)                                 \
-  do {                                                  \
-    Result r_ = take(expr);                             \
-    ASSERT_EQ(r_.code, FERRITE_OK) << r_.message;       \
+#define ASSERT_OK(expr)                           \
+  do {                                            \
+    Result r_ = take(expr);                       \
+    ASSERT_EQ(r_.code, FERRITE_OK) << r_.message; \
   } while (0)
 
 ferrite_session* open(const std::string& model, const char* device = "cpu", int contexts = 0) {
@@ -145,8 +145,7 @@ TEST(CApi, Metadata) {
   EXPECT_EQ(size, -1);
   EXPECT_STREQ(sym, "batch");
   EXPECT_EQ(take(ferrite_session_input_dim(s, 0, 2, &size, &sym)).code, FERRITE_NOT_FOUND);
-  EXPECT_EQ(take(ferrite_session_output_info(s, 1, &name, &dtype, &rank)).code,
-            FERRITE_NOT_FOUND);
+  EXPECT_EQ(take(ferrite_session_output_info(s, 1, &name, &dtype, &rank)).code, FERRITE_NOT_FOUND);
   ferrite_session_release(s);
 
   // A dim the model leaves unnamed: -1 and "?".
@@ -290,8 +289,8 @@ TEST(CApi, MalformedInputIsAStatus) {
       {FERRITE_DTYPE_INT32, good, 2, ints.data(), ints.size() * 4, "dtype"},
   };
   for (const Case& c : cases) {
-    ASSERT_OK(ferrite_value_create(c.dtype, c.dims, c.rank, c.data, c.bytes, FERRITE_MEMORY_HOST,
-                                   &bad));
+    ASSERT_OK(
+        ferrite_value_create(c.dtype, c.dims, c.rank, c.data, c.bytes, FERRITE_MEMORY_HOST, &bad));
     const ferrite_value* b[1] = {bad};
     r = take(ferrite_session_run(s, nullptr, b, 1, outs, 1, nullptr, nullptr));
     EXPECT_EQ(r.code, FERRITE_INVALID_ARGUMENT) << r.message;
@@ -374,8 +373,8 @@ void concurrent_runs(const std::string& model, int runs_per_thread) {
           same = std::fabs(y[k] - expected[b][k]) <= 1e-6f;
         if (r.code != FERRITE_OK || !same) {
           if (first_error[t].empty())
-            first_error[t] = r.code != FERRITE_OK ? r.message : "output differs, batch " +
-                                                                    std::to_string(b);
+            first_error[t] =
+                r.code != FERRITE_OK ? r.message : "output differs, batch " + std::to_string(b);
           ++failures;
         }
         int seen = max_context.load();

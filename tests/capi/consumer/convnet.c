@@ -2,11 +2,10 @@
  * tests/capi/consumer_test.sh): lists the devices, loads MODEL on DEVICE ("" = the default),
  * runs INPUT.pb and compares the output with EXPECTED.pb. Exit 0 when every element is within
  * 1e-4 (absolute + relative), 1 otherwise; every failure prints the status's message. */
+#include <ferrite/ferrite.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-#include <ferrite/ferrite.h>
 
 static int failed(ferrite_status* s, const char* what) {
   if (!s) return 0;
@@ -68,12 +67,10 @@ int main(int argc, char** argv) {
   if (failed(ferrite_value_load_pb(argv[3], &expected, NULL), "expected output")) return 1;
   inputs[0] = input;
   outputs[0] = NULL;
-  if (failed(ferrite_session_run(session, &input_name, inputs, 1, outputs, 1, NULL, NULL),
-             "run"))
+  if (failed(ferrite_session_run(session, &input_name, inputs, 1, outputs, 1, NULL, NULL), "run"))
     return 1;
   if (failed(ferrite_value_data(outputs[0], (void**)&got, &got_bytes), "output data")) return 1;
-  if (failed(ferrite_value_data(expected, (void**)&want, &want_bytes), "expected data"))
-    return 1;
+  if (failed(ferrite_value_data(expected, (void**)&want, &want_bytes), "expected data")) return 1;
   if (got_bytes != want_bytes) {
     fprintf(stderr, "convnet.c: output has %lu bytes, expected %lu\n", (unsigned long)got_bytes,
             (unsigned long)want_bytes);
