@@ -69,7 +69,10 @@ class Session {
   // Execution contexts each compiled variant may hold (concurrent runs beyond wait).
   int max_contexts() const { return max_contexts_; }
   // Number of preparations (compiles) so far, recompiles included.
-  int compiles() const { return compiles_; }
+  int compiles() const {
+    std::lock_guard<std::mutex> lock(mutex_);  // other threads' runs may be compiling
+    return compiles_;
+  }
   // The guards of the variant the last run used (empty before the first compile).
   std::string guards() const;
   // The prepared model's statistics about the last run (empty before the first prepare).

@@ -226,13 +226,14 @@ int run_command(int argc, char** argv) {
   }
   const std::string model = args->positional()[0];
   std::string device = args->get("device");
-  if (device.empty()) device = announce_default_device();
   auto t0 = std::chrono::steady_clock::now();
   auto graph = import_onnx_file(model);
   if (!graph) return fail(graph.status());
   auto run_opts = run_options(*args);
   if (!run_opts) return fail(run_opts.status());
   size_t nodes_before = (*graph)->nodes().size();
+  // Chosen once the model imports, so that a model error stays the only line on stderr.
+  if (device.empty()) device = announce_default_device();
   auto t1 = std::chrono::steady_clock::now();
   auto session = Session::from_graph(std::move(graph).value(), device, *run_opts);
   if (!session) return fail(session.status());
