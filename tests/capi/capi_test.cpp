@@ -36,11 +36,12 @@ Result take(ferrite_status* s) {
     ASSERT_EQ(r_.code, FERRITE_OK) << r_.message; \
   } while (0)
 
-ferrite_session* open(const std::string& model, const char* device = "cpu", int contexts = 0) {
+ferrite_session* open(const std::string& model, const char* device = "cpu", int contexts = 0,
+                      int threads = 1) {
   ferrite_session_options* o = nullptr;
   EXPECT_EQ(take(ferrite_session_options_create(&o)).code, FERRITE_OK);
   EXPECT_EQ(take(ferrite_session_options_set_device(o, device)).code, FERRITE_OK);
-  EXPECT_EQ(take(ferrite_session_options_set_threads(o, 1)).code, FERRITE_OK);
+  EXPECT_EQ(take(ferrite_session_options_set_threads(o, threads)).code, FERRITE_OK);
   EXPECT_EQ(take(ferrite_session_options_set_max_concurrency(o, contexts)).code, FERRITE_OK);
   ferrite_session* s = nullptr;
   Result r = take(ferrite_session_create(model.c_str(), o, &s));
@@ -340,7 +341,7 @@ int stress_runs(int fallback) {
 // 8 threads run one session at once on mixed batch sizes; every output must equal the
 // single-threaded run of the same input. `model`'s batch is symbolic (one compile) or unnamed
 // (a specialisation, then a recompile while other threads wait or run).
-void concurrent_runs(const std::string& model, int runs_per_thread) {
+void concurrent_runs(const std::string& model, int runs_per_thread, int threads_per_context) {
   constexpr int kThreads = 8, kBatches = 6;
   // Expected outputs from another session, so that this one's compiles happen under load.
   std::vector<std::vector<float>> expected(kBatches + 1);
@@ -354,7 +355,7 @@ void concurrent_runs(const std::string& model, int runs_per_thread) {
     }
     ferrite_session_release(ref);
   }
-  ferrite_session* s = open(model, "cpu", kThreads);
+  ferrite_session* s = open(model, "cpu", kThreads, threads_per_context);
   ASSERT_TRUE(s);
   std::atomic<int> failures{0}, max_context{0};
   std::vector<std::string> first_error(kThreads);
@@ -391,11 +392,12 @@ void concurrent_runs(const std::string& model, int runs_per_thread) {
 }
 
 TEST(CApiConcurrency, SymbolicBatchEightThreads) {
-  concurrent_runs(kData + "/mlp_batch.onnx", stress_runs(250));
+  concurrent_runs(kData + "/mlp_batch.onnx", stress_runs(250), 1);
 }
 
+// Also with 2 worker threads per context: each context's pool and oneDNN's threads under load.
 TEST(CApiConcurrency, RecompilesWhileOthersRun) {
-  concurrent_runs(kData + "/mlp_open.onnx", stress_runs(250) / 5 + 1);
+  concurrent_runs(kData + "/mlp_open.onnx", stress_runs(250) / 5 + 1, 2);
 }
 
 }  // namespace
