@@ -72,7 +72,7 @@ class Session:
     """An ONNX model compiled for one device.
 
     ``Session(model, device="cpu", precision="f32", threads=0, autotune=False, passes=None,
-    cache_dir=None, dump_dir=None)``
+    cache_dir=None, dump_dir=None, tensor_parallel=1)``
 
     * ``model``: a path to an ``.onnx`` file, or its bytes (external data is then resolved
       against ``base_dir``, refused when that is None).
@@ -85,6 +85,10 @@ class Session:
       the device's defaults (``[]`` for none). ``cache_dir``: the compile cache's directory
       (process-wide: sets ``FERRITE_CACHE_DIR``). ``dump_dir``: generated code, fusion and
       memory plans are written there.
+    * ``tensor_parallel``: split the model over this many ranks (attention by heads, MLPs by
+      columns then rows, embeddings by hidden columns, with AllReduce/AllGather between them) and
+      run them at once, as threads exchanging data in host memory (docs/distributed.md); a model
+      path only. :meth:`split_report` says what was split. Statistics and :meth:`ir` are rank 0's.
 
     Dims the model leaves symbolic compile once for every size. Inputs are read in place (no
     copy) when they are C-contiguous host arrays; outputs come back as arrays of the inputs'
@@ -108,6 +112,7 @@ class Session:
         cache_dir: Union[str, os.PathLike, None] = None,
         dump_dir: Union[str, os.PathLike, None] = None,
         base_dir: Union[str, os.PathLike, None] = None,
+        tensor_parallel: int = 1,
     ) -> None:
         if cache_dir is not None:
             os.environ["FERRITE_CACHE_DIR"] = str(cache_dir)
@@ -119,7 +124,12 @@ class Session:
             passes=list(passes) if passes is not None else None,
             dump_dir=str(dump_dir) if dump_dir is not None else None,
         )
-        if isinstance(model, (bytes, bytearray, memoryview)):
+        if tensor_parallel != 1:
+            if isinstance(model, (bytes, bytearray, memoryview)):
+                raise _core.UnsupportedError("tensor_parallel needs a model path, not bytes")
+            self._s = _core.TensorParallelSession.load(str(Path(model)), size=int(tensor_parallel),
+                                                       **kw)
+        elif isinstance(model, (bytes, bytearray, memoryview)):
             self._s = _core.Session.from_bytes(
                 bytes(model), str(base_dir) if base_dir is not None else "", **kw)
         else:
@@ -154,6 +164,11 @@ class Session:
     def stats(self) -> dict:
         """Compiles and the last run's memory, tuning and device-memory statistics."""
         return dict(self._s.stats())
+
+    def split_report(self) -> dict:
+        """What a tensor-parallel Session split: counts, per-rank weight bytes, one line per
+        decision (``{}`` for a Session of one rank)."""
+        return dict(self._s.split_report()) if hasattr(self._s, "split_report") else {}
 
     def ir(self) -> str:
         """The graph the last run used (after passes), as text."""

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "bindings.h"
+#include "distributed/tensor_parallel.h"
 #include "frontend/onnx/importer.h"
 #include "runtime/session.h"
 #include "tensor_interop.h"
@@ -67,7 +68,9 @@ nb::dict stats_to_dict(const Session& s) {
   return d;
 }
 
-std::vector<nb::object> run_session(Session& s, const std::vector<std::string>& names,
+// S: Session or TensorParallelSession (the same run()).
+template <class S>
+std::vector<nb::object> run_session(S& s, const std::vector<std::string>& names,
                                     const std::vector<nb::ndarray<>>& arrays,
                                     const std::string& framework) {
   if (!names.empty() && names.size() != arrays.size())
@@ -207,7 +210,7 @@ void bind_session(nb::module_& m) {
           nb::arg("data"), nb::arg("base_dir"), nb::arg("device"), nb::arg("precision") = "f32",
           nb::arg("threads") = 0, nb::arg("autotune") = false, nb::arg("passes") = nb::none(),
           nb::arg("dump_dir") = nb::none())
-      .def("run", &run_session, nb::arg("names"), nb::arg("arrays"), nb::arg("framework"))
+      .def("run", &run_session<Session>, nb::arg("names"), nb::arg("arrays"), nb::arg("framework"))
       .def("run_device", &run_device_session, nb::arg("names"), nb::arg("arrays"),
            nb::arg("alloc"), nb::arg("stream"))
       .def_prop_ro("inputs", [](const Session& s) { return describe_values(s.graph().inputs()); })
@@ -218,6 +221,51 @@ void bind_session(nb::module_& m) {
       .def("stats", &stats_to_dict)
       .def("guards", &Session::guards)
       .def("ir", [](const Session& s) { return print_graph(s.compiled_graph()); });
+
+  // A model split over N ranks (distributed/tensor_parallel.h): the Session API, with the
+  // statistics and IR of rank 0 and what the split did.
+  nb::class_<TensorParallelSession>(m, "TensorParallelSession")
+      .def_static(
+          "load",
+          [](const std::string& path, const std::string& device, int size,
+             const std::string& precision, int threads, bool autotune,
+             std::optional<std::vector<std::string>> passes, std::optional<std::string> dump_dir) {
+            RunOptions o = make_options(precision, threads, autotune, passes, dump_dir);
+            Expected<std::unique_ptr<TensorParallelSession>> s = [&] {
+              nb::gil_scoped_release nogil;
+              auto g = import_onnx_file(path);
+              if (!g) return Expected<std::unique_ptr<TensorParallelSession>>(g.status());
+              return TensorParallelSession::from_graph(std::move(g).value(), device, o, size);
+            }();
+            return unwrap(std::move(s));
+          },
+          nb::arg("path"), nb::arg("device"), nb::arg("size"), nb::arg("precision") = "f32",
+          nb::arg("threads") = 0, nb::arg("autotune") = false, nb::arg("passes") = nb::none(),
+          nb::arg("dump_dir") = nb::none())
+      .def("run", &run_session<TensorParallelSession>, nb::arg("names"), nb::arg("arrays"),
+           nb::arg("framework"))
+      .def_prop_ro("inputs",
+                   [](TensorParallelSession& s) { return describe_values(s.rank(0).graph().inputs()); })
+      .def_prop_ro("outputs",
+                   [](TensorParallelSession& s) { return describe_values(s.rank(0).graph().outputs()); })
+      .def_prop_ro("device", [](TensorParallelSession& s) { return s.rank(0).device().name(); })
+      .def_prop_ro("compiles", [](TensorParallelSession& s) { return s.rank(0).compiles(); })
+      .def_prop_ro("size", &TensorParallelSession::size)
+      .def("stats", [](TensorParallelSession& s) { return stats_to_dict(s.rank(0)); })
+      .def("ir", [](TensorParallelSession& s) { return print_graph(s.rank(0).compiled_graph()); })
+      .def("split_report", [](TensorParallelSession& s) {
+        nb::dict d;
+        const ShardReport& r = s.report();
+        d["summary"] = r.summary();
+        d["column_parallel"] = r.column_parallel;
+        d["row_parallel"] = r.row_parallel;
+        d["all_gathers"] = r.all_gathers;
+        d["vocab_parallel"] = r.vocab_parallel;
+        d["weight_bytes_before"] = r.weight_bytes_before;
+        d["weight_bytes_after"] = r.weight_bytes_after;
+        d["lines"] = r.lines;
+        return d;
+      });
 }
 
 }  // namespace ferrite::py

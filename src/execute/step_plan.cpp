@@ -1,5 +1,7 @@
 #include "execute/step_plan.h"
 
+#include "ops/op_schema.h"
+
 #include <climits>
 #include <cstdlib>
 
@@ -26,8 +28,11 @@ bool too_large(DType t, const std::vector<int64_t>& dims) {
 
 namespace {
 
+// Ops whose result is not fixed by their inputs: random generators, and collectives (the other
+// ranks' inputs count too), which are never fixed steps.
 bool nondeterministic(const Node& n) {
   const std::string& op = n.op_type;
+  if (n.schema && !n.schema->foldable) return true;
   return op.rfind("Random", 0) == 0 || op == "Bernoulli" || op == "Multinomial";
 }
 

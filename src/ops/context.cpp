@@ -131,6 +131,7 @@ Status fold_small_constants(Node& node) {
   for (const Value* v : node.outputs)
     all_outputs_constant = all_outputs_constant && (!v || v->constant);
   if (all_outputs_constant) return Status::ok();  // e.g. Constant, folded by its own inference
+  if (!node.schema->foldable) return Status::ok();  // a collective: its result is the group's
   std::vector<const Tensor*> inputs;
   int64_t in_elements = 0;
   for (const Value* v : node.inputs) {

@@ -40,6 +40,7 @@ const OpRegistry& OpRegistry::global() {
     register_indexing_ops(r);
     register_misc_ops(r);
     register_fused_ops(r);
+    register_collective_ops(r);
     return r;
   }();
   return registry;

@@ -49,6 +49,9 @@ struct OpSchema {
   InferFn infer;
   KernelFn kernel;
   std::string doc;
+  // False for ops whose result is not a function of their inputs alone (the collectives, which
+  // combine the inputs of every rank): constant folding leaves them to run.
+  bool foldable = true;
 
   const AttrSpec* find_attr(const std::string& n) const {
     for (const auto& a : attrs)
@@ -92,6 +95,7 @@ class OpSchemaBuilder {
   OpSchemaBuilder& infer(InferFn f) { s_.infer = std::move(f); return *this; }
   OpSchemaBuilder& kernel(KernelFn f) { s_.kernel = std::move(f); return *this; }
   OpSchemaBuilder& doc(std::string d) { s_.doc = std::move(d); return *this; }
+  OpSchemaBuilder& not_foldable() { s_.foldable = false; return *this; }
   OpSchema build() { return std::move(s_); }
 
  private:
@@ -128,5 +132,6 @@ void register_shape_ops(OpRegistry& r);         // Reshape, Transpose, Concat, S
 void register_indexing_ops(OpRegistry& r);      // Gather*, Scatter*, Trilu, Where-free indexing
 void register_misc_ops(OpRegistry& r);          // CumSum, TopK, Resize, Dropout, Range, ...
 void register_fused_ops(OpRegistry& r);         // internal "ferrite" domain: FusedMatMul, Attention
+void register_collective_ops(OpRegistry& r);    // com.microsoft AllReduce, AllGather, ReduceScatter
 
 }  // namespace ferrite

@@ -103,6 +103,7 @@ class ConstantFolding : public Pass {
       inputs.push_back(&held.back());
     }
     if (inputs.empty()) return false;  // e.g. random generators: not ours to fold
+    if (!n.schema->foldable) return false;
     int64_t limit = std::max(in_elements, kAlwaysFoldElements);
     for (const Value* v : n.outputs) {
       if (!v) continue;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -40,6 +41,10 @@ struct PipelineSlot {
   int order;
 };
 
+// Options of a pass that takes them, written after its name in a pipeline:
+// `shard-tensor-parallel{rank=0 size=2}`.
+using PassOptions = std::map<std::string, std::string>;
+
 struct PassInfo {
   std::string name;  // kebab-case: `--passes`, `ferrite info --after NAME`
   std::string description;
@@ -47,6 +52,8 @@ struct PassInfo {
   // Where the pass runs in the default pipeline, once per slot (remove-noops runs twice); none:
   // only when a pipeline names it.
   std::vector<PipelineSlot> pipeline = {};
+  // For a pass with options: makes it from them (an error names a bad or missing option).
+  std::function<Expected<std::unique_ptr<Pass>>(const PassOptions&)> create_with = {};
 };
 
 class PassRegistry {

@@ -66,16 +66,43 @@ std::vector<std::string> default_pipeline() {
   return names;
 }
 
+namespace {
+
+// "name{k=v k2=v2}" -> the pass made from its options; "name" -> the pass.
+Expected<std::unique_ptr<Pass>> make_pass(const std::string& spec) {
+  const size_t brace = spec.find('{');
+  const std::string name = spec.substr(0, brace);
+  const PassInfo* info = PassRegistry::global().find(name);
+  if (!info) {
+    std::string known;
+    for (const auto& p : PassRegistry::global().all())
+      known += (known.empty() ? "" : ", ") + p.name;
+    return err("unknown pass '", name, "' (known: ", known, ")");
+  }
+  if (brace == std::string::npos) return info->create();
+  if (!info->create_with) return err("pass '", name, "' takes no options");
+  if (spec.back() != '}') return err("pass '", spec, "': options end with '}'");
+  PassOptions options;
+  std::string body = spec.substr(brace + 1, spec.size() - brace - 2);
+  for (size_t pos = 0; pos < body.size();) {
+    size_t end = body.find(' ', pos);
+    if (end == std::string::npos) end = body.size();
+    std::string kv = body.substr(pos, end - pos);
+    pos = end + 1;
+    if (kv.empty()) continue;
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return err("pass '", name, "': option '", kv, "' is not key=value");
+    options[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return info->create_with(options);
+}
+
+}  // namespace
+
 Status run_pipeline(Graph& g, const std::vector<std::string>& passes, const PipelineOptions& opts) {
   for (const auto& name : passes) {
-    const PassInfo* info = PassRegistry::global().find(name);
-    if (!info) {
-      std::string known;
-      for (const auto& p : PassRegistry::global().all())
-        known += (known.empty() ? "" : ", ") + p.name;
-      return err("unknown pass '", name, "' (known: ", known, ")");
-    }
-    auto pass = info->create();
+    FERRITE_ASSIGN_OR_RETURN(auto pass, make_pass(name));
     auto changed = pass->run(g);
     if (!changed) return changed.status().with_context("pass " + name);
     if (opts.verify_each) {

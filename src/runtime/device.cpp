@@ -13,6 +13,15 @@ DeviceRegistry& DeviceRegistry::global() {
 }
 
 Expected<std::unique_ptr<Device>> DeviceRegistry::create(const std::string& name) const {
+  // "cuda:1": unit 1 of `cuda`.
+  if (size_t colon = name.rfind(':'); colon != std::string::npos && !factories_.count(name)) {
+    std::string unit = name.substr(colon + 1);
+    if (!unit.empty() && unit.size() <= 4 && unit.find_first_not_of("0123456789") == std::string::npos) {
+      FERRITE_ASSIGN_OR_RETURN(auto d, create(name.substr(0, colon)));
+      FERRITE_RETURN_IF_ERROR(d->select(std::stoi(unit)));
+      return d;
+    }
+  }
   auto it = factories_.find(name);
   if (it == factories_.end()) {
     std::string known;

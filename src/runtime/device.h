@@ -14,6 +14,7 @@
 
 #include "backend_api/capabilities.h"
 #include "backend_api/properties.h"
+#include "ops/communicator.h"
 #include "ir/graph.h"
 #include "runtime/precision.h"
 #include "support/status.h"
@@ -142,6 +143,19 @@ class Device {
   // Prepares (compiles) `graph`; the graph outlives the prepared model.
   virtual Expected<std::unique_ptr<PreparedModel>> prepare(const Graph& graph,
                                                            const RunOptions& opts) = 0;
+
+  // Optional: which unit of a device with several ("cuda:1" is GPU 1). Called by the registry
+  // right after creation, before anything else. Default: the device has no units to choose.
+  virtual Status select(int index) {
+    return unsupported("device '", name(), "' has no units to choose from (", name(), ":",
+                       index, ")");
+  }
+  // Optional: a communicator group of `size` ranks for tensor-parallel runs, rank r on unit r
+  // (`name:r`), over the device's own collectives library (NCCL on cuda). Default: none, and a
+  // tensor-parallel run exchanges data through host memory (distributed/loopback.h).
+  virtual Expected<std::vector<std::unique_ptr<Communicator>>> communicator_group(int size) {
+    return unsupported("device '", name(), "' has no collectives library (", size, " ranks)");
+  }
 };
 
 class DeviceRegistry {
@@ -151,6 +165,7 @@ class DeviceRegistry {
   // `origin`: where the device comes from ("built-in", or a plugin's path).
   void add(const std::string& name, Factory f, std::string origin = "built-in");
   void add_builtin(const std::string& name, std::unique_ptr<Device> (*make)());
+  // `name`, or `name:N` for unit N of a device with several (Device::select).
   Expected<std::unique_ptr<Device>> create(const std::string& name) const;
   std::vector<std::string> names() const;
   std::string origin(const std::string& name) const;

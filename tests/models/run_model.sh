@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Whole-model test: materialize a shared model, run both of its data sets in ONE `ferrite run`
 # (one compile), compare with the expected outputs and check run.json reports one compile.
-#   run_model.sh FERRITE MATERIALIZE SHARED_CASE_DIR WORK_DIR [DEVICE] [PASSES] [PRECISION]
-# PRECISION (f32, bf16, fp16, ...) is `--precision`; --check then uses its tolerance.
+#   run_model.sh FERRITE MATERIALIZE SHARED_CASE_DIR WORK_DIR [DEVICE] [PASSES] [PRECISION] [TP]
+# PRECISION (f32, bf16, fp16, ...) is `--precision`; --check then uses its tolerance. TP > 1
+# splits the model over that many ranks (`--tensor-parallel`, loopback communicator): the
+# outputs must still match the whole model's expected ones.
 set -euo pipefail
 ferrite=$1 materialize=$2 src=$3 work=$4 device=${5:-reference} passes=${6:-none}
-precision=${7:-f32}
+precision=${7:-f32} tp=${8:-1}
 if [ ! -f "$src/model.onnx" ]; then
   echo "SKIP: $src not found (the shared model zoo is expected at ../shared/models)"
   exit 77
@@ -17,6 +19,7 @@ fi
 sets=()
 for d in "$work"/test_data_set_*; do sets+=(--inputs "$d"); done
 out="$work/out-$device-$passes-$precision"
+[ "$tp" = 1 ] || out="$out-tp$tp"
 rm -rf "$out"
 # A plugin accelerator logs its launches (GXU_LAUNCH_LOG); every one must have been legal.
 launch_log="$out.launches.log"
@@ -26,7 +29,7 @@ rm -f "$launch_log"
 step_log="$out.steps.log"
 if ! FERRITE_LOG=fallback GXU_LAUNCH_LOG="$launch_log" "$ferrite" run "$work/model.onnx" \
   "${sets[@]}" --device "$device" --passes "$passes" --precision "$precision" --check \
-  --output-dir "$out" 2>"$step_log"; then
+  --tensor-parallel "$tp" --output-dir "$out" 2>"$step_log"; then
   cat "$step_log" >&2
   exit 1
 fi

@@ -12,6 +12,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_compile.h"
+#include "backends/cuda/cuda_nccl.h"
 #include "codegen/cuda_source.h"
 #include "execute/executor.h"
 #include "execute/step_plan.h"
@@ -23,7 +24,9 @@ namespace ferrite {
 
 namespace {
 
-int gpu_ordinal() {
+// The GPU of a device object: its unit (`cuda:N`), else FERRITE_CUDA_DEVICE, else 0.
+int gpu_ordinal(int unit) {
+  if (unit >= 0) return unit;
   const char* v = std::getenv("FERRITE_CUDA_DEVICE");
   return v && *v ? std::atoi(v) : 0;
 }
@@ -167,11 +170,22 @@ class CudaDevice : public Device {
     return prepare_model(graph, probed, opts, std::move(cfg));
   }
 
+  // `cuda:N`: GPU N (before the GPU is probed or opened: the registry calls this first).
+  Status select(int index) override {
+    unit_ = index;
+    return Status::ok();
+  }
+  // NCCL over GPUs 0..size-1 for tensor-parallel runs (rank r on `cuda:r`).
+  Expected<std::vector<std::unique_ptr<Communicator>>> communicator_group(int size) override {
+    return cuda::make_nccl_group(size);
+  }
+
  private:
+  int unit_ = -1;
   // The GPU's properties, read once without opening it.
   Expected<DeviceProperties> probe() const {
     std::call_once(probe_once_, [&] {
-      auto p = cuda::probe_properties(gpu_ordinal());
+      auto p = cuda::probe_properties(gpu_ordinal(unit_));
       if (p)
         props_ = *p;
       else
@@ -187,7 +201,7 @@ class CudaDevice : public Device {
   // The GPU, opened once per device object (and its error, when it cannot be).
   Expected<std::shared_ptr<cuda::CudaBackend>> backend() const {
     std::call_once(once_, [&] {
-      auto b = cuda::open_cuda_backend(gpu_ordinal());
+      auto b = cuda::open_cuda_backend(gpu_ordinal(unit_));
       if (b)
         backend_ = *b;
       else

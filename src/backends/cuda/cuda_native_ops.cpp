@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_native_ops.h"
 
+#include "backends/cuda/cuda_nccl.h"
+
 #include <cmath>
 
 #include "ops/conv_util.h"
@@ -640,6 +642,10 @@ std::shared_ptr<const LibraryOps> cuda_library_ops() {
     t->add("", "Gather", gather);
     for (const char* bin : {"Add", "Sub", "Mul", "Div"})
       t->add("", bin, op(on_backend<run_binary>, false));
+    // Tensor-parallel collectives over NCCL (cuda_nccl.h).
+    t->add("com.microsoft", "AllReduce", op(on_backend<run_all_reduce>, true));
+    t->add("com.microsoft", "AllGather", op(on_backend<run_all_gather>, true));
+    t->add("com.microsoft", "ReduceScatter", op(on_backend<run_reduce_scatter>, true));
     return t;
   }();
   return table;

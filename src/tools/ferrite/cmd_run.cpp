@@ -4,6 +4,8 @@
 #include <optional>
 #include <sstream>
 
+#include "distributed/tensor_parallel.h"
+#include "execute/step_plan.h"
 #include "frontend/onnx/tensor_proto.h"
 #include "passes/pass.h"
 #include "runtime/compare.h"
@@ -47,6 +49,12 @@ const char* kRunHelp = R"(usage: ferrite run MODEL [--inputs DIR]... [--input NA
                       the passes); a recompile writes DIR/compile_<n>/ (compiling devices only)
   --trace FILE        write a Chrome / Perfetto trace (JSON) of every step of every run, named
                       by its kernel and ONNX nodes (open in ui.perfetto.dev or chrome://tracing)
+  --tensor-parallel N split the model over N ranks (attention by heads, MLPs by columns then
+                      rows, embeddings by hidden columns; AllReduce / AllGather between them) and
+                      run them at once as threads of this process: on cuda rank r on GPU r with
+                      NCCL, elsewhere exchanging data in host memory; prints what it split
+                      (FERRITE_LOG=tp: every decision). Outputs are rank 0's
+                      (docs/distributed.md)
 
   Dims the model leaves unknown are specialised to the first sizes seen; a size that changes
   makes that dim dynamic and recompiles once (FERRITE_LOG=recompile prints why; run.json counts
@@ -201,12 +209,41 @@ std::string run_json(const std::string& device, const std::string& model, int co
   return js.str();
 }
 
+// The Session the runs go through, or with --tensor-parallel N the group of N (runs go through the
+// group; `session` is rank 0's, for statistics).
+struct OpenedSession {
+  std::unique_ptr<Session> owned;
+  std::unique_ptr<TensorParallelSession> tp;
+  Session* session = nullptr;
+};
+
+Expected<OpenedSession> open_session(const Args& args, std::unique_ptr<Graph> graph,
+                                     const std::string& device, const RunOptions& opts) {
+  OpenedSession o;
+  std::string n = args.get("tensor-parallel");
+  if (n.empty() || n == "1") {
+    FERRITE_ASSIGN_OR_RETURN(o.owned, Session::from_graph(std::move(graph), device, opts));
+    o.session = o.owned.get();
+    return o;
+  }
+  if (n.find_first_not_of("0123456789") != std::string::npos || n.size() > 2)
+    return err("--tensor-parallel expects a group size from 1 to 64, got '", n, "'");
+  FERRITE_ASSIGN_OR_RETURN(o.tp, TensorParallelSession::from_graph(std::move(graph), device, opts,
+                                                                  std::stoi(n)));
+  std::fprintf(stderr, "%s; collectives: %s\n", o.tp->report().summary().c_str(),
+               o.tp->collectives().c_str());
+  if (log_enabled("tp"))
+    for (const std::string& line : o.tp->report().lines) std::fprintf(stderr, "  %s\n", line.c_str());
+  o.session = &o.tp->rank(0);
+  return o;
+}
+
 }  // namespace
 
 int run_command(int argc, char** argv) {
   auto args = Args::parse(argc, argv, {"help", "quiet", "check", "autotune"},
                           {"inputs", "input", "output-dir", "device", "passes", "threads", "dump",
-                           "precision", "trace"});
+                           "precision", "trace", "tensor-parallel"});
   if (!args) return fail(args.status());
   if (args->flag("help")) {
     std::fputs(kRunHelp, stdout);
@@ -235,11 +272,12 @@ int run_command(int argc, char** argv) {
   // Chosen once the model imports, so that a model error stays the only line on stderr.
   if (device.empty()) device = announce_default_device();
   auto t1 = std::chrono::steady_clock::now();
-  auto session = Session::from_graph(std::move(graph).value(), device, *run_opts);
-  if (!session) return fail(session.status());
-  (*session)->set_label(fs::path(model).filename().string());
+  auto opened = open_session(*args, std::move(graph).value(), device, *run_opts);
+  if (!opened) return fail(opened.status());
+  Session* session = opened->session;
+  session->set_label(fs::path(model).filename().string());
   auto t2 = std::chrono::steady_clock::now();
-  const Graph& g = (*session)->graph();
+  const Graph& g = session->graph();
   auto inputs = collect_inputs(*args, g);
   if (!inputs) return fail(inputs.status());
 
@@ -253,14 +291,14 @@ int run_command(int argc, char** argv) {
   for (size_t k = 0; k < inputs->sets.size(); ++k) {
     const std::string& label = rec.labels[k];
     auto r0 = std::chrono::steady_clock::now();
-    auto outs = (*session)->run(inputs->sets[k]);
+    auto outs = opened->tp ? opened->tp->run(inputs->sets[k]) : session->run(inputs->sets[k]);
     auto r1 = std::chrono::steady_clock::now();
     if (!outs)
       return fail(outs.status().with_context("run " + std::to_string(k) + " (" + label + ")"));
     rec.seconds.push_back(std::chrono::duration<double>(r1 - r0).count());
-    rec.memory.push_back((*session)->stats().memory);
-    tuning = (*session)->stats().tuning;
-    rec.device_memory = (*session)->stats().device_memory;
+    rec.memory.push_back(session->stats().memory);
+    tuning = session->stats().tuning;
+    rec.device_memory = session->stats().device_memory;
     if (!args->flag("quiet")) {
       std::printf("run %zu (%s): %.3f s\n", k, label.c_str(), rec.seconds.back());
       for (size_t i = 0; i < outs->size(); ++i)
@@ -287,7 +325,7 @@ int run_command(int argc, char** argv) {
     std::printf(
         "device %s: load %.3f s, prepare %.3f s (%zu -> %zu nodes), %zu run(s), compiles %d\n",
         device.c_str(), rec.load_s, rec.prepare_s, nodes_before,
-        (*session)->compiled_graph().nodes().size(), rec.seconds.size(), (*session)->compiles());
+        session->compiled_graph().nodes().size(), rec.seconds.size(), session->compiles());
   rec.tuned = tuning ? &*tuning : nullptr;
   if (rec.tuned)
     std::printf(
@@ -296,7 +334,7 @@ int run_command(int argc, char** argv) {
         rec.tuned->kernels_tuned, rec.tuned->configs_timed, rec.tuned->seconds,
         rec.tuned->kernels_reused);
   if (output) {
-    if (Status st = output->write_run_json(run_json(device, model, (*session)->compiles(), rec));
+    if (Status st = output->write_run_json(run_json(device, model, session->compiles(), rec));
         !st)
       return fail(st);
   }

@@ -1,0 +1,99 @@
+#include "distributed/tensor_parallel.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "distributed/loopback.h"
+#include "passes/pass.h"
+#include "runtime/guards.h"
+
+namespace ferrite {
+
+namespace {
+
+// The simplify stage of the default pipeline, in its order.
+std::vector<std::string> simplify_passes() {
+  std::vector<std::pair<int, std::string>> slots;
+  for (const PassInfo& p : PassRegistry::global().all())
+    for (const PipelineSlot& s : p.pipeline)
+      if (s.stage == Stage::kSimplify) slots.emplace_back(s.order, p.name);
+  std::sort(slots.begin(), slots.end());
+  std::vector<std::string> names;
+  for (auto& [order, name] : slots) names.push_back(name);
+  return names;
+}
+
+bool is_abort(const Status& s) {
+  return s.message().find("collective aborted") != std::string::npos;
+}
+
+}  // namespace
+
+TensorParallelSession::~TensorParallelSession() = default;
+
+Expected<std::unique_ptr<TensorParallelSession>> TensorParallelSession::from_graph(
+    std::unique_ptr<Graph> graph, const std::string& device, const RunOptions& opts, int size) {
+  if (!graph) return err("no graph to run");
+  if (size < 1 || size > 64)
+    return err("--tensor-parallel expects a group size from 1 to 64, got ", size);
+  if (device.find(':') != std::string::npos)
+    return err("--tensor-parallel: give the device without a unit ('", device,
+               "'): rank r runs on unit r");
+  auto tp = std::unique_ptr<TensorParallelSession>(new TensorParallelSession());
+  // The device's own collectives library where it has one (NCCL: rank r on `device:r`), else
+  // host memory between ranks on the one device.
+  std::vector<std::string> rank_device(static_cast<size_t>(size), device);
+  if (size > 1) {
+    FERRITE_ASSIGN_OR_RETURN(auto probe, DeviceRegistry::global().create(device));
+    auto group = probe->communicator_group(size);
+    if (group) {
+      tp->comms_ = std::move(group).value();
+      for (int r = 0; r < size; ++r) rank_device[static_cast<size_t>(r)] = str_cat(device, ":", r);
+    } else if (!group.status().is_unsupported()) {
+      return group.status();
+    }
+  }
+  if (tp->comms_.empty()) tp->comms_ = make_loopback_group(size);
+  tp->collectives_ = tp->comms_[0]->describe();
+  FERRITE_RETURN_IF_ERROR(run_pipeline(*graph, simplify_passes()));
+  for (int r = 0; r < size; ++r) {
+    // Copies share the constants' storage; each rank's shard replaces the weights it splits.
+    std::unique_ptr<Graph> g = r + 1 < size ? copy_graph(*graph) : std::move(graph);
+    FERRITE_ASSIGN_OR_RETURN(ShardReport rep, shard_tensor_parallel(*g, r, size));
+    if (r == 0) tp->report_ = std::move(rep);
+    FERRITE_ASSIGN_OR_RETURN(
+        auto s, Session::from_graph(std::move(g), rank_device[static_cast<size_t>(r)], opts));
+    s->set_label(str_cat("rank ", r, "/", size));
+    tp->ranks_.push_back(std::move(s));
+  }
+  return tp;
+}
+
+Expected<std::vector<Tensor>> TensorParallelSession::run(
+    const std::vector<Session::NamedInput>& inputs) {
+  const int n = size();
+  std::vector<std::optional<Expected<std::vector<Tensor>>>> results(static_cast<size_t>(n));
+  auto rank_main = [&](int r) {
+    BindCommunicator bind(comms_[static_cast<size_t>(r)].get());
+    auto out = ranks_[static_cast<size_t>(r)]->run(inputs);
+    if (!out)
+      comms_[static_cast<size_t>(r)]->abort(str_cat("rank ", r, ": ", out.status().message()));
+    results[static_cast<size_t>(r)] = std::move(out);
+  };
+  std::vector<std::thread> threads;
+  for (int r = 1; r < n; ++r) threads.emplace_back(rank_main, r);
+  rank_main(0);  // rank 0 on the caller's thread
+  for (auto& t : threads) t.join();
+  const Status* first = nullptr;
+  for (auto& res : results)
+    if (!*res && (!first || (is_abort(*first) && !is_abort(res->status())))) first = &res->status();
+  if (first) {
+    // Every rank has stopped: a fresh loopback group, so that the abort does not outlive this
+    // run (an NCCL group has nothing to reset: its ranks fail before their first collective).
+    if (comms_[0]->native("nccl") == nullptr) comms_ = make_loopback_group(n);
+    return *first;
+  }
+  return std::move(*results[0]);
+}
+
+}  // namespace ferrite
