@@ -332,6 +332,22 @@ TEST(CApi, MalformedInputIsAStatus) {
   EXPECT_EQ(v, nullptr);
 }
 
+// The compile cache is process-wide: once a session compiled, another directory is refused
+// with a message; the directory in use is accepted.
+TEST(CApi, CacheDirIsProcessWide) {
+  ferrite_session* s = open(kData + "/mlp_batch.onnx");  // compiles: the cache now exists
+  ASSERT_TRUE(s);
+  ferrite_session_release(s);
+  ferrite_session_options* o = nullptr;
+  ASSERT_OK(ferrite_session_options_create(&o));
+  ASSERT_OK(ferrite_session_options_set_device(o, "cpu"));
+  ASSERT_OK(ferrite_session_options_set_cache_dir(o, "/nonexistent/elsewhere"));
+  Result r = take(ferrite_session_create((kData + "/mlp_batch.onnx").c_str(), o, &s));
+  EXPECT_EQ(r.code, FERRITE_INVALID_ARGUMENT) << r.message;
+  EXPECT_NE(r.message.find("process-wide"), std::string::npos) << r.message;
+  ferrite_session_options_release(o);
+}
+
 // Runs per thread of the concurrency test: FERRITE_CAPI_STRESS_RUNS, else `fallback`.
 int stress_runs(int fallback) {
   const char* v = std::getenv("FERRITE_CAPI_STRESS_RUNS");
@@ -398,12 +414,12 @@ void concurrent_runs(const std::string& model, int runs_per_thread, int threads_
 }
 
 TEST(CApiConcurrency, SymbolicBatchEightThreads) {
-  concurrent_runs(kData + "/mlp_batch.onnx", stress_runs(250), 1, true);
+  concurrent_runs(kData + "/mlp_batch.onnx", stress_runs(1000), 1, true);
 }
 
 // Also with 2 worker threads per context: each context's pool and oneDNN's threads under load.
 TEST(CApiConcurrency, RecompilesWhileOthersRun) {
-  concurrent_runs(kData + "/mlp_open.onnx", stress_runs(250) / 5 + 1, 2, false);
+  concurrent_runs(kData + "/mlp_open.onnx", stress_runs(1000), 2, false);
 }
 
 }  // namespace
