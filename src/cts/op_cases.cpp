@@ -202,7 +202,11 @@ std::vector<OpCases> op_cases() {
     int same_name = 0;
     for (const OpSchema& o : schemas) same_name += o.name == s.name && o.domain == s.domain;
     if (same_name > 1) oc.op += "@" + std::to_string(s.since_version);
-    if (!override_cases(s, oc.cases)) {
+    if (!s.foldable) {
+      // A collective's result is its group's: tests/unit/collective_test.cpp runs them over
+      // loopback groups, and the tensor-parallel model tests through every device's runs.
+      oc.skipped = "collective: runs only in a tensor-parallel group";
+    } else if (!override_cases(s, oc.cases)) {
       std::string why = generic_cases(s, oc.cases);
       if (!why.empty()) oc.skipped = "no generator: " + why;
     }

@@ -158,8 +158,11 @@ class Lowerer {
       out_.buffers[l.buffer].kind = Buffer::Kind::kOutput;
       return l.buffer;
     }
-    if (l.realized() && is_contiguous(l) &&
-        out_.buffers[l.buffer].kind == Buffer::Kind::kOutput)
+    // A view of another output with the same dims shares its buffer; one with other dims (a
+    // Reshape of an output that is itself an output: a training forward returns both) gets its
+    // own, since an output's dims are its buffer's.
+    if (l.realized() && is_contiguous(l) && out_.buffers[l.buffer].kind == Buffer::Kind::kOutput &&
+        out_.buffers[l.buffer].shape == Shape(l.dims))
       return l.buffer;
     if (!l.dims_known) return err("internal: output '", v->name, "' has unknown dims");
     return materialize(l, Buffer::Kind::kOutput, v, v->name);

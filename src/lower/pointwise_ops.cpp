@@ -13,6 +13,10 @@ bool first_input(size_t i) {
   return i == 0;
 }
 
+bool is_int(DType t) {
+  return t == DType::kI32 || t == DType::kI64;
+}
+
 // bf16 / f16 inputs arrive as float expressions (lower/lowered_value.h, compute_dtype).
 bool is_f(DType t) {
   return t == DType::kF32 || t == DType::kF64 || t == DType::kBF16 || t == DType::kF16;
@@ -48,6 +52,11 @@ bool lowerable(const ScalarFunction& f, const Node& n) {
   const bool two = n.inputs.size() == 2 && n.inputs[1];
   switch (f.types) {
     case FnTypes::kFloat:
+      // Integer Add/Sub/Mul (index arithmetic: positions, vocab-parallel ids) wrap like the
+      // reference kernels; integer Div and the other functions stay library steps.
+      if (is_int(t) && two && n.inputs[1]->type.dtype == t)
+        return std::string(f.name) == "add" || std::string(f.name) == "sub" ||
+               std::string(f.name) == "mul";
       if (!is_f(t)) return false;
       return f.arity == 1 || (two && n.inputs[1]->type.dtype == t);
     case FnTypes::kCompare:

@@ -1,6 +1,7 @@
 // shard-tensor-parallel: see shard_tensor_parallel.h for what it does and why.
 #include "passes/shard_tensor_parallel.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
@@ -222,6 +223,10 @@ class Sharder {
   // with zeros), looks up the ids that fall in them, zeroes the others' rows, and an AllReduce
   // sums the ranks' partial lookups into the whole result.
   Status seed_embedding(Node& n) {
+    // FERRITE_TP_VOCAB_PARALLEL=0 keeps embeddings whole on every rank (memory for fewer steps:
+    // on cuda the index arithmetic is int64 and runs on the host).
+    if (const char* v = std::getenv("FERRITE_TP_VOCAB_PARALLEL"); v && std::string(v) == "0")
+      return Status::ok();
     const Tensor* wt = constant_of(n.input(0));
     Value* ids = n.input(1);
     if (!wt || wt->rank() != 2 || !is_float(wt->dtype()) || wt->dim(0) < size_ || !ids ||

@@ -2,7 +2,8 @@
 
 Each case is a small function whose ATen graph contains the entry's overload; the test asserts
 that the overload ran inside a ferrite partition (not in eager) and that the result matches eager
-within the dtype's tolerance. A last test checks that every entry of the table has a case.
+within the dtype's tolerance. A last test checks that every entry of the table has a case (here or, for the backward and
+training-mode entries, a gradient case in test_training.py).
 The translations are device-independent, so the cases run on `reference` (ferrite's oracle);
 `test_models.py` runs whole models on `cpu`.
 """
@@ -298,6 +299,28 @@ CASES = [
     ([A.all.dim], lambda x: (x > -1.9).all(1), lambda: (r(3, 8),)),
     ([A.any.default], lambda x: (x > 1).any(), lambda: (r(3, 8),)),
     ([A.logsumexp.default], lambda x: torch.logsumexp(x, 1), lambda: (r(3, 8),)),
+    # multi-tensor ops (foreach optimizers; test_training.py runs the optimizers themselves)
+    ([A._foreach_add.List, A._foreach_mul.Scalar],
+     lambda a, b, c, d: torch._foreach_mul(torch._foreach_add([a, b], [c, d], alpha=2), 0.5),
+     lambda: (r(3, 4), r(5), r(3, 4), r(5))),
+    ([A._foreach_div.ScalarList], lambda a, b: torch._foreach_div([a, b], [2.0, -3.0]),
+     lambda: (r(3, 4), r(5))),
+    ([A._foreach_lerp.Scalar], lambda a, b, c, d: torch._foreach_lerp([a, b], [c, d], 0.3),
+     lambda: (r(3, 4), r(5), r(3, 4), r(5))),
+    ([A._foreach_addcdiv.Scalar, A._foreach_sqrt.default],
+     lambda a, b, c: torch._foreach_addcdiv([a], [b], torch._foreach_sqrt([c]), value=-0.1),
+     lambda: (r(3, 4), r(3, 4), pos(3, 4))),
+    ([A._foreach_addcmul.Scalar, A._foreach_sub.List, A._foreach_maximum.List],
+     lambda a, b, c: torch._foreach_maximum(
+         torch._foreach_addcmul(torch._foreach_sub([a], [b]), [b], [c], value=0.5), [c]),
+     lambda: (r(3, 4), r(3, 4), r(3, 4))),
+    ([A._foreach_pow.ScalarAndTensor, A._foreach_neg.default, A._foreach_reciprocal.default],
+     lambda a, b: torch._foreach_reciprocal(torch._foreach_neg(torch._foreach_pow(0.9, [a, b]))),
+     lambda: (r(3, 4), r(5))),
+    ([A._foreach_abs.default], lambda a, b: torch._foreach_abs([a, b]), lambda: (r(3, 4), r(5))),
+    ([A._foreach_exp.default], lambda a, b: torch._foreach_exp([a, b]), lambda: (r(3, 4), r(5))),
+    ([A._foreach_sign.default], lambda a, b: torch._foreach_sign([a, b]),
+     lambda: (r(3, 4), r(5))),
 ]
 
 
@@ -345,7 +368,10 @@ CUDA_ONLY = {str(A._scaled_dot_product_flash_attention.default),
 
 
 def test_every_entry_has_a_case():
+    from test_training import GRAD_CASES  # the backward and training-forward entries
+
     covered = {str(o) for ovs, _, _ in CASES for o in ovs} | CUDA_ONLY
+    covered |= {str(o) for bw, fw, _, _ in GRAD_CASES for o in bw + fw}
     # Overloads whose translation is shared with a tested sibling (same function) count once.
     missing = sorted(str(o) for o, e in table().items()
                      if str(o) not in covered and not any(

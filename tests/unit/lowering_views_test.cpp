@@ -60,6 +60,37 @@ TEST(LoweringViews, PrefixSliceIntoLibraryStep) {
   }
 }
 
+// A graph output that is a Reshape of another graph output (a training forward returns an
+// activation and its view, both saved for the backward): each output has its own dims. Before
+// the fix the compiling devices returned the view's values with the first output's dims.
+TEST(LoweringViews, OutputReshapeOfAnotherOutput) {
+  ModelBuilder b;
+  b.input("x", kOnnxFloat, {2, 3});
+  init_i64(b, "shape", {3, 2});
+  b.node("Relu", {"x"}, {"y"}, "relu");
+  b.node("Reshape", {"y", "shape"}, {"z"}, "reshape");
+  b.node("Identity", {"y"}, {"w"}, "identity");
+  b.output("y");
+  b.output("z");
+  b.output("w");
+  Tensor x = Tensor::zeros(DType::kF32, {2, 3});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(i) - 2.0f;
+  std::vector<std::string> devices = compiling_devices();
+  devices.insert(devices.begin(), "reference");
+  for (const std::string& device : devices) {
+    SCOPED_TRACE(device);
+    auto got = run_on(b.bytes(), device, {{"x", x.clone()}});
+    ASSERT_TRUE(got) << got.status().message();
+    ASSERT_EQ(got->size(), 3u);
+    EXPECT_EQ((*got)[0].dims(), (std::vector<int64_t>{2, 3}));
+    EXPECT_EQ((*got)[1].dims(), (std::vector<int64_t>{3, 2}));
+    EXPECT_EQ((*got)[2].dims(), (std::vector<int64_t>{2, 3}));
+    for (size_t k = 0; k < 3; ++k)
+      for (int64_t i = 0; i < 6; ++i)
+        EXPECT_FLOAT_EQ((*got)[k].data<float>()[i], std::max(static_cast<float>(i) - 2.0f, 0.0f));
+  }
+}
+
 // The reproduction: a Reshape to the constant shape [2^40, 2^40]. An error naming the
 // size on every device, not an abort in Tensor::zeros (gxu downloaded the output that way).
 TEST(LoweringViews, ImpossibleReshapeIsAnError) {

@@ -87,6 +87,18 @@ def _tensors_of(v: Any) -> list:
     return []
 
 
+_RNG = ("random numbers come from PyTorch's generator (stays in eager so that seeds give "
+        "eager's values)")
+# Ops left to eager PyTorch on purpose, with the reason explain() gives.
+_EAGER_BY_DESIGN = {
+    o: f"{o}: {_RNG}" for o in (
+        torch.ops.aten.native_dropout.default, torch.ops.aten.bernoulli.default,
+        torch.ops.aten.bernoulli.p, torch.ops.aten.rand.default, torch.ops.aten.rand_like.default,
+        torch.ops.aten.randn.default, torch.ops.aten.randn_like.default,
+        torch.ops.aten.randint.low, torch.ops.aten.randperm.default)
+}
+
+
 def why_unsupported(node: torch.fx.Node) -> Optional[str]:
     """None when ferrite can take the node, else the reason it stays in eager PyTorch."""
     import operator
@@ -97,7 +109,7 @@ def why_unsupported(node: torch.fx.Node) -> Optional[str]:
         return None
     entry = lookup(node.target)
     if entry is None:
-        return f"no ferrite translation for {node.target}"
+        return _EAGER_BY_DESIGN.get(node.target, f"no ferrite translation for {node.target}")
     val = fake_value(node)
     inputs = [t for a in node.all_input_nodes for t in _tensors_of(fake_value(a))]
     outputs = _tensors_of(val)

@@ -82,6 +82,8 @@ def sym_expr(x: Any) -> Any:
         return x.expr
     if isinstance(x, torch.SymInt):
         return x.node.expr
+    if isinstance(x, sympy.Basic):  # a term of a compound size expression
+        return x
     return sympy.Integer(int(x))
 
 
@@ -406,6 +408,9 @@ def _plan_outputs(ctx: ImportContext, result: Any, env: Dict[torch.fx.Node, Any]
             outputs.append(("arg", placeholders.index(item)))
             continue
         v = env.get(item) if isinstance(item, torch.fx.Node) else item
+        if isinstance(item, torch.fx.Node) and isinstance(fake_value(item), torch.Tensor) and \
+                not isinstance(v, TV):
+            raise TranslationError(f"output {item.name}: its translation does not produce it")
         if isinstance(v, TV):
             vid = v.id
             if vid in graph_outs:

@@ -57,6 +57,10 @@ class _Support(OperatorSupportBase):
 class PartitionReport:
     """What one graph became: ferrite partitions and the ops left to eager PyTorch."""
 
+    # "inference", or "forward" / "backward" of a training graph (AOTAutograd's joint split)
+    kind: str = "inference"
+    # backward graphs: the values the forward saved for it (backend.saved_tensors)
+    saved: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
     partitions: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
     eager_ops: Dict[str, Dict[str, Any]] = dataclasses.field(default_factory=dict)
     errors: List[str] = dataclasses.field(default_factory=list)

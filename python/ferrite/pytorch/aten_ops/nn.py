@@ -110,7 +110,63 @@ def batch_norm_inference(ctx, node, x, w, b, mean, var, momentum, eps):
     w_id = w.id if w is not None else _ones(ctx, c, mean.dtype)
     b_id = b.id if b is not None else _ones(ctx, c, mean.dtype, 0.0)
     y = ctx.op("BatchNormalization", [x.id, w_id, b_id, mean.id, var.id], epsilon=float(eps))
-    return (y, None, None)
+    if not _used_outputs(node) - {0}:
+        return (y, None, None)
+    # Eval mode with gradients: torch's saved mean and invstd are empty (the backward reads the
+    # running statistics).
+    empty = ctx.op("Slice", [mean.id, ctx.const_i64([0]), ctx.const_i64([0]), ctx.const_i64([0])])
+    return (y, empty, ctx.op("Identity", [empty]))
+
+
+def _bn_train_check(node):
+    training = node.args[5] if node.target == A._native_batch_norm_legit_functional.default \
+        else True
+    return None if training else "batch norm statistics update outside training mode"
+
+
+@aten(A._native_batch_norm_legit_functional.default, check=_bn_train_check, dtypes=FLOATS)
+def batch_norm_training(ctx, node, x, w, b, running_mean, running_var, training, momentum, eps):
+    """Training-mode batch norm: batch statistics normalise, the running statistics are updated
+    (unbiased variance), as pointwise math and reductions over N and the spatial dims."""
+    y, mean, var, invstd = _batch_stats_norm(ctx, x, w, b, eps)
+    m = float(momentum)
+    sdt = running_mean.dtype
+    n = 1
+    for e in [x.shape[0]] + list(x.shape[2:]):
+        n = n * e
+    nf = ctx.operand(n, torch.float32)
+    unbiased = ctx.op("Mul", [var, ctx.op("Div", [nf, ctx.op("Sub", [nf, ctx.const(1.0, torch.float32)])])])
+
+    def update(old, new):
+        keep = ctx.op("Mul", [ctx.cast(old.id, torch.float32), ctx.const(1.0 - m, torch.float32)])
+        return ctx.cast(ctx.op("Add", [keep, ctx.op("Mul", [new, ctx.const(m, torch.float32)])]), sdt)
+
+    return (y, mean, invstd, update(running_mean, mean), update(running_var, unbiased))
+
+
+@aten(A._native_batch_norm_legit.no_stats, dtypes=FLOATS)
+def batch_norm_no_stats(ctx, node, x, w, b, training, momentum, eps):
+    y, mean, _, invstd = _batch_stats_norm(ctx, x, w, b, eps)
+    return (y, mean, invstd)
+
+
+def _batch_stats_norm(ctx, x, w, b, eps):
+    """(y, mean, biased var, invstd); statistics in f32 as [C], y in x's dtype."""
+    ct = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    axes = ctx.const_i64([0] + list(range(2, x.rank)))
+    bshape = ctx.const_i64([1, -1] + [1] * (x.rank - 2))
+    xf = ctx.cast(x.id, ct)
+    mean = ctx.op("ReduceMean", [xf, axes], keepdims=1)
+    d = ctx.op("Sub", [xf, mean])
+    var = ctx.op("ReduceMean", [ctx.op("Mul", [d, d]), axes], keepdims=1)
+    invstd = ctx.op("Reciprocal", [ctx.op("Sqrt", [ctx.op("Add", [var, ctx.const(float(eps), ct)])])])
+    scale = invstd if w is None else ctx.op("Mul", [invstd, ctx.op("Reshape", [ctx.cast(w.id, ct), bshape])])
+    y = ctx.op("Mul", [d, scale])
+    if b is not None:
+        y = ctx.op("Add", [y, ctx.op("Reshape", [ctx.cast(b.id, ct), bshape])])
+    flat = ctx.const_i64([-1])
+    return (ctx.cast(y, x.dtype), ctx.op("Reshape", [mean, flat]), ctx.op("Reshape", [var, flat]),
+            ctx.op("Reshape", [invstd, flat]))
 
 
 @aten(A.native_group_norm.default, dtypes=FLOATS)
@@ -171,18 +227,20 @@ def _pool_attrs(x, kernel, stride, padding, ceil_mode, dilation=None):
     return attrs
 
 
-def _maxpool_check(node):
-    if 1 in _used_outputs(node) or -1 in _used_outputs(node):
-        return "max pooling indices are not supported"
-    return None
-
-
-@aten(A.max_pool2d_with_indices.default, A.max_pool3d_with_indices.default,
-      check=_maxpool_check, dtypes=FLOATS)
+@aten(A.max_pool2d_with_indices.default, A.max_pool3d_with_indices.default, dtypes=FLOATS)
 def max_pool_with_indices(ctx, node, x, kernel, stride=(), padding=(0,), dilation=(1,),
                           ceil_mode=False):
-    return (ctx.op("MaxPool", [x.id], **_pool_attrs(x, kernel, stride, padding, ceil_mode,
-                                                     dilation)), None)
+    attrs = _pool_attrs(x, kernel, stride, padding, ceil_mode, dilation)
+    if _used_outputs(node) <= {0}:
+        return (ctx.op("MaxPool", [x.id], **attrs), None)
+    # Training saves the indices for the backward: ONNX's index runs over the whole tensor, torch's
+    # within each (n, c) plane; the plane's offset is a multiple of its size.
+    y, idx = ctx.op("MaxPool", [x.id], outputs=2, **attrs)
+    size = 1
+    for e in x.shape[2:]:
+        size = size * e
+    plane = ctx.shape_value([size])
+    return (y, ctx.op("Mod", [idx, plane]))
 
 
 def _avgpool_check(node):
@@ -197,7 +255,17 @@ def _avgpool_check(node):
 def avg_pool(ctx, node, x, kernel, stride=(), padding=(0,), ceil_mode=False,
              count_include_pad=True, divisor_override=None):
     attrs = _pool_attrs(x, kernel, stride, padding, ceil_mode)
-    return ctx.op("AveragePool", [x.id], count_include_pad=int(bool(count_include_pad)), **attrs)
+    src = x.id
+    if ceil_mode and count_include_pad:
+        # torch counts the padding but not the overhang of a ceil-mode window past it (ONNX
+        # counts the whole window): pad explicitly and count what the padded input covers.
+        p = attrs["pads"][: x.rank - 2]
+        if any(p):
+            src = ctx.op("Pad", [x.id, ctx.const_i64([0, 0] + p + [0, 0] + p),
+                                 ctx.const(0.0, x.dtype)], mode="constant")
+            attrs["pads"] = [0] * len(attrs["pads"])
+        count_include_pad = False
+    return ctx.op("AveragePool", [src], count_include_pad=int(bool(count_include_pad)), **attrs)
 
 
 def _adaptive_check(node):
@@ -267,6 +335,8 @@ def _sdpa_check(node):
     q = fake_value(node.args[0])
     if q.dim() != 4:
         return f"attention of rank {q.dim()} (4 supported)"
+    if _used_outputs(node) - {0}:
+        return "attention's logsumexp (what its backward reads) is not produced by ferrite"
     return None
 
 
