@@ -7,9 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # clang, its sanitizer and libFuzzer runtimes (libclang-rt-dev) and omp.h for clang (libomp-dev)
-# build the sanitizer + fuzzing build of scripts/test.sh.
+# build the sanitizer + fuzzing build of scripts/test.sh; pkgconf builds the C API's pkg-config
+# consumer test (tests/capi/consumer_test.sh).
 APT_PACKAGES=(cmake ninja-build g++ libprotobuf-dev protobuf-compiler libonnx-dev libgtest-dev
-              libdnnl-dev python3-venv python3-dev clang libclang-rt-dev libomp-dev)
+              libdnnl-dev python3-venv python3-dev clang libclang-rt-dev libomp-dev pkgconf)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

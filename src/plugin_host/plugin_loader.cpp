@@ -25,6 +25,18 @@ std::string exe_dir() {
   return ec ? std::string() : p.parent_path().string();
 }
 
+// The folder of the object holding this code: libferrite.so when embedded (the C API), else the
+// executable itself. An installed library finds <libdir>/ferrite/backends next to it, wherever
+// the application that loads it lives.
+std::string code_dir() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&plugin_search_files), &info) == 0 || !info.dli_fname)
+    return std::string();
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(info.dli_fname, ec);
+  return ec ? std::string() : p.parent_path().string();
+}
+
 bool valid_name(const char* n) {
   if (!n || !*n) return false;
   for (const char* c = n; *c; ++c)
@@ -56,6 +68,10 @@ std::vector<std::string> plugin_search_files() {
   }
   std::string exe = exe_dir();
   if (!exe.empty()) dirs_and_files.push_back(exe + "/../lib/ferrite/backends");
+  // Embedded: dladdr names libferrite.so (lib/), whose backends are lib/ferrite/backends. For
+  // the CLI it names the executable, whose folder is bin/: nothing new (duplicates are dropped).
+  std::string lib = code_dir();
+  if (!lib.empty() && lib != exe) dirs_and_files.push_back(lib + "/ferrite/backends");
   std::vector<std::string> files;
   std::set<std::string> seen;
   for (const auto& entry : dirs_and_files) {

@@ -200,9 +200,43 @@ CompileCache::CompileCache(CompileCacheOptions options) : options_(std::move(opt
   disk_enabled_ = true;
 }
 
+namespace {
+std::mutex g_global_mutex;
+std::optional<fs::path> g_global_dir;  // set_global_dir's choice, before global() exists
+bool g_global_made = false;
+
+CompileCacheOptions global_options() {
+  std::lock_guard<std::mutex> lock(g_global_mutex);
+  g_global_made = true;
+  CompileCacheOptions o;
+  if (g_global_dir) o.dir = *g_global_dir;
+  return o;
+}
+}  // namespace
+
 CompileCache& CompileCache::global() {
-  static CompileCache cache;
+  static CompileCache cache(global_options());
   return cache;
+}
+
+Status CompileCache::set_global_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::path want = fs::absolute(dir, ec);
+  if (ec || dir.empty()) return err("cache directory '", dir.string(), "' is not a usable path");
+  {
+    std::lock_guard<std::mutex> lock(g_global_mutex);
+    if (!g_global_made) {
+      g_global_dir = want;
+      return Status::ok();
+    }
+  }
+  // The cache exists: only its own directory is accepted (it is shared by every session).
+  fs::path have = global().dir();
+  if (!have.empty() && fs::weakly_canonical(have, ec) == fs::weakly_canonical(want, ec))
+    return Status::ok();
+  return err("the compile cache is process-wide and already in use at '",
+             have.empty() ? std::string("(no directory)") : have.string(), "'; cannot move it to '",
+             want.string(), "'");
 }
 
 fs::path CompileCache::entry_path(const CacheKey& key) const {

@@ -145,6 +145,10 @@ class CompileCache {
 
   // The process-wide cache, configured from the environment on first use.
   static CompileCache& global();
+  // Puts the process-wide cache's disk level in `dir` (instead of the environment's choice):
+  // only before its first use, or naming the directory it already has; an error otherwise
+  // (an embedding application's cache_dir option, capi/).
+  static Status set_global_dir(const std::filesystem::path& dir);
 
   bool enabled() const { return enabled_; }
   bool disk_enabled() const { return disk_enabled_; }

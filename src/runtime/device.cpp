@@ -50,6 +50,22 @@ Status Device::check_precision(Precision p) const {
                      " (it runs f32 only)");
 }
 
+std::string default_device(std::string* why) {
+  const DeviceRegistry& reg = DeviceRegistry::global();
+  std::string reason = "no cuda device in this build";
+  if (!reg.origin("cuda").empty()) {
+    auto d = reg.create("cuda");
+    Status s = d ? (*d)->available() : d.status();
+    if (s) {
+      if (why) *why = "a GPU answers";
+      return "cuda";
+    }
+    reason = "cuda unavailable: " + s.message();
+  }
+  if (why) *why = reason;
+  return "cpu";
+}
+
 std::vector<std::string> DeviceRegistry::names() const {
   std::vector<std::string> out;
   for (const auto& [k, f] : factories_) out.push_back(k);

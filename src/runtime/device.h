@@ -23,6 +23,11 @@ namespace ferrite {
 
 struct RunOptions {
   int threads = 0;  // 0 = device default
+  // Session only: execution contexts per compiled variant, i.e. how many runs of one Session
+  // proceed at once (runtime/session.h). 0 = 8 on host-memory devices ("host" kind: each context
+  // is an arena and a worker pool over shared code and weights), 1 elsewhere (a device whose
+  // runs take turns on one stream would only hold more copies of the weights).
+  int contexts = 0;
   // Time candidate launch configurations of every generated kernel on the first run at each
   // size and keep the fastest (persisted in the tuning database); see tune/autotuner.h.
   bool autotune = false;
@@ -129,6 +134,9 @@ class Device {
   // Passes a Session runs before prepare() unless the user chose: none for the `reference`
   // oracle, {"default"} (the default pipeline) for compiling devices.
   virtual std::vector<std::string> default_passes() const { return {}; }
+  // Whether the device can run now (a GPU answers); an error saying why not otherwise. Devices
+  // that are always there keep the default.
+  virtual Status available() const { return Status::ok(); }
   // Whether the device runs graphs at precision `p` (an error saying why not otherwise). The
   // default accepts only kF32: a device opts in to what it has tested.
   virtual Status check_precision(Precision p) const;
@@ -178,6 +186,10 @@ class DeviceRegistry {
   std::map<std::string, Entry> factories_;
   std::vector<Refused> refused_;
 };
+
+// The device used when none is named: cuda where a GPU answers, else cpu (never `reference`, the
+// oracle, which is asked for by name). `why` (optional) receives a short reason for the log line.
+std::string default_device(std::string* why = nullptr);
 
 // Loads device plugins (plugin_host/plugin_loader.h) into the registry.
 void register_plugin_devices(DeviceRegistry& r);

@@ -57,13 +57,18 @@ Expected<std::unique_ptr<Session>> Session::from_graph(std::unique_ptr<Graph> gr
   s->graph_ = std::move(graph);
   s->opts_ = opts;
   s->label_ = s->graph_->name.empty() ? "model" : s->graph_->name;
-  FERRITE_ASSIGN_OR_RETURN(s->device_, DeviceRegistry::global().create(device));
+  s->device_chosen_ = device.empty();
+  FERRITE_ASSIGN_OR_RETURN(
+      s->device_, DeviceRegistry::global().create(device.empty() ? default_device() : device));
   FERRITE_RETURN_IF_ERROR(s->device_->check_precision(opts.precision));
   FERRITE_RETURN_IF_ERROR(s->init());
   return s;
 }
 
 Status Session::init() {
+  // Host-memory devices share the weights between contexts; the others would copy them.
+  max_contexts_ = opts_.contexts;
+  if (max_contexts_ <= 0) max_contexts_ = device_->properties().kind == "host" ? 8 : 1;
   declared_ = GuardSet::for_inputs(*graph_);
   const auto& in = graph_->inputs();
   for (size_t i = 0; i < in.size(); ++i) {
@@ -194,13 +199,58 @@ void Session::log(const std::string& line) const {
   }
 }
 
-Expected<std::vector<Tensor>> Session::run(const std::vector<NamedInput>& inputs) {
+Expected<std::vector<Tensor>> Session::run(const std::vector<NamedInput>& inputs, RunInfo* info) {
   FERRITE_ASSIGN_OR_RETURN(auto bound, bind_inputs(inputs));
-  FERRITE_ASSIGN_OR_RETURN(auto v, select(bound));
-  return v->prepared->run(bound);
+  bool compiled = false;
+  FERRITE_ASSIGN_OR_RETURN(auto v, select(bound, &compiled));
+  FERRITE_ASSIGN_OR_RETURN(Lease lease, checkout(v));
+  auto out = lease.model().run(bound);
+  if (info) *info = RunInfo{compiled, lease.index(), lease.model().stats()};
+  return out;
 }
 
-Status Session::run_device(const std::vector<NamedInput>& inputs, DeviceRun run) {
+Session::Lease::Lease(std::shared_ptr<Variant> v, int index, PreparedModel* model)
+    : v_(std::move(v)), index_(index), model_(model) {}
+
+Session::Lease::~Lease() {
+  if (!v_) return;  // moved from
+  {
+    std::lock_guard<std::mutex> lock(v_->pool_mutex);
+    v_->idle.push_back(index_);
+  }
+  v_->pool_cv.notify_one();
+}
+
+// An idle context of `v`, a new one while the pool is below max_contexts_, else the first one
+// another run gives back. New contexts are prepared outside every lock: runs on the others go on.
+Expected<Session::Lease> Session::checkout(const std::shared_ptr<Variant>& v) {
+  std::unique_lock<std::mutex> lock(v->pool_mutex);
+  for (;;) {
+    if (!v->idle.empty()) {
+      int k = v->idle.back();
+      v->idle.pop_back();
+      return Lease(v, k, k == 0 ? v->prepared.get() : v->extra[k - 1].get());
+    }
+    if (v->created < max_contexts_) break;
+    v->pool_cv.wait(lock);
+  }
+  ++v->created;
+  lock.unlock();
+  RunOptions opts = opts_;
+  opts.dump_dir.reset();  // context 0 dumped and traces this variant
+  opts.trace.reset();
+  auto prepared = device_->prepare(*v->graph, opts);
+  lock.lock();
+  if (!prepared) {
+    --v->created;
+    v->pool_cv.notify_one();  // a waiter may try in its place
+    return prepared.status();
+  }
+  v->extra.push_back(std::move(prepared).value());
+  return Lease(v, static_cast<int>(v->extra.size()), v->extra.back().get());
+}
+
+Status Session::run_device(const std::vector<NamedInput>& inputs, DeviceRun run, RunInfo* info) {
   std::vector<int> given_at;
   FERRITE_ASSIGN_OR_RETURN(auto bound, bind_inputs(inputs, &given_at));
   if (run.input_dev.size() != inputs.size())
@@ -210,12 +260,17 @@ Status Session::run_device(const std::vector<NamedInput>& inputs, DeviceRun run)
   for (size_t i = 0; i < bound.size(); ++i)
     if (given_at[i] >= 0) dev[i] = run.input_dev[given_at[i]];
   run.input_dev = std::move(dev);
-  FERRITE_ASSIGN_OR_RETURN(auto v, select(bound));
-  return v->prepared->run_device(bound, run);
+  bool compiled = false;
+  FERRITE_ASSIGN_OR_RETURN(auto v, select(bound, &compiled));
+  FERRITE_ASSIGN_OR_RETURN(Lease lease, checkout(v));
+  Status s = lease.model().run_device(bound, run);
+  if (info) *info = RunInfo{compiled, lease.index(), lease.model().stats()};
+  return s;
 }
 
 // The compiled variant whose guards accept `bound`, compiling one when none does.
-Expected<std::shared_ptr<Session::Variant>> Session::select(const std::vector<Tensor>& bound) {
+Expected<std::shared_ptr<Session::Variant>> Session::select(const std::vector<Tensor>& bound,
+                                                            bool* compiled_now) {
   std::shared_ptr<Variant> v;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -265,6 +320,7 @@ Expected<std::shared_ptr<Session::Variant>> Session::select(const std::vector<Te
       auto compiled = compile(bound);
       if (!compiled) return compiled.status();
       v = std::move(compiled).value();
+      if (compiled_now) *compiled_now = true;
       if (why.empty()) {
         std::string spec;
         for (const Guard& g : v->guards.guards())
@@ -292,7 +348,8 @@ Expected<DeviceTiming> Session::time_resident(const std::vector<NamedInput>& inp
     v = last_;
   }
   if (!v || !v->prepared) return err("no compiled variant to time");
-  return v->prepared->time_resident(bound, runs);
+  FERRITE_ASSIGN_OR_RETURN(Lease lease, checkout(v));
+  return lease.model().time_resident(bound, runs);
 }
 
 const Graph& Session::compiled_graph() const {

@@ -80,7 +80,13 @@ TEST(BenchCli, RandomInputsJsonFields) {
   EXPECT_NE(r.out.find("compile      cold"), std::string::npos) << r.out;
   std::string js = read_all(dir / "b.json");
   ASSERT_FALSE(js.empty());
-  EXPECT_NE(js.find("\"device\": \"reference\""), std::string::npos) << js;
+  // No --device: the best usable device (cuda where a GPU answers, else cpu), said on stderr.
+  const bool on_cpu = r.err.find("no --device given: running on cpu (") != std::string::npos;
+  const bool on_cuda = r.err.find("no --device given: running on cuda (") != std::string::npos;
+  EXPECT_TRUE(on_cpu || on_cuda) << r.err;
+  EXPECT_NE(js.find(on_cuda ? "\"device\": \"cuda\"" : "\"device\": \"cpu\""),
+            std::string::npos)
+      << js;
   EXPECT_EQ(json_number(js, "threads"), 1);
   EXPECT_EQ(json_number(js, "min_runs"), 3);
   EXPECT_NE(js.find("{\"name\": \"x\", \"type\": \"f32[2,8]\"}"), std::string::npos) << js;

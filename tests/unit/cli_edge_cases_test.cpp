@@ -24,7 +24,7 @@ TEST(CliEdgeCases, EmptyOutputDirIsAnError) {
   TempDir dir;
   auto model = relu_model(dir);
   EXPECT_TRUE(clean_failure(
-      run_ferrite(dir, {"run", model.string(), "--input", "x=random:2", "--output-dir", ""}),
+      run_ferrite(dir, {"run", model.string(), "--input", "x=random:2", "--output-dir", "", "--device", "reference"}),
       {"--output-dir"}));
 }
 
@@ -34,7 +34,7 @@ TEST(CliEdgeCases, InputSpecWithControlCharactersIsOneErrorLine) {
   TempDir dir;
   auto model = relu_model(dir);
   for (std::string spec : {"x\n=ran\ndom:2", "x\n=random:2", "x=random:2\nx3"})
-    EXPECT_TRUE(clean_failure(run_ferrite(dir, {"run", model.string(), "--input", spec}),
+    EXPECT_TRUE(clean_failure(run_ferrite(dir, {"run", model.string(), "--input", spec, "--device", "reference"}),
                               {"--input", "\\x0a"}))
         << spec;
 }
@@ -101,7 +101,7 @@ TEST(CliEdgeCases, SummaryOfNanOutputs) {
   b.output("one_number");
   b.output("r");
   auto model = dir.write("m.onnx", b.bytes());
-  CliResult r = run_ferrite(dir, {"run", model.string(), "--input", "x=random:3"});
+  CliResult r = run_ferrite(dir, {"run", model.string(), "--input", "x=random:3", "--device", "reference"});
   ASSERT_TRUE(r.exited && r.code == 0) << r.err;
   EXPECT_NE(r.out.find("all_nan: f32[3] all NaN"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("one_number: f32[3] mean=2 min=2 max=2 nan=2"), std::string::npos) << r.out;
@@ -127,7 +127,7 @@ TEST(CliEdgeCases, ModelWithoutInputsRuns) {
   b.node("Relu", {"c"}, {"y"}, "relu");
   b.output("y");
   auto model = dir.write("m.onnx", b.bytes());
-  CliResult r = run_ferrite(dir, {"run", model.string(), "--output-dir", (dir / "out").string()});
+  CliResult r = run_ferrite(dir, {"run", model.string(), "--output-dir", (dir / "out").string(), "--device", "reference"});
   ASSERT_TRUE(r.exited && r.code == 0) << r.err;
   EXPECT_NE(r.out.find("y: f32[2] mean=1 min=0 max=2"), std::string::npos) << r.out;
   EXPECT_TRUE(fs::is_regular_file(dir / "out" / "0" / "output_0.pb"));

@@ -27,7 +27,7 @@ TEST(Cli, ValidRunSucceeds) {
   TempDir dir;
   auto model = dir.write("m.onnx", add_model());
   auto r = run_cli(dir, {"run", model.string(), "--input", "a=random:2x3", "--input",
-                         "b=random:2x3", "--output-dir", (dir / "out").string()});
+                         "b=random:2x3", "--output-dir", (dir / "out").string(), "--device", "reference"});
   ASSERT_TRUE(r.exited);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("y: f32[2,3]"), std::string::npos) << r.out;
@@ -37,20 +37,42 @@ TEST(Cli, ValidRunSucceeds) {
   EXPECT_EQ(t->tensor.dims(), (std::vector<int64_t>{2, 3}));
 }
 
+// No --device: the best usable device (cuda where a GPU answers, else cpu), said in one line on
+// stderr and recorded in run.json; `reference` only when named.
+TEST(Cli, DefaultDeviceIsTheBestUsableAndSaid) {
+  TempDir dir;
+  auto model = dir.write("m.onnx", add_model());
+  auto r = run_cli(dir, {"run", model.string(), "--input", "a=random:2x3", "--input",
+                         "b=random:2x3", "--output-dir", (dir / "out").string(), "--quiet"});
+  ASSERT_TRUE(r.exited);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const bool cpu = r.err.rfind("ferrite: no --device given: running on cpu (", 0) == 0;
+  const bool cuda = r.err.rfind("ferrite: no --device given: running on cuda (", 0) == 0;
+  EXPECT_TRUE(cpu || cuda) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  std::string json = read_text(dir / "out" / "run.json");
+  EXPECT_NE(json.find(cuda ? "\"device\": \"cuda\"" : "\"device\": \"cpu\""), std::string::npos)
+      << json;
+  // A model that fails to import is still one error line (the device is chosen after import).
+  auto garbage = dir.write("garbage.onnx", std::string(100, '\xff'));
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", garbage.string(), "--input", "a=random:1x3"}),
+                            {"garbage.onnx"}));
+}
+
 TEST(Cli, GarbageEmptyAndMissingModels) {
   TempDir dir;
   auto garbage = dir.write("garbage.onnx", std::string(100, '\xff'));
-  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", garbage.string(), "--input", "a=random:1x3"}),
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", garbage.string(), "--input", "a=random:1x3", "--device", "reference"}),
                             {"garbage.onnx", "not a valid ONNX protobuf"}));
   auto empty = dir.write("empty.onnx", "");
-  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", empty.string(), "--input", "a=random:1x3"}),
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", empty.string(), "--input", "a=random:1x3", "--device", "reference"}),
                             {"model file is empty"}));
   EXPECT_TRUE(
-      clean_failure(run_cli(dir, {"run", (dir / "absent.onnx").string(), "--input", "a=random:1"}),
+      clean_failure(run_cli(dir, {"run", (dir / "absent.onnx").string(), "--input", "a=random:1", "--device", "reference"}),
                     {"absent.onnx", "not a readable file"}));
   std::string bytes = add_model();
   auto truncated = dir.write("trunc.onnx", bytes.substr(0, bytes.size() / 2));
-  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", truncated.string(), "--input", "a=random:1x3"}),
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", truncated.string(), "--input", "a=random:1x3", "--device", "reference"}),
                             {"trunc.onnx"}));
 }
 
@@ -62,14 +84,14 @@ TEST(Cli, CycleAndUnknownOp) {
   b.node("Relu", {"y"}, {"z"}, "loop_b");
   b.output("z");
   auto cyc = dir.write("cycle.onnx", b.bytes());
-  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", cyc.string(), "--input", "x=random:2"}),
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", cyc.string(), "--input", "x=random:2", "--device", "reference"}),
                             {"cycle", "loop_"}));
   ModelBuilder c;
   c.input("x", kOnnxFloat, {2});
   c.node("NotAnOp", {"x"}, {"y"}, "mystery");
   c.output("y");
   auto unk = dir.write("unknown.onnx", c.bytes());
-  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", unk.string(), "--input", "x=random:2"}),
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", unk.string(), "--input", "x=random:2", "--device", "reference"}),
                             {"node 'mystery'", "unsupported op 'NotAnOp'"}));
 }
 
@@ -80,7 +102,7 @@ TEST(Cli, ForgedNewlineInNodeNameStaysOneLine) {
   b.node("Relu", {"x"}, {"y"}, "a\nerror: forged");
   b.output("y");
   auto m = dir.write("forged.onnx", b.bytes());
-  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", m.string(), "--input", "x=random:2"}),
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", m.string(), "--input", "x=random:2", "--device", "reference"}),
                             {"control character"}));
 }
 
@@ -101,7 +123,7 @@ TEST(Cli, ExternalDataOutsideModelDir) {
   b.node("Add", {"x", "w"}, {"y"}, "add");
   b.output("y");
   auto m = dir.write("model/m.onnx", b.bytes());
-  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", m.string(), "--input", "x=random:2x3"}),
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", m.string(), "--input", "x=random:2x3", "--device", "reference"}),
                             {"initializer 'w'", "contains '..'"}));
 }
 
@@ -113,27 +135,27 @@ TEST(Cli, RuntimeInputErrors) {
   fs::create_directories(in1);
   ASSERT_TRUE(write_tensor_file(in1 / "input_0.pb", "a", Tensor::zeros(DType::kF32, {2, 3})));
   ASSERT_TRUE(write_tensor_file(in1 / "input_1.pb", "b", Tensor::zeros(DType::kI32, {2, 3})));
-  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--inputs", in1.string()}),
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--inputs", in1.string(), "--device", "reference"}),
                             {"input 'b' has dtype i32"}));
   // Inconsistent symbolic dim.
   fs::path in2 = dir / "in2";
   fs::create_directories(in2);
   ASSERT_TRUE(write_tensor_file(in2 / "input_0.pb", "a", Tensor::zeros(DType::kF32, {2, 3})));
   ASSERT_TRUE(write_tensor_file(in2 / "input_1.pb", "b", Tensor::zeros(DType::kF32, {3, 3})));
-  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--inputs", in2.string()}),
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--inputs", in2.string(), "--device", "reference"}),
                             {"symbol 'batch' is already 2"}));
   // Missing input.
-  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--input", "a=random:2x3"}),
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--input", "a=random:2x3", "--device", "reference"}),
                             {"missing input 'b'"}));
   // Wrong rank via a random input.
   EXPECT_TRUE(clean_failure(
-      run_cli(dir, {"run", model.string(), "--input", "a=random:2x3x1", "--input", "b=random:2x3"}),
+      run_cli(dir, {"run", model.string(), "--input", "a=random:2x3x1", "--input", "b=random:2x3", "--device", "reference"}),
       {"input 'a' has rank 3"}));
   // A corrupt input file.
   fs::path in3 = dir / "in3";
   fs::create_directories(in3);
   dir.write("in3/input_0.pb", std::string(16, '\xff'));
-  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--inputs", in3.string()}),
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--inputs", in3.string(), "--device", "reference"}),
                             {"input_0.pb", "not a valid TensorProto"}));
   // An input file that lies about its size.
   onnx::TensorProto liar;
@@ -145,7 +167,7 @@ TEST(Cli, RuntimeInputErrors) {
   fs::path in4 = dir / "in4";
   fs::create_directories(in4);
   dir.write("in4/input_0.pb", liar.SerializeAsString());
-  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--inputs", in4.string()}),
+  EXPECT_TRUE(clean_failure(run_cli(dir, {"run", model.string(), "--inputs", in4.string(), "--device", "reference"}),
                             {"raw_data has 12 bytes"}));
 }
 
@@ -153,10 +175,10 @@ TEST(Cli, OversizedRandomInputAndInfoOnGarbage) {
   TempDir dir;
   auto model = dir.write("m.onnx", add_model());
   EXPECT_TRUE(clean_failure(
-      run_cli(dir, {"run", model.string(), "--input", "a=random:999999999999x999999999999"}),
+      run_cli(dir, {"run", model.string(), "--input", "a=random:999999999999x999999999999", "--device", "reference"}),
       {"overflowing"}));
   EXPECT_TRUE(
-      clean_failure(run_cli(dir, {"run", model.string(), "--input", "a=random:10000000x10000000"}),
+      clean_failure(run_cli(dir, {"run", model.string(), "--input", "a=random:10000000x10000000", "--device", "reference"}),
                     {"too large"}));
   auto garbage = dir.write("garbage.onnx", std::string(100, '\xff'));
   EXPECT_TRUE(
@@ -172,7 +194,7 @@ TEST(Cli, RuntimeKernelError) {
   b.output("y");
   auto model = dir.write("m.onnx", b.bytes());
   EXPECT_TRUE(clean_failure(
-      run_cli(dir, {"run", model.string(), "--input", "a=random:3", "--input", "b=random:4"}),
+      run_cli(dir, {"run", model.string(), "--input", "a=random:3", "--input", "b=random:4", "--device", "reference"}),
       {"node 'late_add' (Add)", "cannot broadcast [3] with [4]"}));
 }
 
@@ -218,7 +240,7 @@ TEST(Cli, DumpWritesKernelsAndPlans) {
   // The reference device compiles nothing and says so.
   fs::path none = dir / "none";
   r = run_cli(
-      dir, {"run", model.string(), "--input", "x=random:5x4", "--dump", none.string(), "--quiet"});
+      dir, {"run", model.string(), "--input", "x=random:5x4", "--dump", none.string(), "--quiet", "--device", "reference"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("note: --dump: device 'reference' compiles nothing"), std::string::npos)
       << r.err;

@@ -41,7 +41,7 @@ TEST(RunOutput, FullDiskWritingAnOutputIsAnError) {
   // 512x8 floats (16 KiB) cannot be written under a 1 KiB limit.
   CliResult r = run_with_file_limit(
       dir, 1024,
-      {"run", model.string(), "--input", "x=random:512x8", "--output-dir", out.string()});
+      {"run", model.string(), "--input", "x=random:512x8", "--output-dir", out.string(), "--device", "reference"});
   EXPECT_TRUE(clean_failure(r, {"cannot write", "output_0.pb", "File too large"}));
   EXPECT_FALSE(fs::exists(out / "run.json"));
   EXPECT_FALSE(fs::exists(out / "0" / "output_0.pb"));
@@ -59,7 +59,7 @@ TEST(RunOutput, FullDiskWritingRunJsonIsAnError) {
   std::ofstream(model, std::ios::binary) << relu_model();
   fs::path out = dir / "out";
   CliResult r = run_with_file_limit(
-      dir, 512, {"run", model.string(), "--input", "x=random:2x8", "--output-dir", out.string()});
+      dir, 512, {"run", model.string(), "--input", "x=random:2x8", "--output-dir", out.string(), "--device", "reference"});
   EXPECT_TRUE(clean_failure(r, {"cannot write", "run.json", "File too large"}));
   EXPECT_FALSE(fs::exists(out / "run.json"));
 }
@@ -79,7 +79,7 @@ TEST(RunOutput, WriteFileIsAtomicAndChecked) {
 CliResult run_relu(const TempDir& dir, const fs::path& model, const fs::path& out,
                    const std::string& input = "x=random:2x8") {
   return run_ferrite(
-      dir, {"run", model.string(), "--input", input, "--quiet", "--output-dir", out.string()});
+      dir, {"run", model.string(), "--input", input, "--quiet", "--output-dir", out.string(), "--device", "reference"});
 }
 
 // Symbolic links planted inside the output directory are refused with an error naming them;

@@ -79,6 +79,7 @@ class CudaDevice : public Device {
     if (!d) return base + " (unavailable: " + d.status().message() + ")";
     return base;
   }
+  Status available() const override { return backend().status(); }
   DeviceProperties properties() const override {
     auto b = backend();
     if (b) return (*b)->parts.properties;

@@ -134,6 +134,14 @@ Expected<Session::NamedInput> random_input(const Graph& g, const std::string& sp
   return Session::NamedInput{name, std::move(t)};
 }
 
+std::string announce_default_device() {
+  std::string why;
+  std::string device = default_device(&why);
+  std::fprintf(stderr, "ferrite: no --device given: running on %s (%s)\n", device.c_str(),
+               why.c_str());
+  return device;
+}
+
 std::string json_escape(const std::string& s) {
   std::string o;
   for (char c : s) {

@@ -36,6 +36,9 @@ Expected<std::vector<Session::NamedInput>> read_output_dir(const std::filesystem
 Expected<Session::NamedInput> random_input(const Graph& g, const std::string& spec);
 
 std::string json_escape(const std::string& s);
+// The device for a command given no --device (runtime's default_device(): cuda where a GPU
+// answers, else cpu), announced with its reason in one line on stderr.
+std::string announce_default_device();
 // "f32[2,10] mean=.. min=.. max=.." over the numbers, then "nan=K" when K elements are NaN;
 // "f32[2,10] all NaN" when nothing else is left.
 std::string tensor_summary(const Tensor& t);

@@ -61,8 +61,9 @@ Options
                       else by position
   --input SPEC        NAME=random:DIMS, e.g. input=random:1x3x224x224 (repeat per input;
                       seeded, so every bench sees the same values)
-  --device NAME       default: reference. `reference` is the unoptimised correctness oracle,
-                      not a performance device: its numbers are a baseline only
+  --device NAME       default: the best usable device, cuda where a GPU answers, else cpu (said
+                      on stderr). `reference` is the unoptimised correctness oracle, not a
+                      performance device: its numbers are a baseline only
   --threads N         RunOptions.threads for ferrite and intra_op_num_threads for ONNX Runtime
                       (default 0: each runtime's own default)
   --trace FILE        a Chrome / Perfetto trace (JSON) of every step of ferrite's runs (times
@@ -606,7 +607,8 @@ int bench_command(int argc, char** argv) {
   }
   BenchReport rep;
   rep.model = args->positional()[0];
-  rep.device = args->get("device", "reference");
+  rep.device = args->get("device");
+  if (rep.device.empty()) rep.device = announce_default_device();
   auto threads = number_option(*args, "threads", 0, 0, true);
   auto warmup = number_option(*args, "warmup", 2, 0, true);
   auto runs = number_option(*args, "runs", 10, 1, true);

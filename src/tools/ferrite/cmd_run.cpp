@@ -24,7 +24,9 @@ const char* kRunHelp = R"(usage: ferrite run MODEL [--inputs DIR]... [--input NA
                       name, else by order); repeat to run several input sets with one compile
   --input SPEC        NAME=random:DIMS, e.g. input=random:1x3x224x224 (one run with these)
   --output-dir OUT    write OUT/<k>/output_<i>.pb for run k and OUT/run.json
-  --device NAME       device to run on (default: reference; see `ferrite devices`)
+  --device NAME       device to run on (see `ferrite devices`); default: the best usable one,
+                      cuda where a GPU answers, else cpu (said on stderr). `reference` is the
+                      unoptimised correctness oracle, used only when named
   --check             compare each run's outputs with DIR/output_*.pb (when present) using the
                       per-dtype tolerances of `ferrite test-onnx --help` (at bf16 / fp16 / tf32,
                       float outputs use that precision's tolerance, see --precision); exit 1 on
@@ -260,13 +262,15 @@ int run_command(int argc, char** argv) {
     output = std::move(started).value();
   }
   const std::string model = args->positional()[0];
-  std::string device = args->get("device", "reference");
+  std::string device = args->get("device");
   auto t0 = std::chrono::steady_clock::now();
   auto graph = import_onnx_file(model);
   if (!graph) return fail(graph.status());
   auto run_opts = run_options(*args);
   if (!run_opts) return fail(run_opts.status());
   size_t nodes_before = (*graph)->nodes().size();
+  // Chosen once the model imports, so that a model error stays the only line on stderr.
+  if (device.empty()) device = announce_default_device();
   auto t1 = std::chrono::steady_clock::now();
   auto opened = open_session(*args, std::move(graph).value(), device, *run_opts);
   if (!opened) return fail(opened.status());

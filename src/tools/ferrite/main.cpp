@@ -77,6 +77,10 @@ int main(int argc, char** argv) {
     }
     for (const auto& r : reg.refused())
       std::printf("refused plugin %s: %s\n", r.path.c_str(), r.reason.c_str());
+    // What `run` and `bench` (and the C API) take when no device is named.
+    std::string why;
+    std::string def = ferrite::default_device(&why);
+    std::printf("default: %s (%s)\n", def.c_str(), why.c_str());
     return 0;
   }
   std::fprintf(stderr, "error: unknown command '%s' (see ferrite --help)\n", cmd.c_str());

@@ -43,9 +43,9 @@ inline float exp_nonpositive(float z) {
 
 // One row: x[t] = x[t] + mask[t * mask_col] (mask may be null), x[t] = -inf for t >= causal_from,
 // then x = softmax(x). Cloned for wide vector units; the library runs on any x86-64.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void softmax_row(
-    float* x, int64_t L, const float* mask, int64_t mask_col, int64_t causal_from, bool nan_to_zero,
-    bool masked_rows_zero) {
+FERRITE_TARGET_CLONES void softmax_row(float* x, int64_t L, const float* mask, int64_t mask_col,
+                                       int64_t causal_from, bool nan_to_zero,
+                                       bool masked_rows_zero) {
   if (mask) {
     if (mask_col == 1) {
       for (int64_t t = 0; t < L; ++t) x[t] += mask[t];

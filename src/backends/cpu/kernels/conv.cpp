@@ -281,12 +281,12 @@ template <int K, int S>
 }
 
 #define FERRITE_DW_CLONES(K, S)                                                                  \
-  __attribute__((target_clones("avx512f", "avx2", "default"))) void dw_fixed_##K##_##S(          \
+  FERRITE_TARGET_CLONES void dw_fixed_##K##_##S(                                                 \
       const float* __restrict in, const float* __restrict wt, float bias, float* __restrict out, \
       const DwGeometry& g, const float* __restrict zeros) {                                      \
     dw_fixed_body<K, S>(in, wt, bias, out, g, zeros);                                            \
   }                                                                                              \
-  __attribute__((target_clones("avx512f", "avx2", "default"))) void dw_fixed_padded_##K##_##S(   \
+  FERRITE_TARGET_CLONES void dw_fixed_padded_##K##_##S(                                          \
       const float* __restrict in, const float* __restrict wt, float bias, float* __restrict out, \
       const DwGeometry& g, std::vector<float>& buf) {                                            \
     dw_fixed_padded_body<K, S>(in, wt, bias, out, g, buf);                                       \

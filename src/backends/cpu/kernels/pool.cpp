@@ -42,8 +42,8 @@ float border_max(const float* in, const PoolGeometry& g, int64_t oh, int64_t ow)
   return best;
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void max_pool_plane(
-    const float* __restrict in, float* __restrict out, const PoolGeometry& g) {
+FERRITE_TARGET_CLONES void max_pool_plane(const float* __restrict in, float* __restrict out,
+                                          const PoolGeometry& g) {
   const auto [oh0, oh1] = interior(g.H, g.OH, g.sh, g.pt, (g.KH - 1) * g.dh + 1);
   const auto [ow0, ow1] = interior(g.W, g.OW, g.sw, g.pl, (g.KW - 1) * g.dw + 1);
   for (int64_t oh = 0; oh < g.OH; ++oh) {
