@@ -19,6 +19,7 @@ namespace ferrite {
 namespace {
 
 const char* const kMicrosoft = "com.microsoft";
+constexpr int64_t kMaxGroup = 1024;
 
 Expected<Communicator*> communicator(const KernelContext& ctx) {
   Communicator* c = bound_communicator();
@@ -39,7 +40,9 @@ Status check_group(const KernelContext& ctx, const Communicator& c) {
 
 Status infer_gather_scatter(InferContext& ctx, bool gather) {
   const int64_t g = ctx.node().attr_int("group_size", 1);
-  if (g < 1) return ctx.error("group_size must be at least 1, got ", g);
+  // A group is ranks of one host's devices or threads: a bound that also keeps dims from
+  // overflowing on a hostile attribute.
+  if (g < 1 || g > kMaxGroup) return ctx.error("group_size must be in 1..", kMaxGroup, ", got ", g);
   if (ctx.num_inputs() != ctx.num_outputs())
     return ctx.error("takes as many inputs as it has outputs");
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
@@ -53,6 +56,8 @@ Status infer_gather_scatter(InferContext& ctx, bool gather) {
     Shape s = t.shape;
     Dim& d = s.dims()[static_cast<size_t>(axis)];
     if (gather) {
+      if (auto v = d.value(); v && *v > (int64_t{1} << 40))
+        return ctx.error("input ", i, " has ", *v, " along axis ", axis, ": too large to gather");
       d = d * Dim(g);
     } else {
       if (auto v = d.value(); v && *v % g != 0)

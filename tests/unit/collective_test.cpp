@@ -167,6 +167,19 @@ TEST(Collective, GroupSizeMustBeTheGroups) {
   }
 }
 
+TEST(Collective, AHostileGroupSizeIsAnImportError) {
+  onnx::ModelProto model;
+  std::string text = one_node("AllGather", "<group_size = 4611686018427387904>", "float[3,2]",
+                              "float[3,2]");
+  ASSERT_TRUE(onnx::OnnxParser::Parse(model, text.c_str()).IsOK());
+  std::string bytes;
+  model.SerializeToString(&bytes);
+  auto g = import_onnx_bytes(bytes, "");
+  ASSERT_FALSE(g);
+  EXPECT_NE(g.status().message().find("group_size must be in 1..1024"), std::string::npos)
+      << g.status().message();
+}
+
 TEST(Collective, ARankThatFailsStopsTheOthersInsteadOfHangingThem) {
   // Rank 1's input has the wrong shape: it fails before the collective; rank 0, already
   // waiting in it, must come back with an error.
