@@ -33,7 +33,7 @@ if _extra:
 
 from . import _core  # noqa: E402
 from ._core import FerriteError, UnsupportedError  # noqa: E402
-from ._session import Session, devices  # noqa: E402
+from ._session import Session, default_device, devices  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -41,6 +41,7 @@ __all__ = [
     "Session",
     "FerriteError",
     "UnsupportedError",
+    "default_device",
     "devices",
     "export",
     "explain",

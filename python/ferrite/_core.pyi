@@ -16,6 +16,11 @@ def devices() -> list[str]:
     Names of the devices this build can run on (built in and plugins found).
     """
 
+def default_device() -> tuple[str, str]:
+    """
+    The device a Session without one runs on (cuda where a GPU answers, else cpu), and why.
+    """
+
 def device_origin(name: str) -> str: ...
 
 class Session:

@@ -11,6 +11,12 @@ from . import _core
 ArrayLike = Any  # numpy.ndarray, torch.Tensor, or anything with __dlpack__ on the host
 
 
+def default_device() -> tuple[str, str]:
+    """``(name, why)``: the device a Session given none runs on (cuda where a GPU answers, else
+    cpu; never the ``reference`` oracle), and the reason."""
+    return tuple(_core.default_device())
+
+
 def devices() -> list[str]:
     """Names of the devices this build can run on (built in, and plugins found)."""
     return list(_core.devices())
@@ -71,13 +77,15 @@ _TORCH_DTYPES = _LazyTorchDTypes()
 class Session:
     """An ONNX model compiled for one device.
 
-    ``Session(model, device="cpu", precision="f32", threads=0, autotune=False, passes=None,
+    ``Session(model, device=None, precision="f32", threads=0, autotune=False, passes=None,
     cache_dir=None, dump_dir=None, tensor_parallel=1)``
 
     * ``model``: a path to an ``.onnx`` file, or its bytes (external data is then resolved
       against ``base_dir``, refused when that is None).
-    * ``device``: ``"cpu"``, ``"cuda"``, ``"reference"`` (the oracle), or a plugin such as
-      ``"gxu"``; :func:`ferrite.devices` lists them.
+    * ``device``: ``"cpu"``, ``"cuda"`` (``"cuda:1"``: the second GPU), ``"reference"`` (the
+      oracle), or a plugin such as ``"gxu"``; :func:`ferrite.devices` lists them. None: the best
+      usable one (cuda where a GPU answers, else cpu; :func:`ferrite.default_device` says which
+      and why), and :attr:`device` tells.
     * ``precision``: storage precision of float tensors: ``"f32"``, ``"tf32"``, ``"bf16"``,
       ``"fp16"``. The model's interface keeps its dtypes.
     * ``threads``: host threads (0: the device's default). ``autotune``: time kernel launch
@@ -103,7 +111,7 @@ class Session:
     def __init__(
         self,
         model: Union[str, os.PathLike, bytes],
-        device: str = "cpu",
+        device: str | None = None,
         *,
         precision: str = "f32",
         threads: int = 0,
@@ -117,7 +125,7 @@ class Session:
         if cache_dir is not None:
             os.environ["FERRITE_CACHE_DIR"] = str(cache_dir)
         kw = dict(
-            device=device,
+            device=device or "",
             precision=precision,
             threads=threads,
             autotune=autotune,

@@ -1,5 +1,6 @@
 // ferrite._core: the C++ runtime seen from Python. The public API is the `ferrite` package
 // (python/ferrite), which wraps these classes; this module stays small and typed.
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -44,6 +45,14 @@ NB_MODULE(_core, m) {
         return names;
       },
       "Names of the devices this build can run on (built in and plugins found).");
+  m.def(
+      "default_device",
+      [] {
+        std::string why;
+        std::string name = default_device(&why);
+        return std::make_pair(name, why);
+      },
+      "The device a Session without one runs on (cuda where a GPU answers, else cpu), and why.");
   m.def(
       "device_origin",
       [](const std::string& name) { return DeviceRegistry::global().origin(name); },

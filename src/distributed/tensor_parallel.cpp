@@ -32,8 +32,9 @@ bool is_abort(const Status& s) {
 TensorParallelSession::~TensorParallelSession() = default;
 
 Expected<std::unique_ptr<TensorParallelSession>> TensorParallelSession::from_graph(
-    std::unique_ptr<Graph> graph, const std::string& device, const RunOptions& opts, int size) {
+    std::unique_ptr<Graph> graph, const std::string& named, const RunOptions& opts, int size) {
   if (!graph) return err("no graph to run");
+  const std::string device = named.empty() ? default_device() : named;
   if (size < 1 || size > 64)
     return err("--tensor-parallel expects a group size from 1 to 64, got ", size);
   if (device.find(':') != std::string::npos)

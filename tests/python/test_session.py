@@ -33,6 +33,25 @@ def test_devices_listed():
     assert "cpu" in d and "reference" in d
 
 
+def test_no_device_named_picks_the_best_usable_one():
+    name, why = ferrite.default_device()
+    assert name in ("cuda", "cpu") and why
+    if not has_gpu():
+        assert name == "cpu"
+    s = ferrite.Session(_tiny_onnx())
+    assert s.device == name
+    (y,) = s.run({"x": np.ones((2, 4), dtype=np.float32)})
+    assert y.shape == (2, 4)
+
+
+def has_gpu() -> bool:
+    import shutil
+    import subprocess
+
+    smi = shutil.which("nvidia-smi")
+    return bool(smi) and subprocess.run([smi, "-L"], capture_output=True).returncode == 0
+
+
 @pytest.mark.parametrize("device", ["reference", "cpu"])
 def test_bytes_numpy_roundtrip(device):
     s = ferrite.Session(_tiny_onnx(), device)
