@@ -1,0 +1,107 @@
+// Helpers of the shard-tensor-parallel pass (shard_tensor_parallel.cpp): slicing constants into a
+// rank's part, and following a split dim through views and elementwise ops.
+#include "passes/shard_util.h"
+
+#include <cstring>
+#include <unordered_set>
+
+#include "ops/scalar_functions.h"
+
+namespace ferrite::shard {
+
+// Dims of `t` with `axis` cut into `sections` parts of which this rank keeps chunk `rank` of
+// `size` each.
+Tensor slice_chunk(const Tensor& t, size_t axis, int rank, int size, int sections) {
+  std::vector<int64_t> dims = t.dims();
+  const int64_t len = dims[axis], part = len / sections, chunk = part / size;
+  int64_t outer = 1, inner = 1;
+  for (size_t k = 0; k < axis; ++k) outer *= dims[k];
+  for (size_t k = axis + 1; k < dims.size(); ++k) inner *= dims[k];
+  dims[axis] = chunk * sections;
+  Tensor out = Tensor::zeros(t.dtype(), dims);
+  const size_t el = dtype_size(t.dtype());
+  const auto* src = static_cast<const uint8_t*>(t.raw());
+  auto* dst = static_cast<uint8_t*>(out.raw());
+  const size_t run = static_cast<size_t>(chunk * inner) * el;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int s = 0; s < sections; ++s) {
+      int64_t from = (o * len + s * part + rank * chunk) * inner;
+      int64_t to = (o * chunk * sections + s * chunk) * inner;
+      std::memcpy(dst + static_cast<size_t>(to) * el, src + static_cast<size_t>(from) * el, run);
+    }
+  return out;
+}
+
+// `dst` (larger along `axis`) gets `src` at its start along `axis`.
+void copy_columns(const Tensor& src, Tensor& dst, size_t axis) {
+  const size_t el = dtype_size(src.dtype());
+  int64_t outer = 1;
+  for (size_t k = 0; k < axis; ++k) outer *= src.dim(k);
+  int64_t inner_src = 1, inner_dst = 1;
+  for (size_t k = axis; k < src.rank(); ++k) {
+    inner_src *= src.dim(k);
+    inner_dst *= dst.dim(k);
+  }
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(static_cast<uint8_t*>(dst.raw()) + static_cast<size_t>(o * inner_dst) * el,
+                static_cast<const uint8_t*>(src.raw()) + static_cast<size_t>(o * inner_src) * el,
+                static_cast<size_t>(inner_src) * el);
+}
+
+bool divisible(const Dim& d, int64_t by) {
+  auto v = d.value();
+  return v && *v > 0 && *v % by == 0;
+}
+
+static SymExpr prefix_product(const Shape& s, size_t end) {
+  SymExpr p(int64_t{1});
+  for (size_t k = 0; k < end; ++k) p = p * s[k].expr();
+  return p;
+}
+
+static bool all_known(const Shape& s) {
+  if (!s.rank_known()) return false;
+  for (const Dim& d : s.dims())
+    if (!d.is_known()) return false;
+  return true;
+}
+
+// Where dim `d` of `in` lands in `out` for a view that keeps the element order (Reshape,
+// Flatten, (Un)Squeeze): the out dim with the same prefix product whose extent is in[d]'s, or
+// (sections 1) a merge of in[d] with the dims after it, or in[d] split with its head divisible.
+std::optional<int> view_dim(const Shape& in, const Shape& out, int d, const Split& sp, int size) {
+  if (!all_known(in) || !all_known(out)) return std::nullopt;
+  const SymExpr before = prefix_product(in, static_cast<size_t>(d));
+  for (size_t e = 0; e < out.rank(); ++e) {
+    if (!(prefix_product(out, e) == before)) continue;
+    if (out[e] == in[static_cast<size_t>(d)]) {
+      if (out[e].value() == 1) continue;  // a unit dim in front: look further
+      return static_cast<int>(e);
+    }
+    if (sp.sections != 1) return std::nullopt;
+    // in[d] merged with the dims after it (d outermost: each rank's rows stay contiguous).
+    SymExpr merged = in[static_cast<size_t>(d)].expr();
+    for (size_t k = static_cast<size_t>(d) + 1; k < in.rank(); ++k) {
+      if (merged == out[e].expr()) break;
+      merged = merged * in[k].expr();
+    }
+    if (merged == out[e].expr()) return static_cast<int>(e);
+    // in[d] split into out[e] x ... : the outer factor must divide among the ranks.
+    SymExpr split = out[e].expr();
+    for (size_t k = e + 1; k < out.rank() && !(split == in[static_cast<size_t>(d)].expr()); ++k)
+      split = split * out[k].expr();
+    if (split == in[static_cast<size_t>(d)].expr() && divisible(out[e], size))
+      return static_cast<int>(e);
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+bool is_pointwise(const Node& n) {
+  static const std::unordered_set<std::string> extra = {"Where", "Cast",     "Identity",
+                                                        "Clip",  "CastLike", "Dropout"};
+  if (!n.domain.empty()) return false;
+  return scalar_function_of(n) != nullptr || extra.count(n.op_type) != 0;
+}
+
+}  // namespace ferrite::shard

@@ -1,0 +1,30 @@
+// Helpers of the shard-tensor-parallel pass (shard_tensor_parallel.cpp).
+#pragma once
+
+#include <optional>
+
+#include "ir/graph.h"
+
+namespace ferrite::shard {
+
+// How a value is split across the ranks: along `dim`, each rank holding 1/N of each of
+// `sections` equal consecutive parts (sections > 1: a fused projection split later, like
+// GPT-2's [q | k | v]).
+struct Split {
+  int dim = 0;
+  int sections = 1;
+};
+
+// `t` with `axis` cut into `sections` parts of which this rank keeps chunk `rank` of `size` each.
+Tensor slice_chunk(const Tensor& t, size_t axis, int rank, int size, int sections);
+// `dst` (larger along `axis`) gets `src` at its start along `axis`.
+void copy_columns(const Tensor& src, Tensor& dst, size_t axis);
+// A static dim, positive and a multiple of `by`.
+bool divisible(const Dim& d, int64_t by);
+// Where dim `d` of `in` lands in `out` for a view that keeps the element order (Reshape,
+// Flatten, (Un)Squeeze), or nullopt when the split cannot follow.
+std::optional<int> view_dim(const Shape& in, const Shape& out, int d, const Split& sp, int size);
+// An elementwise op the split passes through unchanged.
+bool is_pointwise(const Node& n);
+
+}  // namespace ferrite::shard
