@@ -196,6 +196,8 @@ bool accepts_conv(const Op& op) {
   if (!all_f32(op) || !op.has(0) || !op.has(1) || op.out.size() != 1) return false;
   if (op.in[0].dims.size() != 4 || op.in[1].dims.size() != 4 || !known_auto_pad(op)) return false;
   if (op.has(2) && op.in[2].dims.size() != 1) return false;
+  // NCHW only: a channels-last FusedConv (a pass for other devices made it) runs on the host.
+  if (op.attr_int("channels_last", 0) != 0) return false;
   Activation act;
   return op.type != "ferrite::FusedConv" || parse_activation(op, &act);
 }

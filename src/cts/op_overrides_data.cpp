@@ -418,6 +418,37 @@ void fused_ops(std::map<std::string, CaseFn>& m) {
         single(s.name, "symbolic-batch", {in("x", kF32, {N, 3, 6, 6}), w({4, 3, 3, 3}), b(4)},
                {{"pads", pads}, {"activation", "relu"}}, 1, "ferrite"),
         {2}));
+    // channels_last: x, res and y are [N, H, W, C] (the layout-channels-last pass's form). One
+    // case per path of a device library: direct, depthwise, strided, pointwise GEMM, residual,
+    // dilated, more images than threads.
+    const Attribute last = i(1);
+    fc("nhwc-3x3-relu", {in("x", kF32, {1, 7, 7, 3}), w({4, 3, 3, 3}), b(4)},
+       {{"pads", pads}, {"activation", "relu"}, {"channels_last", last}});
+    fc("nhwc-depthwise-s2-hardswish", {in("x", kF32, {2, 9, 9, 16}), w({16, 1, 3, 3}), b(16)},
+       {{"group", int64_t{16}},
+        {"pads", pads},
+        {"strides", Attribute(std::vector<int64_t>{2, 2})},
+        {"activation", "hard_swish"},
+        {"channels_last", last}});
+    fc("nhwc-depthwise-5x5", {in("x", kF32, {1, 8, 8, 24}), w({24, 1, 5, 5}), omitted()},
+       {{"group", int64_t{24}},
+        {"pads", Attribute(std::vector<int64_t>{2, 2, 2, 2})},
+        {"channels_last", last}});
+    fc("nhwc-1x1-bias-residual",
+       {in("x", kF32, {3, 5, 5, 8}), w({12, 8, 1, 1}), b(12), in("res", kF32, {3, 5, 5, 12})},
+       {{"activation", "relu"}, {"channels_last", last}});
+    fc("nhwc-grouped-dilated-residual",
+       {in("x", kF32, {3, 10, 10, 8}), w({8, 4, 3, 3}), b(8), in("res", kF32, {3, 10, 10, 8})},
+       {{"group", int64_t{2}},
+        {"pads", Attribute(std::vector<int64_t>{2, 2, 2, 2})},
+        {"dilations", Attribute(std::vector<int64_t>{2, 2})},
+        {"activation", "clip"},
+        {"activation_params", Attribute(std::vector<float>{0.f, 6.f})},
+        {"channels_last", last}});
+    fc("nhwc-7x7-s2-asymmetric", {in("x", kF32, {1, 15, 13, 3}), w({8, 3, 7, 7}), b(8)},
+       {{"pads", Attribute(std::vector<int64_t>{3, 2, 3, 4})},
+        {"strides", Attribute(std::vector<int64_t>{2, 2})},
+        {"channels_last", last}});
   };
   m["ferrite.Attention"] = [](const OpSchema& s, std::vector<Case>& out) {
     auto at = [&](const std::string& v, std::vector<TensorSpec> ins, Attrs a) {

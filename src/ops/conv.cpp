@@ -335,10 +335,7 @@ Expected<std::vector<int64_t>> check_conv_inputs(const KernelContext& ctx, int64
 
 }  // namespace
 
-Status infer_conv(InferContext& ctx) {
-  const Shape& x = ctx.input_shape(0);
-  const Shape& w = ctx.input_shape(1);
-  DType dt = ctx.input_dtype(0);
+Expected<Shape> conv_output_shape(InferContext& ctx, const Shape& x, const Shape& w) {
   int64_t group = ctx.node().attr_int("group", 1);
   if (!x.rank_known()) {
     Shape out = Shape::unknown_rank();
@@ -346,9 +343,9 @@ Status infer_conv(InferContext& ctx) {
       out = Shape(std::vector<Dim>(w.rank(), Dim::unknown()));
       out.dims()[1] = w[0];
     }
-    ctx.set_output(0, dt, out);
-    return check_channels(ctx, Dim(), Dim(), w.rank_known() && w.rank() >= 3 ? w[0] : Dim(), group,
-                          false);
+    FERRITE_RETURN_IF_ERROR(check_channels(
+        ctx, Dim(), Dim(), w.rank_known() && w.rank() >= 3 ? w[0] : Dim(), group, false));
+    return out;
   }
   if (x.rank() < 3)
     return ctx.error("input must have rank >= 3 (N, C, spatial...), got ", x.to_string());
@@ -368,7 +365,16 @@ Status infer_conv(InferContext& ctx) {
       out.push_back(o);
     }
   }
-  ctx.set_output(0, dt, Shape(out));
+  return Shape(out);
+}
+
+Status infer_conv(InferContext& ctx) {
+  auto out = conv_output_shape(ctx, ctx.input_shape(0), ctx.input_shape(1));
+  // An input of unknown rank still gets its (unknown-rank) output before a channel error.
+  if (!out && !ctx.input_shape(0).rank_known())
+    ctx.set_output(0, ctx.input_dtype(0), Shape::unknown_rank());
+  FERRITE_RETURN_IF_ERROR(out.status());
+  ctx.set_output(0, ctx.input_dtype(0), *out);
   return Status::ok();
 }
 

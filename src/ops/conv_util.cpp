@@ -1,6 +1,7 @@
 #include "ops/conv_util.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace ferrite {
 
@@ -144,5 +145,28 @@ Expected<std::vector<int64_t>> resolve_window(const Node& node, Window& w,
   }
   return out;
 }
+
+// Copies a 4-D tensor between [N, C, H, W] and [N, H, W, C] (to_last), any dtype.
+Expected<Tensor> permute_channels(const Tensor& t, bool to_last) {
+  const int64_t n = t.dim(0), a = t.dim(1), b = t.dim(2), c = t.dim(3);
+  // to_last: [n, C=a, H=b, W=c] -> [n, H, W, C]; else [n, H=a, W=b, C=c] -> [n, C, H, W].
+  std::vector<int64_t> dims = to_last ? std::vector<int64_t>{n, b, c, a}
+                                      : std::vector<int64_t>{n, c, a, b};
+  FERRITE_ASSIGN_OR_RETURN(Tensor out, Tensor::create_uninitialized(t.dtype(), dims));
+  const size_t es = dtype_size(t.dtype());
+  const auto* src = static_cast<const unsigned char*>(t.raw());
+  auto* dst = static_cast<unsigned char*>(out.raw());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t p = 0; p < a; ++p)
+      for (int64_t q = 0; q < b; ++q)
+        for (int64_t r = 0; r < c; ++r) {
+          const int64_t from = ((i * a + p) * b + q) * c + r;
+          // Element (p, q, r) of image i moves to (q, r, p) or (r, p, q).
+          const int64_t to = to_last ? ((i * b + q) * c + r) * a + p : ((i * c + r) * a + p) * b + q;
+          std::memcpy(dst + to * es, src + from * es, es);
+        }
+  return out;
+}
+
 
 }  // namespace ferrite

@@ -7,9 +7,11 @@
 //       Y without changing its shape. activation (+ activation_params): see
 //       ops/activation_epilogue.h.
 //
-//   ferrite.FusedConv(X, W, B?, residual?) {Conv's attributes, activation}
+//   ferrite.FusedConv(X, W, B?, residual?) {Conv's attributes, activation, channels_last}
 //       Y = act(Conv(X, W, B) + residual), residual of exactly Y's shape. Computed as the
 //       unfused ops would, rounding to T after the convolution and after the residual add.
+//       channels_last = 1 (2-D only): X, residual and Y are [N, H, W, C] instead of
+//       [N, C, H, W]; W stays [M, C/group, KH, KW].
 //
 //   ferrite.Attention(Q, K, V, mask?) {scale, causal, nan_to_zero, masked_rows_zero}
 //       Y = softmax(Q @ K^T * scale + mask [+ causal mask]) @ V over the last axis, with
@@ -20,6 +22,8 @@
 //       row whose scores are all -inf and leaves NaN alone (PyTorch's _safe_softmax, which
 //       SDPA's math path uses: Where(All(x == -inf), 0, Softmax(x))). Softmax runs in double.
 #include <cmath>
+#include <cstring>
+#include <optional>
 #include <limits>
 
 #include "ops/activation_epilogue.h"
@@ -173,12 +177,30 @@ Status fused_matmul_kernel(KernelContext& ctx) {
 
 // ---- FusedConv ------------------------------------------------------------------------------
 
+// FusedConv {channels_last = 1}: X, the residual and Y are [N, H, W, C] (2-D convolutions only;
+// W stays [M, C/group, KH, KW]). The layout-channels-last pass creates it for devices whose
+// convolutions and pointwise kernels run faster on channels-last activations.
+bool channels_last(const Node& n) { return n.attr_int("channels_last", 0) != 0; }
+
+// [N, C, H, W] -> [N, H, W, C] (to_last) or back, for shapes.
+Shape permute_shape(const Shape& s, bool to_last) {
+  if (!s.rank_known() || s.rank() != 4) return s;
+  return to_last ? Shape({s[0], s[2], s[3], s[1]}) : Shape({s[0], s[3], s[1], s[2]});
+}
+
 Status infer_fused_conv(InferContext& ctx) {
   FERRITE_RETURN_IF_ERROR(activation_of(ctx.node()).status());
-  FERRITE_RETURN_IF_ERROR(infer_conv(ctx));
+  const bool last = channels_last(ctx.node());
+  const Shape& x = ctx.input_shape(0);
+  if (last && x.rank_known() && x.rank() != 4)
+    return ctx.error("channels_last takes a 4-D input [N, H, W, C], got ", x.to_string());
+  FERRITE_ASSIGN_OR_RETURN(Shape y_nchw,
+                           conv_output_shape(ctx, last ? permute_shape(x, false) : x,
+                                             ctx.input_shape(1)));
+  const Shape y = last ? permute_shape(y_nchw, true) : y_nchw;
+  ctx.set_output(0, ctx.input_dtype(0), y);
   if (ctx.num_inputs() > 3 && ctx.has_input(3)) {
     const Shape& r = ctx.input_shape(3);
-    const Shape& y = ctx.node().output(0)->type.shape;
     std::string e;
     auto b = broadcast_shapes(r, y, &e);
     if (!b || (r.rank_known() && y.rank_known() && (r.rank() != y.rank() || *b != y)))
@@ -187,7 +209,41 @@ Status infer_fused_conv(InferContext& ctx) {
   return Status::ok();
 }
 
+Status fused_conv_nchw(KernelContext& ctx);
+
+// The channels-last form through the NCHW reference: permute X and the residual, convolve,
+// permute Y back.
+Status fused_conv_channels_last(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (x.rank() != 4)
+    return ctx.error("channels_last takes a 4-D input [N, H, W, C], got ", x.type_string());
+  FERRITE_ASSIGN_OR_RETURN(Tensor xt, permute_channels(x, false));
+  std::optional<Tensor> rt;
+  std::vector<const Tensor*> ins{&xt};
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) {
+    if (i == 3 && ctx.has_input(3)) {
+      if (ctx.input(3).rank() != 4)
+        return ctx.error("residual ", ctx.input(3).type_string(), " must be 4-D");
+      FERRITE_ASSIGN_OR_RETURN(Tensor r, permute_channels(ctx.input(3), false));
+      rt = std::move(r);
+      ins.push_back(&*rt);
+    } else {
+      ins.push_back(ctx.has_input(i) ? &ctx.input(i) : nullptr);
+    }
+  }
+  std::vector<Tensor> outs(1);
+  KernelContext inner(ctx.node(), std::move(ins), outs);
+  FERRITE_RETURN_IF_ERROR(fused_conv_nchw(inner));
+  FERRITE_ASSIGN_OR_RETURN(Tensor y, permute_channels(outs[0], true));
+  ctx.set_output(0, std::move(y));
+  return Status::ok();
+}
+
 Status fused_conv_kernel(KernelContext& ctx) {
+  return channels_last(ctx.node()) ? fused_conv_channels_last(ctx) : fused_conv_nchw(ctx);
+}
+
+Status fused_conv_nchw(KernelContext& ctx) {
   FERRITE_ASSIGN_OR_RETURN(const Activation act, activation_of(ctx.node()));
   const Tensor* res = ctx.num_inputs() > 3 && ctx.has_input(3) ? &ctx.input(3) : nullptr;
   FERRITE_RETURN_IF_ERROR(conv_kernel(ctx));
@@ -366,10 +422,11 @@ void register_fused_ops(OpRegistry& r) {
   r.add(conv_attrs(fused_conv.versions(1).inputs(2, 4).outputs(1))
             .attr("activation", AttrType::kString, "none")
             .optional_attr("activation_params", AttrType::kFloats)
+            .attr("channels_last", AttrType::kInt, 0)
             .types("T", {0, 1, 2, 3}, kFloat)
             .infer(infer_fused_conv)
             .kernel(fused_conv_kernel)
-            .doc("act(Conv(X, W, B) + residual)"));
+            .doc("act(Conv(X, W, B) + residual); channels_last: X, residual and Y are [N, H, W, C]"));
   r.add(OpSchemaBuilder("Attention", kDomain)
             .versions(1)
             .inputs(3, 4)

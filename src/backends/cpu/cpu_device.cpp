@@ -3,11 +3,14 @@
 // executor (execute/executor.h) with a thread pool: generated kernels split their rows across
 // it, library steps run the oneDNN / native kernels (cpu_library.h) or the op table's. Shapes stay
 // symbolic in the generated code, so one compile serves every input size.
+#include <algorithm>
 #include <thread>
+
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_library.h"
 #include "execute/executor.h"
+#include "passes/pass.h"
 #include "runtime/device.h"
 
 namespace ferrite {
@@ -30,7 +33,15 @@ class CpuDevice : public Device {
   std::string description() const override {
     return "host CPU: fused kernels generated as C++, compiled with the system compiler";
   }
-  std::vector<std::string> default_passes() const override { return {"default"}; }
+  // The default pipeline, then convolution chains moved to channels-last activations: oneDNN's
+  // NHWC convolutions (depthwise included) read and write them without reorders, and the
+  // generated pointwise kernels between them do not care about the layout.
+  std::vector<std::string> default_passes() const override {
+    std::vector<std::string> passes = default_pipeline();
+    auto at = std::find(passes.begin(), passes.end(), "dead-code-elimination");
+    passes.insert(at, "layout-channels-last");
+    return passes;
+  }
   // bf16 / fp16: generated kernels convert on load and store; library steps without a low
   // precision implementation (oneDNN GEMM / conv take f32) run widened to f32.
   Status check_precision(Precision p) const override {

@@ -9,6 +9,9 @@
 //   - depthwise 2-D: ferrite's own kernel on NCHW planes (below);
 //   - everything else: oneDNN's convolution in its preferred layouts (`any`), with activations
 //     reordered in and out around each call and constant weights reordered once.
+// FusedConv {channels_last} (2-D): activations stored [N, H, W, C] (the layout-channels-last
+// pass): pointwise convolutions are one GEMM over all pixels, the others (depthwise included)
+// oneDNN's convolutions reading and writing the tensors in place, with no reorders.
 // Work is spread over ferrite's thread pool as single-threaded oneDNN calls on groups of images
 // or, when there are fewer images than threads, on bands of output rows of one image (each band
 // reads the input rows it needs, its halo included).
@@ -37,12 +40,13 @@ struct ConvSpec {
   bool bias = false;
   bool weights_constant = false;
   bool residual = false;  // FusedConv's epilogue, as post-ops when oneDNN has them
+  bool channels_last = false;  // src/dst strides are NHWC: oneDNN reads and writes them as such
   Activation act;
 
   std::string key() const {
     Key k;
     k.add(src).add(src_strides).add(wei).add(dst).add(dst_strides).add(strides).add(dilates);
-    k.add(pad_l).add(pad_r).add(bias).add(weights_constant).add(residual);
+    k.add(pad_l).add(pad_r).add(bias).add(weights_constant).add(residual).add(channels_last);
     k.add(static_cast<int64_t>(act.code()));
     for (float f : {act.alpha, act.beta}) {
       int32_t bits;
@@ -124,6 +128,26 @@ std::shared_ptr<const ConvPlan> make_conv_plan(const ConvSpec& s,
       plan->scratchpad = pd.scratchpad_desc();
       plan->prim = dnnl::convolution_forward(pd);
       return plan;
+    } catch (const dnnl::error&) {
+    }
+  }
+  if (s.channels_last) {
+    // Channels-last activations as they are (oneDNN's brgemm and depthwise kernels read NHWC):
+    // no reorder in or out. Else the general choice below, with reorders.
+    try {
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                        dnnl::algorithm::convolution_direct, plan->src_view, wei,
+                                        plan->bias, plan->dst_view, s.strides, s.dilates, s.pad_l,
+                                        s.pad_r);
+      dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
+      if (!is_reference_impl(pd) && std::string(pd.impl_info_str()).find("gemm") == std::string::npos) {
+        plan->src_want = pd.src_desc();
+        plan->wei_want = pd.weights_desc();
+        plan->dst_want = pd.dst_desc();
+        plan->scratchpad = pd.scratchpad_desc();
+        plan->prim = dnnl::convolution_forward(pd);
+        return plan;
+      }
     } catch (const dnnl::error&) {
     }
   }
@@ -393,18 +417,24 @@ struct ConvTask {
 };
 
 // Plans every task, or returns false when oneDNN rejects one of the shapes.
-bool plan_tasks(const Tensor& x, const Tensor& w, const Window& win,
+// Dense strides of logical [N, C, spatial...] dims `d`, or NHWC ones (channels_last, 2-D).
+Dims layout_strides(const Dims& d, bool channels_last) {
+  if (channels_last) return {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]};
+  Dims st(d.size(), 1);
+  for (size_t i = d.size() - 1; i-- > 0;) st[i] = st[i + 1] * d[i + 1];
+  return st;
+}
+
+// xd: the input's logical [N, C, spatial...] dims (its storage NCHW or, channels_last, NHWC).
+bool plan_tasks(const Dims& xd, bool channels_last, const Tensor& w, const Window& win,
                 const std::vector<int64_t>& out, int64_t group, bool bias, bool weights_constant,
                 bool residual, const Activation& act, int64_t images_per_task, int64_t bands,
                 std::vector<ConvTask>& tasks, std::vector<std::shared_ptr<const ConvPlan>>& keep) {
-  const size_t nsp = x.rank() - 2;
-  const int64_t N = x.dim(0), H = x.dim(2), OH = out[2];
+  const size_t nsp = xd.size() - 2;
+  const int64_t N = xd[0], H = xd[2], OH = out[2];
   const int64_t s0 = win.strides[0], ext0 = win.extent(0), pt = win.pad_begin(0);
-  Dims x_strides(x.rank(), 1), y_strides(x.rank(), 1);
-  for (size_t d = x.rank() - 1; d-- > 0;) {
-    x_strides[d] = x_strides[d + 1] * x.dim(d + 1);
-    y_strides[d] = y_strides[d + 1] * out[d + 1];
-  }
+  const Dims x_strides = layout_strides(xd, channels_last);
+  const Dims y_strides = layout_strides(out, channels_last);
   tasks.clear();
   for (int64_t n0 = 0; n0 < N; n0 += images_per_task)
     for (int64_t j = 0; j < bands; ++j) {
@@ -418,7 +448,8 @@ bool plan_tasks(const Tensor& x, const Tensor& w, const Window& win,
       if (ih1 <= ih0) return false;  // a band entirely in the padding
       t.in_row0 = ih0;
       ConvSpec s;
-      s.src = x.dims();
+      s.channels_last = channels_last;
+      s.src = xd;
       s.src[0] = t.n1 - t.n0;
       s.src[2] = ih1 - ih0;
       s.src_strides = x_strides;
@@ -470,54 +501,75 @@ Status conv_run(KernelContext& ctx, ThreadPool& pool) {
       w.rank() != x.rank() || (bias && (bias->dtype() != DType::kF32 || bias->rank() != 1)) ||
       (res && res->dtype() != DType::kF32))
     return run_reference(ctx);
+  // channels_last (FusedConv, 2-D): x, res and y are stored [N, H, W, C]; below, `xd` and `out`
+  // are the logical [N, C, H, W] dims and the strides say how they are stored.
+  const bool last = node.attr_int("channels_last", 0) != 0;
+  if (last && x.rank() != 4) return run_reference(ctx);
+  const Dims xd = last ? Dims{x.dim(0), x.dim(3), x.dim(1), x.dim(2)} : x.dims();
   const int64_t group = node.attr_int("group", 1);
-  const int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0);
+  const int64_t n = xd[0], c = xd[1], m = w.dim(0);
   if (group < 1 || c % group != 0 || m % group != 0 || w.dim(1) * group != c ||
       (bias && bias->dim(0) != m))
     return run_reference(ctx);
-  const size_t nsp = x.rank() - 2;
+  const size_t nsp = xd.size() - 2;
   std::vector<int64_t> kernel(w.dims().begin() + 2, w.dims().end());
   std::vector<int64_t> attr = node.attr_ints("kernel_shape");
   if (!attr.empty() && attr != kernel) return run_reference(ctx);
   auto win = read_window(node, kernel);
   if (!win) return run_reference(ctx);
-  std::vector<int64_t> in(x.dims().begin() + 2, x.dims().end());
+  std::vector<int64_t> in(xd.begin() + 2, xd.end());
   auto out_sp = resolve_window(node, *win, in);
   if (!out_sp) return run_reference(ctx);
   std::vector<int64_t> out{n, m};
   out.insert(out.end(), out_sp->begin(), out_sp->end());
   for (int64_t d : out)
     if (d == 0) return run_reference(ctx);
-  for (int64_t d : x.dims())
+  for (int64_t d : xd)
     if (d == 0) return run_reference(ctx);
-  if (res && res->dims() != out) return run_reference(ctx);
+  const Dims y_dims = last ? Dims{n, out[2], out[3], m} : Dims(out);
+  if (res && res->dims() != y_dims) return run_reference(ctx);
   const float* pres = res ? res->data<float>() : nullptr;
-  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output_uninitialized(0, DType::kF32, out));
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output_uninitialized(0, DType::kF32, y_dims));
 
-  // Depthwise (channel multiplier 1), 2-D: ferrite's own kernel.
-  if (nsp == 2 && group == c && m == c && group > 1) {
+  // Depthwise (channel multiplier 1), 2-D, NCHW: ferrite's own kernel (oneDNN's depthwise
+  // kernels take channels-last data, below).
+  if (!last && nsp == 2 && group == c && m == c && group > 1) {
     depthwise_run(x, w, bias, *win, out, *y, pres, act, pool);
     return Status::ok();
   }
-  // Pointwise: y[n] = W [M, C] @ x[n] [C, spatial] + bias per row.
   bool pointwise = group == 1;
   for (size_t d = 0; d < nsp; ++d)
     pointwise = pointwise && kernel[d] == 1 && win->strides[d] == 1 && win->pad_begin(d) == 0 &&
                 win->pad_end(d) == 0;
   if (pointwise) {
     GemmProblem p;
-    p.M = m;
-    p.K = c;
-    p.N = product(in);
-    p.a = w.data<float>();
-    p.a_rs = c;
-    p.b = x.data<float>();
-    p.b_rs = p.N;
-    p.b_off.resize(n);
-    p.a_off.assign(n, 0);
-    for (int64_t i = 0; i < n; ++i) p.b_off[i] = i * c * p.N;
+    if (last) {
+      // One GEMM over every pixel of every image: y [NHW, M] = x [NHW, C] @ W^T + bias.
+      p.M = n * product(in);
+      p.K = c;
+      p.N = m;
+      p.a = x.data<float>();
+      p.a_rs = c;
+      p.b = w.data<float>();
+      p.b_rs = 1;
+      p.b_cs = c;
+      if (is_constant_input(node, 1, w)) p.b_constant = &w;
+      if (bias) p.col_bias = bias->data<float>();
+    } else {
+      // Per image: y[n] = W [M, C] @ x[n] [C, spatial] + bias per row.
+      p.M = m;
+      p.K = c;
+      p.N = product(in);
+      p.a = w.data<float>();
+      p.a_rs = c;
+      p.b = x.data<float>();
+      p.b_rs = p.N;
+      p.b_off.resize(n);
+      p.a_off.assign(n, 0);
+      for (int64_t i = 0; i < n; ++i) p.b_off[i] = i * c * p.N;
+      if (bias) p.row_bias = bias->data<float>();
+    }
     p.y = y->data<float>();
-    if (bias) p.row_bias = bias->data<float>();
     p.act = act;
     p.res = pres;
     p.res_full = true;
@@ -539,18 +591,21 @@ Status conv_run(KernelContext& ctx, ThreadPool& pool) {
   }
   std::vector<ConvTask> tasks;
   std::vector<std::shared_ptr<const ConvPlan>> keep;
-  if (!plan_tasks(x, w, *win, out, group, bias != nullptr, weights_constant, res != nullptr, act,
-                  per_task, bands, tasks, keep) &&
-      !plan_tasks(x, w, *win, out, group, bias != nullptr, weights_constant, res != nullptr, act, n,
-                  1, tasks, keep))
+  if (!plan_tasks(xd, last, w, *win, out, group, bias != nullptr, weights_constant,
+                  res != nullptr, act, per_task, bands, tasks, keep) &&
+      !plan_tasks(xd, last, w, *win, out, group, bias != nullptr, weights_constant,
+                  res != nullptr, act, n, 1, tasks, keep))
     return run_reference(ctx);
   // Constant weights reordered once (cached), before the threads need them.
   std::vector<memory> wmem(tasks.size());
   if (weights_constant)
     for (size_t i = 0; i < tasks.size(); ++i)
       wmem[i] = operand(&w, w.raw(), tasks[i].plan->wei_plain, tasks[i].plan->wei_want, 1);
-  const int64_t x_image = product(x.dims()) / n, y_image = product(out) / n;
-  const int64_t x_row = product(in) / in[0], y_row = product(*out_sp) / out[2];
+  const int64_t x_image = product(xd) / n, y_image = product(out) / n;
+  // Elements from one row (first spatial dim) to the next: within a plane (NCHW), or whole
+  // rows of pixels (NHWC).
+  const int64_t x_row = product(in) / in[0] * (last ? c : 1);
+  const int64_t y_row = product(*out_sp) / out[2] * (last ? m : 1);
   const float* px = x.data<float>();
   float* py = y->data<float>();
   pool.parallel_for(static_cast<int64_t>(tasks.size()), 1, [&](int64_t t0, int64_t t1) {
@@ -574,10 +629,12 @@ Status conv_run(KernelContext& ctx, ThreadPool& pool) {
       execute(plan.prim, plan.scratchpad, std::move(args));
       if (!direct) reorder(dst, wrap(plan.dst_view, yv));
       if (!plan.post_ops && (res || !act.none())) {
-        // Per (image, channel): the band's rows are contiguous.
-        const int64_t len = (t.o1 - t.o0) * y_row, planes = (t.n1 - t.n0) * m;
-        for (int64_t q = 0; q < planes; ++q) {
-          const int64_t off = q * (y_image / m);
+        // Contiguous runs of the band: per (image, channel) plane (NCHW), per image (NHWC).
+        const int64_t len = (t.o1 - t.o0) * y_row;
+        const int64_t runs = (t.n1 - t.n0) * (last ? 1 : m);
+        const int64_t step = last ? y_image : y_image / m;
+        for (int64_t q = 0; q < runs; ++q) {
+          const int64_t off = q * step;
           apply_epilogue(yv + off, res ? pres + band + off : nullptr, len, act);
         }
       }
