@@ -22,7 +22,8 @@ namespace ferrite {
 struct HostLoopStyle {
   std::string qualifier = "extern \"C\"";
   bool grid_launch = false;
-  ScalarSpelling spelling;
+  // fe_m:: (the host prelude's math namespace: std's functions and a vectorisable exp(float)).
+  ScalarSpelling spelling{.math_prefix = "fe_m::"};
   // Replaces the default host prelude (headers and the fe_* macros scalar_emitter.h needs).
   std::string prelude;
 };

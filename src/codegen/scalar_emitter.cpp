@@ -145,8 +145,10 @@ FE_FN I fe_f2i(F v) {
   if (v >= (F)fe_int_max<I>()) return fe_int_max<I>();
   return (I)v;
 }
+// One exp: e = exp(-|x|) is exp(-x) for x >= 0 and exp(x) below (NaN: e/(1+e) is NaN).
 template <class T> FE_FN T fe_sigmoid(T x) {
-  return x >= T(0) ? T(1) / (T(1) + FE_MATH(exp)(-x)) : FE_MATH(exp)(x) / (T(1) + FE_MATH(exp)(x));
+  const T e = FE_MATH(exp)(x >= T(0) ? -x : x);
+  return x >= T(0) ? T(1) / (T(1) + e) : e / (T(1) + e);
 }
 template <class T> FE_FN T fe_softplus(T x) {
   return x > T(0) ? x + FE_MATH(log1p)(FE_MATH(exp)(-x)) : FE_MATH(log1p)(FE_MATH(exp)(x));
