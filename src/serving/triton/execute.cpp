@@ -125,9 +125,10 @@ std::string read_request(const ModelState& m, TRITONBACKEND_Request* request, Pe
         return where + ": batch size " + std::to_string(in.shape[0]) + " is outside 1.." +
                std::to_string(spec.max_batch_size);
     }
-    uint64_t elements = 1;
-    for (int64_t d : in.shape) elements *= static_cast<uint64_t>(d);
-    uint64_t need = elements * ferrite_dtype_size(t.dtype);
+    uint64_t need = ferrite_dtype_size(t.dtype);
+    for (int64_t d : in.shape)
+      if (__builtin_mul_overflow(need, static_cast<uint64_t>(d), &need))
+        return where + ": shape " + shape_text(in.shape) + " is too large";
     if (bytes != need)
       return where + ": " + std::to_string(bytes) + " bytes given, shape " + shape_text(in.shape) +
              " needs " + std::to_string(need);
