@@ -168,3 +168,27 @@ TEST(TritonConfig, DtypeTables) {
   EXPECT_EQ(ft::config_dtype_name(FERRITE_DTYPE_FLOAT16), "TYPE_FP16");
   EXPECT_EQ(ft::from_config_dtype_name("TYPE_STRING"), FERRITE_DTYPE_UNDEFINED);
 }
+
+TEST(TritonConfig, InstanceDevices) {
+  std::string d;
+  EXPECT_EQ(ft::instance_device("m", "", TRITONSERVER_INSTANCEGROUPKIND_GPU, 1, &d), "");
+  EXPECT_EQ(d, "cuda:1");
+  EXPECT_EQ(ft::instance_device("m", "cuda", TRITONSERVER_INSTANCEGROUPKIND_GPU, 2, &d), "");
+  EXPECT_EQ(d, "cuda:2");
+  EXPECT_EQ(ft::instance_device("m", "cuda:3", TRITONSERVER_INSTANCEGROUPKIND_GPU, 0, &d), "");
+  EXPECT_EQ(d, "cuda:3");
+  EXPECT_EQ(
+      ft::instance_device("m", "cpu", TRITONSERVER_INSTANCEGROUPKIND_GPU, 0, &d),
+      "model 'm': a KIND_GPU instance group, but parameter device='cpu' is not a cuda device");
+  EXPECT_NE(ft::instance_device("m", "cudax", TRITONSERVER_INSTANCEGROUPKIND_GPU, 0, &d), "");
+  EXPECT_EQ(ft::instance_device("m", "", TRITONSERVER_INSTANCEGROUPKIND_CPU, 0, &d), "");
+  EXPECT_EQ(d, "cpu");
+  EXPECT_EQ(ft::instance_device("m", "cuda", TRITONSERVER_INSTANCEGROUPKIND_CPU, 0, &d),
+            "model 'm': a KIND_CPU instance group, but parameter device='cuda' is not cpu");
+  EXPECT_EQ(ft::instance_device("m", "gxu", TRITONSERVER_INSTANCEGROUPKIND_MODEL, 0, &d), "");
+  EXPECT_EQ(d, "gxu");
+  EXPECT_EQ(ft::instance_device("m", "", TRITONSERVER_INSTANCEGROUPKIND_MODEL, 0, &d), "");
+  EXPECT_EQ(d, "");  // ferrite's default device
+  EXPECT_TRUE(ft::is_host_device("cpu"));
+  EXPECT_FALSE(ft::is_host_device(""));
+}

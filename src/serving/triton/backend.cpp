@@ -5,6 +5,7 @@
 // (KIND_CPU: cpu, KIND_GPU: cuda:<device id>), and execute.cpp runs the server's request batches.
 // Every failure is returned as a TRITONSERVER_Error naming the model: a bad model or config fails
 // that model's load, never the server.
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <thread>
@@ -38,8 +39,10 @@ TRITONSERVER_Error* from_ferrite(ferrite_status* status, const std::string& cont
   return make_error(code, msg);
 }
 
-void log_message(TRITONSERVER_LogLevel level, const std::string& msg) {
-  TRITONSERVER_Error* err = TRITONSERVER_LogMessage(level, __FILE__, __LINE__, msg.c_str());
+void log_message(TRITONSERVER_LogLevel level, const std::string& msg, const char* file, int line) {
+  const char* slash = std::strrchr(file, '/');
+  TRITONSERVER_Error* err =
+      TRITONSERVER_LogMessage(level, slash ? slash + 1 : file, line, msg.c_str());
   if (err) TRITONSERVER_ErrorDelete(err);  // a log line that cannot be written is not an error
 }
 
@@ -95,10 +98,6 @@ TRITONSERVER_Error* write_config(TRITONBACKEND_Model* model, const json& config)
   return err;
 }
 
-bool is_host_device(const std::string& device) {
-  return device.empty() || device == "cpu" || device.rfind("cpu:", 0) == 0;
-}
-
 // A session on `device` ("" = ferrite's best) with the model's options. On cpu the instances of
 // the model share the cores: each context gets cores / instances threads unless `threads` says.
 TRITONSERVER_Error* create_session(const ModelState& m, const std::string& device,
@@ -114,7 +113,7 @@ TRITONSERVER_Error* create_session(const ModelState& m, const std::string& devic
   if (!m.spec.precision.empty())
     FERRITE_TRITON_RETURN_IF_ERROR(from_ferrite(
         ferrite_session_options_set_precision(opts.get(), m.spec.precision.c_str()), ctx));
-  if (is_host_device(device)) {
+  if (is_host_device(device)) {  // not for "": ferrite's default may be cuda
     int instances = std::max(m.spec.instance_count, 1);
     int threads = m.spec.threads;
     if (threads == 0)
@@ -158,33 +157,6 @@ TRITONSERVER_Error* load_spec(TRITONBACKEND_Model* model, ModelState* m, json co
   err = parse_spec(m->name, config, m->inputs, m->outputs, &m->spec);
   if (err.empty()) err = parse_deployment(m->name, config, &m->spec);
   if (!err.empty()) return make_error(TRITONSERVER_ERROR_INVALID_ARG, err);
-  return nullptr;
-}
-
-// The device an instance runs on: KIND_GPU selects cuda:<device id>; KIND_CPU cpu; otherwise
-// the `device` parameter or ferrite's default.
-TRITONSERVER_Error* instance_device(const ModelState& m, TRITONSERVER_InstanceGroupKind kind,
-                                    int32_t device_id, std::string* out) {
-  const std::string& param = m.spec.device;
-  std::string ctx = "model '" + m.name + "'";
-  if (kind == TRITONSERVER_INSTANCEGROUPKIND_GPU) {
-    std::string base = param.empty() ? "cuda" : param;
-    if (base.rfind("cuda", 0) != 0)
-      return make_error(TRITONSERVER_ERROR_INVALID_ARG,
-                        ctx + ": a KIND_GPU instance group, but parameter device='" + param +
-                            "' is not a cuda device");
-    *out = base.find(':') == std::string::npos ? base + ":" + std::to_string(device_id) : base;
-    return nullptr;
-  }
-  if (kind == TRITONSERVER_INSTANCEGROUPKIND_CPU) {
-    if (!param.empty() && !is_host_device(param))
-      return make_error(
-          TRITONSERVER_ERROR_INVALID_ARG,
-          ctx + ": a KIND_CPU instance group, but parameter device='" + param + "' is not cpu");
-    *out = param.empty() ? "cpu" : param;
-    return nullptr;
-  }
-  *out = param;
   return nullptr;
 }
 
@@ -303,7 +275,8 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelIns
     int32_t device_id = 0;
     FERRITE_TRITON_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceKind(instance, &kind));
     FERRITE_TRITON_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceDeviceId(instance, &device_id));
-    FERRITE_TRITON_RETURN_IF_ERROR(instance_device(*m, kind, device_id, &s->device));
+    std::string err = instance_device(m->name, m->spec.device, kind, device_id, &s->device);
+    if (!err.empty()) return make_error(TRITONSERVER_ERROR_INVALID_ARG, err);
     {
       std::lock_guard<std::mutex> lock(m->mu);
       auto it = m->sessions.find(s->device);

@@ -53,7 +53,9 @@ inline TRITONSERVER_Error* make_error(TRITONSERVER_Error_Code code, const std::s
 // A ferrite status as a server error (NULL for success); releases the status.
 TRITONSERVER_Error* from_ferrite(ferrite_status* status, const std::string& context);
 
-void log_message(TRITONSERVER_LogLevel level, const std::string& msg);
+// Logged with the caller's file and line (GCC/Clang builtins as default arguments).
+void log_message(TRITONSERVER_LogLevel level, const std::string& msg,
+                 const char* file = __builtin_FILE(), int line = __builtin_LINE());
 
 inline uint64_t now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -196,6 +196,32 @@ ferrite_dtype from_config_dtype_name(const std::string& name) {
   return FERRITE_DTYPE_UNDEFINED;
 }
 
+bool is_host_device(const std::string& device) {
+  return device == "cpu" || device.rfind("cpu:", 0) == 0;
+}
+
+std::string instance_device(const std::string& model, const std::string& param,
+                            TRITONSERVER_InstanceGroupKind kind, int32_t device_id,
+                            std::string* out) {
+  std::string ctx = "model '" + model + "'";
+  if (kind == TRITONSERVER_INSTANCEGROUPKIND_GPU) {
+    std::string base = param.empty() ? "cuda" : param;
+    if (base != "cuda" && base.rfind("cuda:", 0) != 0)
+      return ctx + ": a KIND_GPU instance group, but parameter device='" + param +
+             "' is not a cuda device";
+    *out = base == "cuda" ? base + ":" + std::to_string(device_id) : base;
+    return "";
+  }
+  if (kind == TRITONSERVER_INSTANCEGROUPKIND_CPU) {
+    if (!param.empty() && !is_host_device(param))
+      return ctx + ": a KIND_CPU instance group, but parameter device='" + param + "' is not cpu";
+    *out = param.empty() ? "cpu" : param;
+    return "";
+  }
+  *out = param;
+  return "";
+}
+
 std::string read_model_io(const ferrite_session* session, bool input, std::vector<ModelIo>* out) {
   auto take = [](ferrite_status* st) {
     std::string msg = st ? ferrite_status_message(st) : "";

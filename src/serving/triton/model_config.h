@@ -79,4 +79,15 @@ std::string parse_spec(const std::string& model, const nlohmann::json& config,
                        const std::vector<ModelIo>& inputs, const std::vector<ModelIo>& outputs,
                        ModelSpec* spec);
 
+// Whether `device` names a host-memory cpu device ("cpu", "cpu:N"); "" (ferrite's default) is not.
+bool is_host_device(const std::string& device);
+
+// The device an instance runs on, from its group's kind and device id and the `device`
+// parameter (`param`, "" if none): KIND_GPU selects cuda:<device id> ("cuda" as the parameter
+// gets the id appended, "cuda:N" is kept, anything else is an error); KIND_CPU cpu (or a cpu
+// parameter); other kinds the parameter, "" meaning ferrite's default.
+std::string instance_device(const std::string& model, const std::string& param,
+                            TRITONSERVER_InstanceGroupKind kind, int32_t device_id,
+                            std::string* out);
+
 }  // namespace ferrite::triton
