@@ -100,8 +100,10 @@ TRITONSERVER_Error* write_config(TRITONBACKEND_Model* model, const json& config)
 
 // A session on `device` ("" = ferrite's best) with the model's options. On cpu the instances of
 // the model share the cores: each context gets cores / instances threads unless `threads` says.
-TRITONSERVER_Error* create_session(const ModelState& m, const std::string& device,
-                                   SessionPtr* out) {
+// A metadata-only session (reading the model's tensors) takes no options: a precision meant for
+// the instances' device need not be one cpu accepts.
+TRITONSERVER_Error* create_session(const ModelState& m, const std::string& device, SessionPtr* out,
+                                   bool metadata_only = false) {
   std::string ctx = "model '" + m.name + "'" + (device.empty() ? "" : " on " + device);
   ferrite_session_options* raw = nullptr;
   FERRITE_TRITON_RETURN_IF_ERROR(from_ferrite(ferrite_session_options_create(&raw), ctx));
@@ -110,10 +112,10 @@ TRITONSERVER_Error* create_session(const ModelState& m, const std::string& devic
   if (!device.empty())
     FERRITE_TRITON_RETURN_IF_ERROR(
         from_ferrite(ferrite_session_options_set_device(opts.get(), device.c_str()), ctx));
-  if (!m.spec.precision.empty())
+  if (!m.spec.precision.empty() && !metadata_only)
     FERRITE_TRITON_RETURN_IF_ERROR(from_ferrite(
         ferrite_session_options_set_precision(opts.get(), m.spec.precision.c_str()), ctx));
-  if (is_host_device(device)) {  // not for "": ferrite's default may be cuda
+  if (is_host_device(device) && !metadata_only) {  // not for "": the default may be cuda
     int instances = std::max(m.spec.instance_count, 1);
     int threads = m.spec.threads;
     if (threads == 0)
@@ -135,7 +137,7 @@ TRITONSERVER_Error* create_session(const ModelState& m, const std::string& devic
 TRITONSERVER_Error* load_spec(TRITONBACKEND_Model* model, ModelState* m, json config) {
   std::string ctx = "model '" + m->name + "'";
   SessionPtr probe;  // metadata only: the instances create the sessions they run on
-  FERRITE_TRITON_RETURN_IF_ERROR(create_session(*m, "cpu", &probe));
+  FERRITE_TRITON_RETURN_IF_ERROR(create_session(*m, "cpu", &probe, /*metadata_only=*/true));
   std::string err = read_model_io(probe.get(), true, &m->inputs);
   if (err.empty()) err = read_model_io(probe.get(), false, &m->outputs);
   if (!err.empty()) return make_error(TRITONSERVER_ERROR_UNSUPPORTED, ctx + ": " + err);
