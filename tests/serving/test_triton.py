@@ -67,6 +67,17 @@ input [ { name: "pixels", data_type: TYPE_FP32, dims: [ 512 ] } ]
 output [ { name: "output", data_type: TYPE_FP32, dims: [ 10 ] } ]
 """
 
+# More models that must fail their load alone, each with the message it must give.
+BROKEN = {
+    "bad_param": ('backend: "ferrite"\nparameters { key: "thread" value: { string_value: "2" } }\n',
+                  "model 'bad_param': unknown parameter 'thread'"),
+    "bad_precision": ('backend: "ferrite"\n'
+                      'parameters { key: "precision" value: { string_value: "fp8" } }\n',
+                      "model 'bad_precision' on cpu: "),
+    "bad_onnx": ('backend: "ferrite"\n', "not a valid ONNX protobuf"),
+    "no_onnx": ('backend: "ferrite"\n', "model.onnx not found"),
+}
+
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
@@ -87,6 +98,10 @@ def server(models, tmp_path_factory):
     th.add_model(repo, "mlp", models["mlp"] / "model.onnx", MLP_CONFIG)
     th.add_model(repo, "mlp_var", models["mlp"] / "model.onnx", MLP_VAR_CONFIG)
     th.add_model(repo, "bad", models["mlp"] / "model.onnx", BAD_CONFIG)
+    for name, (config, _) in BROKEN.items():
+        th.add_model(repo, name, models["mlp"] / "model.onnx", config)
+    (repo / "bad_onnx" / "1" / "model.onnx").write_bytes(b"\x08\x07 not a protobuf " * 10)
+    (repo / "no_onnx" / "1" / "model.onnx").unlink()
     # Keep serving with one model failing to load; ready means "up", not "every model loaded".
     srv = th.Server(repo, repo.parent / "tritonserver.log",
                     ["--exit-on-error=false", "--strict-readiness=false",
@@ -230,5 +245,8 @@ def test_bad_config_fails_that_model_only(server):
         states = {m["name"]: m for m in json.loads(r.read())}
     assert states["bad"]["state"] == "UNAVAILABLE"
     assert "model 'bad', input 'pixels'" in states["bad"]["reason"]
+    for name, (_, reason) in BROKEN.items():
+        assert states[name]["state"] == "UNAVAILABLE", states[name]
+        assert reason in states[name]["reason"], states[name]
     for name in ("convnet", "mlp", "mlp_var"):
         assert states[name]["state"] == "READY", states[name]
