@@ -1,7 +1,7 @@
 """The ferrite Triton backend (libtriton_ferrite.so) in a real tritonserver: the one bundled in
 PyPI's nvidia-pytriton wheel, which runs on cpu. A model repository in a temporary directory
 serves the zoo's convnet (configuration auto-completed, two cpu instances) and mlp (written out,
-with parameters), plus two models that exercise errors. 64 concurrent clients, half HTTP and half
+with parameters), plus models that exercise errors. 64 concurrent clients, half HTTP and half
 gRPC, check every output against ONNX Runtime; the server's statistics show that requests were
 batched; malformed requests get error responses and the server keeps serving.
 
