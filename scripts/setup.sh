@@ -8,9 +8,12 @@ cd "$(dirname "$0")/.."
 
 # clang, its sanitizer and libFuzzer runtimes (libclang-rt-dev) and omp.h for clang (libomp-dev)
 # build the sanitizer + fuzzing build of scripts/test.sh; pkgconf builds the C API's pkg-config
-# consumer test (tests/capi/consumer_test.sh).
+# consumer test (tests/capi/consumer_test.sh); nlohmann-json3-dev reads Triton model configurations
+# in the Triton backend (src/serving/triton). The tritonserver its test runs (from the
+# nvidia-pytriton wheel) brings its own libraries: it needs only libc, libstdc++ and zlib here.
 APT_PACKAGES=(cmake ninja-build g++ libprotobuf-dev protobuf-compiler libonnx-dev libgtest-dev
-              libdnnl-dev python3-venv python3-dev clang libclang-rt-dev libomp-dev pkgconf)
+              libdnnl-dev python3-venv python3-dev clang libclang-rt-dev libomp-dev pkgconf
+              nlohmann-json3-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -23,10 +26,14 @@ if ((${#missing[@]})); then
 fi
 
 # Python: onnx (its backend node-test data), onnxruntime and numpy as oracles; nanobind for the
-# extension; torch, torchvision and transformers for the PyTorch frontend and its tests.
+# extension; torch, torchvision and transformers for the PyTorch frontend and its tests;
+# tritonclient and nvidia-pytriton's tritonserver for the Triton backend's test (tests/serving).
 venv_ok() {
   .venv/bin/python -c "import onnx, numpy, onnxruntime, nanobind, torch, torchvision, transformers, \
-onnxscript, pytest; assert onnx.__version__ == '1.16.2'" 2>/dev/null
+onnxscript, pytest, tritonclient.http, tritonclient.grpc, importlib.util, os; \
+assert onnx.__version__ == '1.16.2'; \
+assert os.path.isfile(os.path.join(os.path.dirname(importlib.util.find_spec('pytriton').origin), \
+'tritonserver', 'bin', 'tritonserver'))" 2>/dev/null
 }
 if [ ! -x .venv/bin/python ] || ! venv_ok; then
   echo "setup: installing the Python requirements into .venv (torch is large: minutes)"

@@ -12,8 +12,8 @@ scripts/setup.sh
 jobs=$(nproc)
 echo "== tests (build/) =="
 ctest --test-dir build --output-on-failure -j "$jobs"
-echo "== Python tests (pytest: Session API, torch.compile backend, ATen table, models) =="
-.venv/bin/python -m pytest -q -p no:cacheprovider tests/python
+echo "== Python tests (pytest: Session API, torch.compile backend, ATen table, models, Triton backend) =="
+.venv/bin/python -m pytest -q -p no:cacheprovider tests/python tests/serving
 if [ "${FERRITE_SKIP_SANITIZERS:-0}" != 1 ]; then
   # One clang build serves the sanitized unit tests and the libFuzzer targets (tests/fuzz):
   # everything is compiled with ASan + UBSan + coverage instrumentation.
