@@ -13,6 +13,10 @@
 //       channels_last = 1 (2-D only): X, residual and Y are [N, H, W, C] instead of
 //       [N, C, H, W]; W stays [M, C/group, KH, KW].
 //
+//   ferrite.Pool(X) {mode, channels_last, the pooling attributes}
+//       MaxPool (mode "max") or AveragePool ("average") with ONNX's semantics, 2-D;
+//       channels_last = 1: X and Y are [N, H, W, C].
+//
 //   ferrite.Attention(Q, K, V, mask?) {scale, causal, nan_to_zero, masked_rows_zero}
 //       Y = softmax(Q @ K^T * scale + mask [+ causal mask]) @ V over the last axis, with
 //       Q [..., S, D], K [..., T, D], V [..., T, Dv] (batch dims broadcast) and an additive mask
@@ -267,6 +271,65 @@ Status fused_conv_nchw(KernelContext& ctx) {
   return Status::ok();
 }
 
+// ---- Pool (channels-last pooling) -----------------------------------------------------------
+
+// ferrite.Pool {mode, channels_last, the pooling attributes}: MaxPool (mode "max") or
+// AveragePool ("average") of a 2-D [N, H, W, C] input (channels_last = 1; the layout pass's form)
+// or of [N, C, H, W] (0). The reference permutes and runs the ONNX op's own kernel.
+Status infer_pool_op(InferContext& ctx) {
+  const Node& node = ctx.node();
+  const std::string mode = node.attr_string("mode");
+  if (mode != "max" && mode != "average")
+    return ctx.error("mode must be \"max\" or \"average\", got \"", mode, "\"");
+  const std::vector<int64_t> kernel = node.attr_ints("kernel_shape");
+  if (kernel.size() != 2) return ctx.error("kernel_shape must have 2 entries (2-D pooling)");
+  const Shape& x = ctx.input_shape(0);
+  if (x.rank_known() && x.rank() != 4) return ctx.error("input must be 4-D, got ", x.to_string());
+  FERRITE_ASSIGN_OR_RETURN(Window w, read_window(node, kernel));
+  const bool last = channels_last(node);
+  if (!x.rank_known()) {
+    ctx.set_output(0, ctx.input_dtype(0), Shape::unknown_rank());
+    return Status::ok();
+  }
+  const size_t h = last ? 1 : 2;
+  FERRITE_ASSIGN_OR_RETURN(Dim oh, window_output_dim(node, w, 0, x[h]));
+  FERRITE_ASSIGN_OR_RETURN(Dim ow, window_output_dim(node, w, 1, x[h + 1]));
+  ctx.set_output(0, ctx.input_dtype(0),
+                 last ? Shape({x[0], oh, ow, x[3]}) : Shape({x[0], x[1], oh, ow}));
+  return Status::ok();
+}
+
+Status pool_op_kernel(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const bool last = channels_last(node);
+  const Tensor& x = ctx.input(0);
+  if (x.rank() != 4) return ctx.error("input must be 4-D, got ", x.type_string());
+  Node onnx;  // the ONNX op this node computes, for its reference kernel
+  onnx.name = node.name;
+  onnx.op_type = node.attr_string("mode") == "max" ? "MaxPool" : "AveragePool";
+  onnx.opset = 19;
+  onnx.outputs = {node.output(0)};
+  for (const auto& [k, v] : node.attrs)
+    if (k != "mode" && k != "channels_last") onnx.attrs.emplace(k, v);
+  const OpSchema* schema = OpRegistry::global().find("", onnx.op_type, onnx.opset);
+  if (!schema || !schema->kernel) return ctx.error("no reference kernel for ", onnx.op_type);
+  std::optional<Tensor> xt;
+  if (last) {
+    FERRITE_ASSIGN_OR_RETURN(Tensor t, permute_channels(x, false));
+    xt = std::move(t);
+  }
+  std::vector<Tensor> outs(1);
+  KernelContext inner(onnx, {last ? &*xt : &x}, outs);
+  FERRITE_RETURN_IF_ERROR(schema->kernel(inner));
+  if (!last) {
+    ctx.set_output(0, std::move(outs[0]));
+    return Status::ok();
+  }
+  FERRITE_ASSIGN_OR_RETURN(Tensor y, permute_channels(outs[0], true));
+  ctx.set_output(0, std::move(y));
+  return Status::ok();
+}
+
 // ---- Attention ------------------------------------------------------------------------------
 
 Status infer_attention(InferContext& ctx) {
@@ -427,6 +490,23 @@ void register_fused_ops(OpRegistry& r) {
             .infer(infer_fused_conv)
             .kernel(fused_conv_kernel)
             .doc("act(Conv(X, W, B) + residual); channels_last: X, residual and Y are [N, H, W, C]"));
+  r.add(OpSchemaBuilder("Pool", kDomain)
+            .versions(1)
+            .inputs(1)
+            .outputs(1)
+            .attr("mode", AttrType::kString, "max")
+            .attr("channels_last", AttrType::kInt, 1)
+            .attr("auto_pad", AttrType::kString, "NOTSET")
+            .attr("ceil_mode", AttrType::kInt, 0)
+            .attr("count_include_pad", AttrType::kInt, 0)
+            .optional_attr("dilations", AttrType::kInts)
+            .optional_attr("kernel_shape", AttrType::kInts)
+            .optional_attr("pads", AttrType::kInts)
+            .optional_attr("strides", AttrType::kInts)
+            .types("T", {0}, kFloat)
+            .infer(infer_pool_op)
+            .kernel(pool_op_kernel)
+            .doc("MaxPool (mode max) or AveragePool (average), 2-D; channels_last: [N, H, W, C]"));
   r.add(OpSchemaBuilder("Attention", kDomain)
             .versions(1)
             .inputs(3, 4)

@@ -12,6 +12,7 @@
 //   - GlobalAveragePool, and ReduceMean over H and W with keepdims (squeeze-excite, pooling
 //     heads) -> ReduceMean over axes 1, 2;
 //   - Concat on the channel axis -> Concat on axis 3 (densely connected blocks);
+//   - MaxPool / AveragePool (2-D) -> ferrite.Pool {channels_last = 1};
 //   - Transpose [0, 2, 3, 1] of a value with a twin is the twin (ConvNeXt's permute to
 //     channels-last disappears), and Transpose [0, 3, 1, 2] of any 4-D value has that value as
 //     its twin (the permute back).
@@ -150,6 +151,23 @@ class LayoutChannelsLast : public Pass {
       return;
     }
     if (is_op(&n, "Concat")) return convert_concat(n);
+    if ((is_op(&n, "MaxPool") || is_op(&n, "AveragePool")) && twin(n.input(0)))
+      return convert_pool(n);
+  }
+
+  // MaxPool / AveragePool (2-D, no Indices output) -> ferrite.Pool {channels_last = 1}.
+  void convert_pool(Node& n) {
+    if (n.attr_ints("kernel_shape").size() != 2) return;
+    AttributeMap attrs;
+    for (const char* k : {"auto_pad", "ceil_mode", "count_include_pad", "dilations",
+                          "kernel_shape", "pads", "strides"})
+      if (n.has_attr(k)) attrs.emplace(k, n.attrs.at(k));
+    attrs["mode"] = Attribute(std::string(n.op_type == "MaxPool" ? "max" : "average"));
+    attrs["channels_last"] = Attribute(int64_t{1});
+    Node* c = insert_node(*g_, kFerriteDomain, "Pool", kFerriteOpset, {twin(n.input(0))}, attrs,
+                          &n, n.name.empty() ? n.outputs[0]->name : n.name);
+    if (c) ++stats_.others;
+    convert(n, c);
   }
 
   void convert_conv(Node& n) {

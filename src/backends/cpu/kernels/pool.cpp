@@ -1,4 +1,5 @@
-// MaxPool library kernel for the cpu device: 2-D, f32, without the Indices output, on NCHW
+// Pooling library kernels for the cpu device. ferrite.Pool {channels_last}: max and average on
+// [N, H, W, C] (below). MaxPool: 2-D, f32, without the Indices output, on NCHW
 // planes spread over the thread pool. Results equal the reference kernel's bit for bit, NaNs
 // included: each output is the first in-bounds tap (row-major tap order) replaced by every later
 // tap that compares greater. Interior outputs (window inside the input) run that as a
@@ -123,10 +124,84 @@ Status max_pool_run(KernelContext& ctx, ThreadPool& pool) {
   return Status::ok();
 }
 
+// ferrite.Pool {channels_last} on [N, H, W, C]: per output pixel, a pass over the C channels of
+// each in-bounds tap (row-major tap order), vectorised over C. Max keeps the reference's rule
+// (first tap, then every later tap that compares greater: NaN as the reference has it); average
+// sums in tap order and divides by the taps in bounds, or by the whole window where
+// count_include_pad says so (only without ceil_mode, whose extra outputs count differently).
+FERRITE_TARGET_CLONES void pool_nhwc_row(const float* __restrict in, float* __restrict out,
+                                         const PoolGeometry& g, int64_t C, int64_t oh, bool max,
+                                         bool include_pad) {
+  for (int64_t ow = 0; ow < g.OW; ++ow) {
+    float* o = out + ow * C;
+    int64_t taps = 0;
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+      const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
+      if (ih < 0 || ih >= g.H) continue;
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const int64_t iw = ow * g.sw - g.pl + kw * g.dw;
+        if (iw < 0 || iw >= g.W) continue;
+        const float* i = in + (ih * g.W + iw) * C;
+        if (taps++ == 0) {
+          for (int64_t c = 0; c < C; ++c) o[c] = i[c];
+        } else if (max) {
+          for (int64_t c = 0; c < C; ++c) o[c] = i[c] > o[c] ? i[c] : o[c];
+        } else {
+          for (int64_t c = 0; c < C; ++c) o[c] += i[c];
+        }
+      }
+    }
+    if (!max) {
+      const float d = static_cast<float>(include_pad ? g.KH * g.KW : taps);
+      for (int64_t c = 0; c < C; ++c) o[c] /= d;
+    }
+  }
+}
+
+bool pool_nhwc_accepts(const Node& node) {
+  return onednn::input_is_f32(node, 0) && node.attr_int("channels_last", 1) != 0;
+}
+
+Status pool_nhwc_run(KernelContext& ctx, ThreadPool& pool) {
+  const Tensor& x = ctx.input(0);
+  const Node& node = ctx.node();
+  const bool max = node.attr_string("mode") == "max";
+  const bool include_pad = !max && node.attr_int("count_include_pad", 0) != 0;
+  if (x.dtype() != DType::kF32 || x.rank() != 4 || node.attr_int("channels_last", 1) == 0 ||
+      (include_pad && node.attr_int("ceil_mode", 0) != 0))
+    return onednn::run_reference(ctx);
+  const std::vector<int64_t> kernel = node.attr_ints("kernel_shape");
+  if (kernel.size() != 2) return onednn::run_reference(ctx);
+  auto win = read_window(node, kernel);
+  if (!win) return onednn::run_reference(ctx);
+  const std::vector<int64_t> in{x.dim(1), x.dim(2)};
+  auto out = resolve_window(node, *win, in);
+  if (!out) return onednn::run_reference(ctx);
+  const int64_t N = x.dim(0), C = x.dim(3);
+  FERRITE_ASSIGN_OR_RETURN(
+      Tensor * y, ctx.allocate_output_uninitialized(0, DType::kF32, {N, (*out)[0], (*out)[1], C}));
+  PoolGeometry g{in[0],           in[1],           (*out)[0],       (*out)[1],
+                 kernel[0],       kernel[1],       win->strides[0], win->strides[1],
+                 win->dilations[0], win->dilations[1], win->pad_begin(0), win->pad_begin(1)};
+  const int64_t rows = N * g.OH;
+  if (rows == 0 || g.OW == 0 || C == 0) return Status::ok();
+  const float* px = x.data<float>();
+  float* py = y->data<float>();
+  const int64_t work = std::max<int64_t>(1, g.OW * g.KH * g.KW * C);
+  pool.parallel_for(rows, std::max<int64_t>(1, 32768 / work), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / g.OH, oh = r % g.OH;
+      pool_nhwc_row(px + n * g.H * g.W * C, py + r * g.OW * C, g, C, oh, max, include_pad);
+    }
+  });
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_cpu_pool_kernels(CpuKernelRegistry& r) {
   r.add("", "MaxPool", {max_pool_accepts, max_pool_run});
+  r.add("ferrite", "Pool", {pool_nhwc_accepts, pool_nhwc_run});
 }
 
 }  // namespace ferrite
