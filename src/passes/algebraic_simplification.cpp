@@ -1,4 +1,5 @@
-// algebraic-simplification: identities with constants (x+0, 0+x, x-0, x*1, 1*x, x/1, x^1),
+// algebraic-simplification: identities with constants (x+0, 0+x, x-0, x*1, 1*x, x/1, x^1), x^2
+// as x*x (RMSNorm's Pow(x, 2): a multiply, where pow is a libm call per element),
 // Transpose∘Transpose composed into one Transpose (or removed), and Reshape∘Reshape into one
 // Reshape. A rewrite applies only when the result keeps the node's output dtype and shape, so
 // broadcasting by the constant is never lost.
@@ -48,6 +49,19 @@ Value* identity_operand(const Node& n) {
   return nullptr;
 }
 
+// Pow(x, 2) with a one-element float constant 2 that does not broadcast x: x.
+Value* squared_operand(const Node& n) {
+  if (!n.domain.empty() || n.op_type != "Pow" || n.inputs.size() != 2 || n.outputs.size() != 1 ||
+      !n.outputs[0])
+    return nullptr;
+  Value* x = n.inputs[0];
+  const Value* e = n.inputs[1];
+  if (!x || !e || n.opset < 7 || !e->constant || e->constant->numel() != 1 || !is_float(e->constant->dtype()) ||
+      !is_float(x->type.dtype) || !is_constant_filled_with(e, 2) || !same_type(x, n.outputs[0]))
+    return nullptr;
+  return x;
+}
+
 class AlgebraicSimplification : public Pass {
  public:
   std::string name() const override { return "algebraic-simplification"; }
@@ -55,6 +69,16 @@ class AlgebraicSimplification : public Pass {
     bool changed = false;
     std::vector<const Node*> dead;
     for (auto& n : g.nodes()) {
+      if (Value* x = squared_operand(*n)) {
+        // The exactly rounded square; libm's pow(x, 2) is within an ulp of it.
+        n->op_type = "Mul";
+        n->inputs = {x, x};
+        n->schema = OpRegistry::global().find("", "Mul", n->opset);
+        if (!n->schema) return err(n->describe(), ": no Mul at opset ", n->opset);
+        FERRITE_RETURN_IF_ERROR(infer_node(*n));
+        changed = true;
+        continue;
+      }
       if (Value* keep = identity_operand(*n)) {
         if (g.replace_all_uses(n->outputs[0], keep)) {
           dead.push_back(n.get());
@@ -103,7 +127,7 @@ class AlgebraicSimplification : public Pass {
 
 FERRITE_REGISTER_PASSES(algebraic_simplification) {
   r.add({"algebraic-simplification",
-         "x+0, x*1, x/1 identities; compose Transpose pairs and Reshape pairs",
+         "x+0, x*1, x/1 identities, x^2 as x*x; compose Transpose pairs and Reshape pairs",
          [] { return std::make_unique<AlgebraicSimplification>(); },
          {{Stage::kSimplify, 20}}});
 }
