@@ -376,7 +376,7 @@ void fused_ops(std::map<std::string, CaseFn>& m) {
       out.push_back(single(s.name, v, std::move(ins), std::move(at), 1, "ferrite"));
     };
     auto bias = [](int64_t n) { return cst("bias", kF32, {n}, V::uniform(-1, 1)); };
-    for (const char* act : {"none", "relu", "tanh", "sigmoid", "gelu", "gelu_tanh"})
+    for (const char* act : {"none", "relu", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu"})
       fm(act, {in("a", kF32, {3, 8}), cst("b", kF32, {8, 5}, V::uniform(-1, 1)), bias(5)},
          {{"activation", act}});
     fm("transB-residual",
@@ -398,7 +398,7 @@ void fused_ops(std::map<std::string, CaseFn>& m) {
     auto w = [](std::vector<int64_t> d) { return cst("w", kF32, d, V::uniform(-1, 1)); };
     auto b = [](int64_t n) { return cst("b", kF32, {n}, V::uniform(-1, 1)); };
     auto pads = Attribute(std::vector<int64_t>{1, 1, 1, 1});
-    for (const char* act : {"relu", "sigmoid", "tanh", "hard_swish"})
+    for (const char* act : {"relu", "sigmoid", "tanh", "hard_swish", "silu"})
       fc(std::string("3x3-") + act, {in("x", kF32, {1, 3, 7, 7}), w({4, 3, 3, 3}), b(4)},
          {{"pads", pads}, {"activation", act}});
     fc("clip-residual",

@@ -74,9 +74,10 @@ bool lowerable(const ScalarFunction& f, const Node& n) {
 const PointwiseOp* find_pointwise_op(const Node& n) {
   static const PointwiseOp function{all_inputs, emit_function}, bounded{first_input, emit_function},
       where{all_inputs, emit_where}, cast{all_inputs, emit_cast};
-  if (!n.domain.empty() || n.inputs.empty() || !n.inputs[0]) return nullptr;
-  if (n.op_type == "Where") return &where;
-  if (n.op_type == "Cast") return &cast;
+  if (n.inputs.empty() || !n.inputs[0]) return nullptr;
+  if (n.domain.empty() && n.op_type == "Where") return &where;
+  if (n.domain.empty() && n.op_type == "Cast") return &cast;
+  // Every row of the table, internal ones (ferrite.Silu) included.
   const ScalarFunction* f = scalar_function_of(n);
   if (!f || !lowerable(*f, n)) return nullptr;
   // Clip's bounds are read as constants, not as operands.

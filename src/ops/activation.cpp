@@ -516,6 +516,21 @@ void register_unary_activations(OpRegistry& r) {
                 return x >= C(0) ? C(1) / (C(1) + std::exp(-x))
                                  : std::exp(x) / (C(1) + std::exp(x));
               })));
+  // SiLU / Swish, x * sigmoid(x): internal (ONNX has no op for it); fuse-silu makes it of
+  // Mul(x, Sigmoid(x)), so that it fuses as one activation (oneDNN's swish post-op).
+  r.add(OpSchemaBuilder("Silu", "ferrite")
+            .versions(1)
+            .inputs(1)
+            .outputs(1)
+            .types("T", {0}, kFloat)
+            .infer(infer_same_as_input())
+            .kernel(float_fn([](auto x) {
+              using C = decltype(x);
+              const C s = x >= C(0) ? C(1) / (C(1) + std::exp(-x))
+                                    : std::exp(x) / (C(1) + std::exp(x));
+              return x * s;
+            }))
+            .doc("x * sigmoid(x)"));
   r.add(unary("Relu", kSignedInt | kFloat, unary_kernel<TC::kSignedNumeric>(plain([](auto x) {
                 using C = decltype(x);
                 return x > C(0) ? x : (x != x ? x : C(0));

@@ -41,8 +41,7 @@ void set_activation_attrs(AttributeMap& attrs, const Activation& a) {
 
 std::optional<Activation> activation_of_onnx_node(const Node& n,
                                                   std::optional<double> (*constant)(const Value*)) {
-  if (!n.domain.empty() || n.outputs.size() != 1 || n.inputs.empty() || !n.inputs[0])
-    return std::nullopt;
+  if (n.outputs.size() != 1 || n.inputs.empty() || !n.inputs[0]) return std::nullopt;
   const ScalarFunction* f = scalar_function_of(n);
   if (!f || !f->epilogue) return std::nullopt;
   // Only Clip's bounds arrive as inputs.

@@ -253,6 +253,15 @@ const std::vector<ScalarFunction> kFunctions = {
      .ref = ev([](auto* a, auto*) { return sigmoid(a[0]); }),
      .epilogue = "sigmoid",
      .onednn = OnednnEltwise::kLogistic},
+    // x * sigmoid(x) (SiLU / Swish): ferrite.Silu, which fuse-silu makes of Mul(x, Sigmoid(x)).
+    {.name = "silu",
+     .onnx_op = "Silu",
+     .domain = "ferrite",
+     .cost = FnCost::kCostly,
+     .spell = [](S c) { return c.a[0] + " * fe_sigmoid<" + c.T + ">(" + c.a[0] + ")"; },
+     .ref = ev([](auto* a, auto*) { return a[0] * sigmoid(a[0]); }),
+     .epilogue = "silu",
+     .onednn = OnednnEltwise::kSwish},
     {.name = "gelu",
      .onnx_op = "Gelu",
      .variant_attr = "approximate",
@@ -404,9 +413,8 @@ const ScalarFunction* find_scalar_function(const std::string& name) {
 }
 
 const ScalarFunction* scalar_function_of(const Node& n) {
-  if (!n.domain.empty()) return nullptr;
   for (const ScalarFunction& f : kFunctions) {
-    if (!f.onnx_op || n.op_type != f.onnx_op) continue;
+    if (!f.onnx_op || n.op_type != f.onnx_op || n.domain != f.domain) continue;
     if (f.variant_attr && n.attr_string(f.variant_attr, "none") != f.variant_value) continue;
     return &f;
   }

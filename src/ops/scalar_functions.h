@@ -51,7 +51,8 @@ enum class OnednnEltwise : uint8_t {
   kGeluTanh,
   kClip,
   kLinearThenClip01,
-  kHardswish
+  kHardswish,
+  kSwish  // x * sigmoid(alpha x), alpha 1
 };
 
 // The cuBLASLt epilogue that computes an epilogue row inside the GEMM (others run in the cuda
@@ -78,7 +79,10 @@ struct ScalarEval {
 
 struct ScalarFunction {
   const char* name;     // the kernel IR's fn ("hardsigmoid")
-  const char* onnx_op;  // the default-domain op computing it (nullptr: internal only)
+  const char* onnx_op;  // the op computing it (of `domain`)
+  // "" (ONNX) or "ferrite": functions ONNX has no op for (SiLU) are internal ops that a pass
+  // recognises.
+  const char* domain = "";
   // Ops with several functions pick one by a string attribute (absent reads as "none").
   const char* variant_attr = nullptr;
   const char* variant_value = nullptr;

@@ -77,7 +77,7 @@ std::string node_text(const ScalarFunction& f, const std::string& out, const std
     os << "  " << out << "_lo = Constant<value = " << t << " {-1.0}>()\n"
        << "  " << out << "_hi = Constant<value = " << t << " {2.0}>()\n";
   }
-  os << "  " << out << " = " << f.onnx_op;
+  os << "  " << out << " = " << (*f.domain ? std::string(f.domain) + "." : "") << f.onnx_op;
   if (f.variant_attr) os << "<" << f.variant_attr << " = \"" << f.variant_value << "\">";
   os << "(" << x;
   if (f.arity == 2) os << ", " << z;
@@ -137,7 +137,7 @@ Expected<Tensor> reference_output(const ScalarFunction& f, bool f64) {
   const std::string n = std::to_string(cols[0].size()), ty = type_name(f, f64);
   const std::string out_ty = is_bool_out(f) ? "bool" : ty;
   std::ostringstream os;
-  os << "<ir_version: 9, opset_import: [\"\" : 20]>\ng (" << ty << "[" << n << "] x";
+  os << "<ir_version: 9, opset_import: [\"\" : 20, \"ferrite\" : 1]>\ng (" << ty << "[" << n << "] x";
   if (f.arity == 2) os << ", " << ty << "[" << n << "] z";
   if (f.param_source == ParamSource::kConstantBounds) os << ", " << ty << " lo, " << ty << " hi";
   os << ") => (" << out_ty << "[" << n << "] y) {\n"
@@ -169,11 +169,12 @@ TEST(ScalarFunctions, RowsAreConsistentWithTheOpTable) {
     EXPECT_EQ(find_scalar_function(f.name), &f);
     ASSERT_TRUE(f.spell && f.ref.f32 && f.ref.f64 && f.ref.f32_epilogue);
     EXPECT_TRUE(f.arity == 1 || f.arity == 2);
-    ASSERT_TRUE(f.onnx_op) << "every row is an ONNX op's function today";
-    EXPECT_TRUE(
-        ops.insert(std::string(f.onnx_op) + "/" + (f.variant_value ? f.variant_value : "")).second)
+    ASSERT_TRUE(f.onnx_op) << "every row is an op's function (an ONNX op, or an internal one)";
+    EXPECT_TRUE(ops.insert(std::string(f.domain) + "." + f.onnx_op + "/" +
+                           (f.variant_value ? f.variant_value : ""))
+                    .second)
         << "two rows for one op and variant";
-    const OpSchema* schema = OpRegistry::global().find("", f.onnx_op, 20);
+    const OpSchema* schema = OpRegistry::global().find(f.domain, f.onnx_op, *f.domain ? 1 : 20);
     ASSERT_TRUE(schema) << f.onnx_op << " is not in the op table";
     if (f.param_source == ParamSource::kAttributes) {
       ASSERT_GT(f.n_params, 0);
@@ -293,7 +294,7 @@ AllRows all_rows_model() {
          << "] " << o;
   }
   std::ostringstream text;
-  text << "<ir_version: 9, opset_import: [\"\" : 20]>\ng (float[" << kUnary.size() << "] ux, float["
+  text << "<ir_version: 9, opset_import: [\"\" : 20, \"ferrite\" : 1]>\ng (float[" << kUnary.size() << "] ux, float["
        << kPair.size() * kPair.size() << "] px, float[" << kPair.size() * kPair.size()
        << "] pz, bool[4] bx, bool[4] bz) => (" << outs.str() << ") {\n"
        << body.str() << "}\n";

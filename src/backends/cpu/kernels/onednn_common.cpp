@@ -211,14 +211,18 @@ constexpr dnnl::algorithm kOnednnAlgorithm[] = {dnnl::algorithm::undef,
                                                 dnnl::algorithm::eltwise_gelu_tanh,
                                                 dnnl::algorithm::eltwise_clip,
                                                 dnnl::algorithm::eltwise_linear,
-                                                dnnl::algorithm::eltwise_hardswish};
-static_assert(std::size(kOnednnAlgorithm) == static_cast<size_t>(OnednnEltwise::kHardswish) + 1);
+                                                dnnl::algorithm::eltwise_hardswish,
+                                                dnnl::algorithm::eltwise_swish};
+static_assert(std::size(kOnednnAlgorithm) == static_cast<size_t>(OnednnEltwise::kSwish) + 1);
 }  // namespace
 
 void append_activation(dnnl::post_ops& po, const Activation& a) {
   if (!a.fn || a.fn->onednn == OnednnEltwise::kNone) return;
   // alpha and beta are the row's parameters, 0 where it has fewer.
-  const float alpha = a.fn->n_params > 0 ? a.alpha : 0.0f;
+  // Swish's alpha is the sigmoid's slope: 1 for SiLU, which has no parameters.
+  const float alpha = a.fn->onednn == OnednnEltwise::kSwish ? 1.0f
+                      : a.fn->n_params > 0                  ? a.alpha
+                                                            : 0.0f;
   const float beta = a.fn->n_params > 1 ? a.beta : 0.0f;
   po.append_eltwise(1.0f, kOnednnAlgorithm[static_cast<int>(a.fn->onednn)], alpha, beta);
   if (a.fn->onednn == OnednnEltwise::kLinearThenClip01)
