@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 # build the sanitizer + fuzzing build of scripts/test.sh; pkgconf builds the C API's pkg-config
 # consumer test (tests/capi/consumer_test.sh).
 APT_PACKAGES=(cmake ninja-build g++ libprotobuf-dev protobuf-compiler libonnx-dev libgtest-dev
-              libdnnl-dev python3-venv python3-dev clang libclang-rt-dev libomp-dev pkgconf)
+              libdnnl-dev python3-venv python3-dev clang libclang-rt-dev libomp-dev pkgconf
+              nlohmann-json3-dev libcli11-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

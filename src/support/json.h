@@ -1,0 +1,26 @@
+// JSON for ferrite's result files (run.json, bench and conformance reports, traces), through
+// nlohmann-json.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace ferrite {
+
+// Keys stay in the order they were written.
+using Json = nlohmann::ordered_json;
+
+// Bytes that are not UTF-8 (a path or a node name may hold any) become U+FFFD instead of an
+// exception.
+
+// `j` indented by two spaces ("key": value), ending in a newline: the result files.
+inline std::string json_text(const Json& j) {
+  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+// `j` on one line without spaces or newline: one event of a trace.
+inline std::string json_line(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+}  // namespace ferrite
