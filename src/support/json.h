@@ -2,6 +2,7 @@
 // nlohmann-json.
 #pragma once
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -21,6 +22,11 @@ inline std::string json_text(const Json& j) {
 // `j` on one line without spaces or newline: one event of a trace.
 inline std::string json_line(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// A JSON number, or null where `v` is not finite (JSON has no NaN or infinity).
+inline Json json_number(double v) {
+  return std::isfinite(v) ? Json(v) : Json(nullptr);
 }
 
 }  // namespace ferrite

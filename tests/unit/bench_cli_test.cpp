@@ -162,8 +162,8 @@ TEST(BenchCli, OptionErrors) {
   EXPECT_NE(r.err.find("/nonexistent/python"), std::string::npos) << r.err;
 }
 
-// The ONNX Runtime child's "ready" reply is JSON that ferrite reads: a reply that is not JSON, or
-// not an object, is a clean error, not an exception or an abort.
+// The ONNX Runtime child's "ready" reply is JSON that ferrite reads: a reply that is not JSON, not
+// an object, or with a field of the wrong type is a clean error, not an exception or an abort.
 TEST(BenchCli, MalformedReadyReplyIsAnError) {
   TempDir dir;
   auto model = dir.write("m.onnx", tiny_model()).string();
@@ -173,6 +173,7 @@ TEST(BenchCli, MalformedReadyReplyIsAnError) {
       {R"(ready {"version": "1.0", "first_run_seconds": )", "not valid JSON"},
       {R"(ready {"version": 1.0.0})", "not valid JSON"},
       {R"(ready [1, 2])", "not a JSON object"},
+      {R"(ready {"version": "1.0", "first_run_seconds": "soon"})", "not a JSON object with"},
   };
   for (const auto& c : cases) {
     // Stands in for the python: answers the one line, then waits for the quit.

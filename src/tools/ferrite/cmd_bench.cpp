@@ -96,18 +96,6 @@ Expected<double> number_option(const std::string& s, const std::string& name, do
   return v;
 }
 
-// A JSON number; non-finite values (e.g. no samples) become null.
-Json jnum(double v) {
-  return std::isfinite(v) ? Json(v) : Json(nullptr);
-}
-
-// A number in progress text, 9 significant digits.
-std::string num_text(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
-
 struct Stats {
   size_t n = 0;
   double median = NAN, p10 = NAN, p90 = NAN, min = NAN, max = NAN, mean = NAN, total = 0;
@@ -137,15 +125,15 @@ Stats summarize(std::vector<double> s) {
 // Statistics of samples in ms, after the fields of `head`.
 Json stats_json(const Stats& st, const std::vector<double>& samples, Json head = Json::object()) {
   head["runs"] = st.n;
-  head["median_ms"] = jnum(st.median * 1e3);
-  head["p10_ms"] = jnum(st.p10 * 1e3);
-  head["p90_ms"] = jnum(st.p90 * 1e3);
-  head["min_ms"] = jnum(st.min * 1e3);
-  head["mean_ms"] = jnum(st.mean * 1e3);
-  head["max_ms"] = jnum(st.max * 1e3);
-  head["total_seconds"] = jnum(st.total);
+  head["median_ms"] = json_number(st.median * 1e3);
+  head["p10_ms"] = json_number(st.p10 * 1e3);
+  head["p90_ms"] = json_number(st.p90 * 1e3);
+  head["min_ms"] = json_number(st.min * 1e3);
+  head["mean_ms"] = json_number(st.mean * 1e3);
+  head["max_ms"] = json_number(st.max * 1e3);
+  head["total_seconds"] = json_number(st.total);
   Json& ms = head["samples_ms"] = Json::array();
-  for (double v : samples) ms.push_back(jnum(v * 1e3));
+  for (double v : samples) ms.push_back(json_number(v * 1e3));
   return head;
 }
 
@@ -333,27 +321,23 @@ class OrtChild {
   bool broken_ = false;
 };
 
-// The child's "ready" reply: a JSON object describing its session (scripts/ort_bench.py).
+// The child's "ready" reply: a JSON object describing its session (scripts/ort_bench.py), with
+// the fields ferrite reads of their type.
 Expected<Json> parse_ready(const std::string& text) {
+  Json j;
   try {
-    Json j = Json::parse(text);
-    if (j.is_object()) return j;
+    j = Json::parse(text);
   } catch (const Json::exception& e) {
     return err("onnxruntime child: its ready reply is not valid JSON (", e.what(), "): '",
                text.substr(0, 200), "'");
   }
-  return err("onnxruntime child: its ready reply is not a JSON object: '", text.substr(0, 200),
-             "'");
-}
-
-// A number or string field of the child's reply (0 or "" when absent or of another type).
-double number_field(const Json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : 0;
-}
-std::string string_field(const Json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+  if (!j.is_object() || !j.value("first_run_seconds", Json(0)).is_number() ||
+      !j.value("version", Json("")).is_string())
+    return err(
+        "onnxruntime child: its ready reply is not a JSON object with a number "
+        "first_run_seconds and a string version: '",
+        text.substr(0, 200), "'");
+  return j;
 }
 
 // One runtime's timed loop state.
@@ -427,7 +411,7 @@ Status start_onnxruntime(BenchReport& rep, const std::vector<Tensor>& first, con
                             "--threads", std::to_string(rep.opts.threads)}));
   FERRITE_ASSIGN_OR_RETURN(std::string ready, ort->read_reply("ready"));
   FERRITE_ASSIGN_OR_RETURN(rep.ort_ready, parse_ready(ready));
-  ortr.per_run = number_field(rep.ort_ready, "first_run_seconds");
+  ortr.per_run = rep.ort_ready.value("first_run_seconds", 0.0);
   OrtChild* child = ort.get();
   ortr.run = [child](int n) { return child->run(n); };
 
@@ -471,11 +455,11 @@ Expected<double> time_interleaved(const std::vector<Runner*>& runners, const Ben
     std::string s;
     for (Runner* r : runners)
       s += str_cat(s.empty() ? "" : " | ", r->name, " ", r->samples.size(), "/", min_runs, " runs ",
-                   num_text(std::round(r->total * 10) / 10), "/", num_text(min_s), " s");
+                   std::round(r->total * 10) / 10, "/", min_s, " s");
     return s;
   };
-  progress.line(str_cat("timing: at least ", min_runs, " runs and ", num_text(min_s),
-                        " s per runtime", runners.size() > 1 ? ", interleaved" : ""));
+  progress.line(str_cat("timing: at least ", min_runs, " runs and ", min_s, " s per runtime",
+                        runners.size() > 1 ? ", interleaved" : ""));
   auto bench_start = Clock::now();
   for (bool any = true; any;) {
     any = false;
@@ -532,7 +516,7 @@ double print_report(const BenchReport& rep) {
   std::printf(
       "onnxruntime  %s, CPU EP, ORT_ENABLE_ALL, intra-op threads %s, inter-op 1, "
       "sequential\n",
-      string_field(rep.ort_ready, "version").c_str(), threads.c_str());
+      rep.ort_ready.value("version", std::string()).c_str(), threads.c_str());
   std::printf("outputs      max abs diff vs onnxruntime %.3g (%zu output(s), %s)\n",
               rep.overall_diff, rep.diffs.size(),
               rep.outputs_match ? "all within tolerance" : "MISMATCH");
@@ -553,9 +537,9 @@ std::string bench_json(const BenchReport& rep, double ratio) {
   for (const auto& in : rep.inputs)
     inputs.push_back({{"name", in.name}, {"type", in.tensor.type_string()}});
   auto compile = [](double import, double prepare) {
-    return Json{{"import_seconds", jnum(import)},
-                {"prepare_seconds", jnum(prepare)},
-                {"total_seconds", jnum(import + prepare)}};
+    return Json{{"import_seconds", json_number(import)},
+                {"prepare_seconds", json_number(prepare)},
+                {"total_seconds", json_number(import + prepare)}};
   };
   Json js = {{"model", rep.model},
              {"device", rep.device},
@@ -563,13 +547,13 @@ std::string bench_json(const BenchReport& rep, double ratio) {
              {"threads", rep.opts.threads},
              {"warmup", static_cast<int64_t>(rep.warmup)},
              {"min_runs", rep.min_runs},
-             {"min_seconds", jnum(rep.min_s)},
+             {"min_seconds", json_number(rep.min_s)},
              {"inputs", inputs},
              {"compile",
               {{"cold", compile(rep.cold_import, rep.cold_prepare)},
                {"warm", compile(rep.warm_import, rep.warm_prepare)}}},
-             {"first_run_seconds", jnum(rep.first_run)},
-             {"timed_wall_seconds", jnum(rep.bench_wall)},
+             {"first_run_seconds", json_number(rep.first_run)},
+             {"timed_wall_seconds", json_number(rep.bench_wall)},
              {"ferrite", stats_json(summarize(rep.fer->samples), rep.fer->samples)}};
   if (rep.dev_time)
     js["device_time"] = stats_json(summarize(rep.dev_time->seconds), rep.dev_time->seconds,
@@ -579,12 +563,13 @@ std::string bench_json(const BenchReport& rep, double ratio) {
         stats_json(summarize(rep.ort->samples), rep.ort->samples, {{"session", rep.ort_ready}});
     Json per_output = Json::array();
     for (const auto& d : rep.diffs)
-      per_output.push_back(
-          {{"name", d.name}, {"max_abs_diff", jnum(d.max_abs_diff)}, {"within_tolerance", d.ok}});
+      per_output.push_back({{"name", d.name},
+                            {"max_abs_diff", json_number(d.max_abs_diff)},
+                            {"within_tolerance", d.ok}});
     js["outputs"] = {{"match", rep.outputs_match},
-                     {"max_abs_diff", jnum(rep.overall_diff)},
+                     {"max_abs_diff", json_number(rep.overall_diff)},
                      {"per_output", per_output}};
-    js["ratio_ort_over_ferrite"] = jnum(ratio);
+    js["ratio_ort_over_ferrite"] = json_number(ratio);
     js["ratio_definition"] =
         "onnxruntime median / ferrite median: ferrite's speedup over onnxruntime (>1: ferrite "
         "faster)";

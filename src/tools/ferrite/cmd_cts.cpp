@@ -27,11 +27,6 @@ struct Row {
   }
 };
 
-// A JSON number; non-finite values become null.
-Json num(double v) {
-  return std::isfinite(v) ? Json(v) : Json(nullptr);
-}
-
 Status write_json(const std::string& path, const std::string& device, const cts::SuiteResult& s,
                   const Row& total) {
   Json skipped = Json::array(), cases = Json::array();
@@ -42,12 +37,12 @@ Status write_json(const std::string& path, const std::string& device, const cts:
                      {"op", c.group},
                      {"outcome", cts::outcome_name(c.outcome)},
                      {"known", c.known},
-                     {"max_abs_error", num(c.max_abs_error)},
-                     {"max_rel_error", num(c.max_rel_error)},
+                     {"max_abs_error", json_number(c.max_abs_error)},
+                     {"max_rel_error", json_number(c.max_rel_error)},
                      {"first_bad_index", c.first_bad_index},
                      {"detail", c.detail}});
   Json js = {{"device", device},
-             {"seconds", num(s.seconds)},
+             {"seconds", json_number(s.seconds)},
              {"sessions", s.sessions},
              {"totals",
               {{"cases", total.cases},
