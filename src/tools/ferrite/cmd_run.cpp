@@ -25,8 +25,7 @@ int fail(const Status& s) {
 
 // The command line of `ferrite run`.
 struct RunArgs {
-  std::string model, device, passes, threads, dump, precision, trace, tensor_parallel;
-  std::string output_dir;
+  std::string model, device, passes, threads, dump, precision, trace, tensor_parallel, output_dir;
   std::vector<std::string> inputs, input;
   bool has_output_dir = false, quiet = false, check = false, autotune = false;
 };
