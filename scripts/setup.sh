@@ -9,11 +9,12 @@ cd "$(dirname "$0")/.."
 # clang, its sanitizer and libFuzzer runtimes (libclang-rt-dev) and omp.h for clang (libomp-dev)
 # build the sanitizer + fuzzing build of scripts/test.sh; pkgconf builds the C API's pkg-config
 # consumer test (tests/capi/consumer_test.sh); nlohmann-json3-dev reads Triton model configurations
-# in the Triton backend (src/serving/triton). The tritonserver its test runs (from the
+# in the Triton backend (src/serving/triton) and is the JSON library of the CLI and reports;
+# libcli11-dev parses the command lines. The tritonserver its test runs (from the
 # nvidia-pytriton wheel) brings its own libraries: it needs only libc, libstdc++ and zlib here.
 APT_PACKAGES=(cmake ninja-build g++ libprotobuf-dev protobuf-compiler libonnx-dev libgtest-dev
               libdnnl-dev python3-venv python3-dev clang libclang-rt-dev libomp-dev pkgconf
-              nlohmann-json3-dev)
+              nlohmann-json3-dev libcli11-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,8 +1,11 @@
 #include "execute/step_recorder.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+
+#include "support/json.h"
 
 namespace ferrite {
 
@@ -10,23 +13,6 @@ namespace {
 
 // Traces of long benchmarks stay loadable.
 constexpr int64_t kMaxTraceEvents = 200000;
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 
 }  // namespace
 
@@ -126,16 +112,16 @@ void StepRecorder::record(size_t step, double ms, double start_us, const Pending
   }
   if (!trace_ || traced_events_ >= kMaxTraceEvents) return;
   ++traced_events_;
-  char head[160];
-  std::snprintf(head, sizeof head, "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,",
-                start_us, ms * 1000);
-  std::string ev = head;
-  ev += "\"name\":" + json_string(p.label) + ",\"cat\":" + json_string(p.kind);
-  ev += ",\"args\":{\"run\":" + std::to_string(runs_) + ",\"step\":" + std::to_string(step) +
-        ",\"nodes\":[";
-  for (size_t i = 0; i < p.nodes.size(); ++i) ev += (i ? "," : "") + json_string(p.nodes[i]);
-  ev += "]}}";
-  trace_events_ += (trace_events_.empty() ? "" : ",\n") + ev;
+  // One event a line (the file can be long); times in whole nanoseconds.
+  Json ev = {{"ph", "X"},
+             {"pid", 1},
+             {"tid", 1},
+             {"ts", std::round(start_us * 1000) / 1000},
+             {"dur", std::round(ms * 1e6) / 1000},
+             {"name", p.label},
+             {"cat", p.kind},
+             {"args", {{"run", runs_}, {"step", step}, {"nodes", p.nodes}}}};
+  trace_events_ += (trace_events_.empty() ? "" : ",\n") + json_line(ev);
 }
 
 void StepRecorder::print_profile() const {
@@ -173,11 +159,13 @@ void StepRecorder::write_trace() const {
     std::fprintf(stderr, "warning: cannot write the trace %s\n", trace_->string().c_str());
     return;
   }
-  f << "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"device\":" << json_string(device_)
-    << ",\"runs\":" << runs_ << "},\n\"traceEvents\":[\n"
-    << "{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":"
-    << json_string("ferrite " + device_) << "}}" << (trace_events_.empty() ? "" : ",\n")
-    << trace_events_ << "\n]}\n";
+  Json other = {{"device", device_}, {"runs", runs_}};
+  Json process = {{"ph", "M"},
+                  {"pid", 1},
+                  {"name", "process_name"},
+                  {"args", {{"name", "ferrite " + device_}}}};
+  f << "{\"displayTimeUnit\":\"ms\",\"otherData\":" << json_line(other) << ",\n\"traceEvents\":[\n"
+    << json_line(process) << (trace_events_.empty() ? "" : ",\n") << trace_events_ << "\n]}\n";
 }
 
 }  // namespace ferrite

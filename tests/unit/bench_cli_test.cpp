@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 
@@ -12,9 +13,7 @@
 namespace ferrite::testing {
 namespace {
 
-std::string read_all(const fs::path& p) {
-  return read_text(p);
-}
+using json = nlohmann::json;
 
 struct Result {
   int code = -1;  // -1: killed by a signal
@@ -45,20 +44,20 @@ std::string tiny_model() {
   return b.bytes();
 }
 
-// The number after "key": in a JSON text (first occurrence after `from`).
-double json_number(const std::string& js, const std::string& key, size_t from = 0) {
-  size_t k = js.find("\"" + key + "\": ", from);
-  if (k == std::string::npos) return NAN;
-  return std::strtod(js.c_str() + k + key.size() + 4, nullptr);
+// The JSON report (a test failure and null when it does not parse).
+json read_json(const fs::path& p) {
+  std::string text = read_text(p);
+  json js = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(js.is_discarded()) << text;
+  return js;
 }
 
-void expect_stats(const std::string& js, const std::string& runtime, int min_runs) {
-  size_t at = js.find("\"" + runtime + "\": {");
-  ASSERT_NE(at, std::string::npos) << runtime << " missing in " << js;
-  EXPECT_GE(json_number(js, "runs", at), min_runs) << js;
-  double min = json_number(js, "min_ms", at), p10 = json_number(js, "p10_ms", at),
-         median = json_number(js, "median_ms", at), p90 = json_number(js, "p90_ms", at),
-         mean = json_number(js, "mean_ms", at), max = json_number(js, "max_ms", at);
+void expect_stats(const json& js, const std::string& runtime, int min_runs) {
+  ASSERT_TRUE(js.contains(runtime)) << runtime << " missing in " << js;
+  const json& st = js.at(runtime);
+  EXPECT_GE(st.at("runs").get<int>(), min_runs) << js;
+  double min = st.at("min_ms"), p10 = st.at("p10_ms"), median = st.at("median_ms"),
+         p90 = st.at("p90_ms"), mean = st.at("mean_ms"), max = st.at("max_ms");
   EXPECT_GT(min, 0) << js;
   EXPECT_LE(min, p10);
   EXPECT_LE(p10, median);
@@ -66,7 +65,8 @@ void expect_stats(const std::string& js, const std::string& runtime, int min_run
   EXPECT_LE(p90, max);
   EXPECT_LE(min, mean);
   EXPECT_LE(mean, max);
-  EXPECT_NE(js.find("\"samples_ms\": [", at), std::string::npos);
+  ASSERT_TRUE(st.at("samples_ms").is_array()) << js;
+  EXPECT_EQ(st.at("samples_ms").size(), st.at("runs").get<size_t>());
 }
 
 TEST(BenchCli, RandomInputsJsonFields) {
@@ -78,30 +78,33 @@ TEST(BenchCli, RandomInputsJsonFields) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("median"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("compile      cold"), std::string::npos) << r.out;
-  std::string js = read_all(dir / "b.json");
-  ASSERT_FALSE(js.empty());
+  json js = read_json(dir / "b.json");
+  ASSERT_TRUE(js.is_object());
   // No --device: the best usable device (cuda where a GPU answers, else cpu), said on stderr.
   const bool on_cpu = r.err.find("no --device given: running on cpu (") != std::string::npos;
   const bool on_cuda = r.err.find("no --device given: running on cuda (") != std::string::npos;
   EXPECT_TRUE(on_cpu || on_cuda) << r.err;
-  EXPECT_NE(js.find(on_cuda ? "\"device\": \"cuda\"" : "\"device\": \"cpu\""),
-            std::string::npos)
-      << js;
-  EXPECT_EQ(json_number(js, "threads"), 1);
-  EXPECT_EQ(json_number(js, "min_runs"), 3);
-  EXPECT_NE(js.find("{\"name\": \"x\", \"type\": \"f32[2,8]\"}"), std::string::npos) << js;
-  size_t cold = js.find("\"cold\": {"), warm = js.find("\"warm\": {");
-  ASSERT_NE(cold, std::string::npos) << js;
-  ASSERT_NE(warm, std::string::npos) << js;
-  for (size_t at : {cold, warm}) {
-    EXPECT_GE(json_number(js, "import_seconds", at), 0);
-    EXPECT_GE(json_number(js, "prepare_seconds", at), 0);
-    EXPECT_GE(json_number(js, "total_seconds", at), 0);
+  EXPECT_EQ(js["device"], on_cuda ? "cuda" : "cpu") << js;
+  EXPECT_EQ(js["model"], model.string());
+  EXPECT_EQ(js["precision"], "f32");
+  EXPECT_EQ(js["threads"], 1);
+  EXPECT_EQ(js["warmup"], 1);
+  EXPECT_EQ(js["min_runs"], 3);
+  EXPECT_EQ(js["min_seconds"], 0);
+  EXPECT_EQ(js["inputs"], json::parse(R"([{"name": "x", "type": "f32[2,8]"}])")) << js;
+  for (const char* when : {"cold", "warm"}) {
+    const json& c = js["compile"][when];
+    ASSERT_TRUE(c.is_object()) << when << js;
+    EXPECT_GE(c["import_seconds"].get<double>(), 0);
+    EXPECT_GE(c["prepare_seconds"].get<double>(), 0);
+    EXPECT_GE(c["total_seconds"].get<double>(), 0);
   }
-  EXPECT_GT(json_number(js, "first_run_seconds"), 0);
+  EXPECT_GT(js["first_run_seconds"].get<double>(), 0);
+  EXPECT_GE(js["timed_wall_seconds"].get<double>(), 0);
   expect_stats(js, "ferrite", 3);
-  EXPECT_EQ(json_number(js, "runs", js.find("\"ferrite\": {")), 3) << "stops at R when S is 0";
-  EXPECT_EQ(js.find("\"onnxruntime\""), std::string::npos) << "no ORT section without --compare";
+  EXPECT_EQ(js["ferrite"]["runs"], 3) << "stops at R when S is 0";
+  EXPECT_FALSE(js.contains("onnxruntime")) << "no ORT section without --compare";
+  EXPECT_FALSE(js.contains("ratio_ort_over_ferrite"));
 }
 
 TEST(BenchCli, InputsDirAndMinSeconds) {
@@ -114,11 +117,11 @@ TEST(BenchCli, InputsDirAndMinSeconds) {
       bench(dir, {model.string(), "--inputs", (dir / "set").string(), "--runs", "3", "--warmup",
                   "0", "--min-seconds", "0.05", "--json", (dir / "b.json").string()});
   ASSERT_EQ(r.code, 0) << r.err;
-  std::string js = read_all(dir / "b.json");
-  size_t at = js.find("\"ferrite\": {");
-  ASSERT_NE(at, std::string::npos) << js;
-  EXPECT_GE(json_number(js, "total_seconds", at), 0.05) << "runs until S seconds are reached";
-  EXPECT_NE(js.find("\"type\": \"f32[3,8]\""), std::string::npos) << js;
+  json js = read_json(dir / "b.json");
+  ASSERT_TRUE(js.contains("ferrite")) << js;
+  EXPECT_GE(js["ferrite"]["total_seconds"].get<double>(), 0.05)
+      << "runs until S seconds are reached";
+  EXPECT_EQ(js["inputs"][0]["type"], "f32[3,8]") << js;
   // Not a terminal: progress comes as plain "bench:" lines, never a carriage return.
   EXPECT_NE(r.err.find("bench: "), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
@@ -139,6 +142,10 @@ TEST(BenchCli, OptionErrors) {
       {{model, "--input", "nope=random:2x8"}, "nope"},
       {{model, "--input", "x=random:2x8", "--device", "nodevice"}, "nodevice"},
       {{}, "exactly one MODEL"},
+      {{model, "other.onnx", "--input", "x=random:2x8"}, "exactly one MODEL"},
+      {{model, "--input", "x=random:2x8", "--bogus", "1"}, "unknown option '--bogus'"},
+      {{model, "--input", "x=random:2x8", "--runz=3"}, "unknown option '--runz'"},
+      {{model, "--input"}, "--input"},
   };
   for (const auto& c : cases) {
     auto a = c.args;
@@ -153,6 +160,33 @@ TEST(BenchCli, OptionErrors) {
                  {{"FERRITE_PYTHON", "/nonexistent/python"}});
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_NE(r.err.find("/nonexistent/python"), std::string::npos) << r.err;
+}
+
+// The ONNX Runtime child's "ready" reply is JSON that ferrite reads: a reply that is not JSON, not
+// an object, or with a field of the wrong type is a clean error, not an exception or an abort.
+TEST(BenchCli, MalformedReadyReplyIsAnError) {
+  TempDir dir;
+  auto model = dir.write("m.onnx", tiny_model()).string();
+  struct Case {
+    std::string reply, fragment;
+  } cases[] = {
+      {R"(ready {"version": "1.0", "first_run_seconds": )", "not valid JSON"},
+      {R"(ready {"version": 1.0.0})", "not valid JSON"},
+      {R"(ready [1, 2])", "not a JSON object"},
+      {R"(ready {"version": "1.0", "first_run_seconds": "soon"})", "not a JSON object with"},
+  };
+  for (const auto& c : cases) {
+    // Stands in for the python: answers the one line, then waits for the quit.
+    fs::path fake =
+        dir.write("fake_python.sh", "#!/bin/sh\necho '" + c.reply + "'\ncat >/dev/null\n");
+    fs::permissions(fake, fs::perms::owner_all);
+    auto r = bench(dir, {model, "--input", "x=random:2x8", "--compare", "onnxruntime", "--quiet"},
+                   {{"FERRITE_PYTHON", fake.string()}});
+    EXPECT_EQ(r.code, 1) << c.reply << ": " << r.err;
+    EXPECT_NE(r.err.find("error: onnxruntime child: its ready reply is " + c.fragment),
+              std::string::npos)
+        << r.err;
+  }
 }
 
 // The venv python with onnxruntime, or "" (the test is then skipped).
@@ -187,16 +221,19 @@ TEST(BenchCli, CompareOnnxRuntime) {
                         "[0-9.]+x")))
       << r.out;
   EXPECT_NE(r.out.find("all within tolerance"), std::string::npos) << r.out;
-  std::string js = read_all(dir / "b.json");
+  json js = read_json(dir / "b.json");
   expect_stats(js, "ferrite", 3);
   expect_stats(js, "onnxruntime", 3);
-  EXPECT_NE(js.find("\"graph_optimization_level\": \"ORT_ENABLE_ALL\""), std::string::npos) << js;
-  EXPECT_EQ(json_number(js, "intra_op_num_threads"), 1) << js;
-  EXPECT_NE(js.find("\"match\": true"), std::string::npos) << js;
-  EXPECT_LT(json_number(js, "max_abs_diff"), 1e-4) << js;
-  double ratio = json_number(js, "ratio_ort_over_ferrite");
-  double expected = json_number(js, "median_ms", js.find("\"onnxruntime\": {")) /
-                    json_number(js, "median_ms", js.find("\"ferrite\": {"));
+  const json& session = js.at("onnxruntime").at("session");
+  EXPECT_EQ(session["graph_optimization_level"], "ORT_ENABLE_ALL") << js;
+  EXPECT_EQ(session["intra_op_num_threads"], 1) << js;
+  EXPECT_EQ(js["outputs"]["match"], true) << js;
+  EXPECT_LT(js["outputs"]["max_abs_diff"].get<double>(), 1e-4) << js;
+  EXPECT_EQ(js["outputs"]["per_output"][0]["name"], "y") << js;
+  EXPECT_EQ(js["outputs"]["per_output"][0]["within_tolerance"], true) << js;
+  double ratio = js["ratio_ort_over_ferrite"];
+  double expected =
+      js["onnxruntime"]["median_ms"].get<double>() / js["ferrite"]["median_ms"].get<double>();
   EXPECT_NEAR(ratio, expected, 1e-6 * expected) << js;
 }
 

@@ -12,44 +12,15 @@ namespace ferrite::cli {
 
 namespace fs = std::filesystem;
 
-Expected<Args> Args::parse(int argc, char** argv, const std::vector<std::string>& flags,
-                           const std::vector<std::string>& options) {
-  Args a;
-  for (int i = 0; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s.rfind("--", 0) == 0 && s.size() > 2) {
-      std::string key = s.substr(2), value;
-      bool has_inline = false;
-      if (auto eq = key.find('='); eq != std::string::npos) {
-        value = key.substr(eq + 1);
-        key = key.substr(0, eq);
-        has_inline = true;
-      }
-      if (std::find(flags.begin(), flags.end(), key) != flags.end()) {
-        a.flags_[key] = true;
-        continue;
-      }
-      if (std::find(options.begin(), options.end(), key) == options.end())
-        return err("unknown option '--", key, "' (see --help)");
-      if (!has_inline) {
-        if (i + 1 >= argc) return err("option '--", key, "' needs a value");
-        value = argv[++i];
-      }
-      a.values_[key].push_back(value);
-    } else {
-      a.positional_.push_back(s);
-    }
+std::vector<std::string> split_list(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t pos = 0; pos <= list.size();) {
+    size_t end = list.find(',', pos);
+    if (end == std::string::npos) end = list.size();
+    if (end > pos) out.push_back(list.substr(pos, end - pos));
+    pos = end + 1;
   }
-  return a;
-}
-
-std::vector<std::string> Args::all(const std::string& name) const {
-  auto it = values_.find(name);
-  return it == values_.end() ? std::vector<std::string>{} : it->second;
-}
-std::string Args::get(const std::string& name, const std::string& def) const {
-  auto it = values_.find(name);
-  return it == values_.end() || it->second.empty() ? def : it->second.back();
+  return out;
 }
 
 namespace {
@@ -140,27 +111,6 @@ std::string announce_default_device() {
   std::fprintf(stderr, "ferrite: no --device given: running on %s (%s)\n", device.c_str(),
                why.c_str());
   return device;
-}
-
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          o += buf;
-        } else {
-          o += c;
-        }
-    }
-  }
-  return o;
 }
 
 std::string tensor_summary(const Tensor& t) {

@@ -15,27 +15,25 @@
 #include <fstream>
 #include <functional>
 #include <optional>
-#include <regex>
 #include <sstream>
 #include <utility>
 
 #include "frontend/onnx/tensor_proto.h"
 #include "runtime/compare.h"
 #include "support/cleanup.h"
+#include "support/json.h"
 #include "support/result_dir.h"
 #include "tools/ferrite/cli.h"
+#include "tools/ferrite/command.h"
 
 namespace ferrite::cli {
 
 namespace fs = std::filesystem;
 
 namespace {
-const char* kBenchHelp =
-    R"(usage: ferrite bench MODEL (--inputs DIR | --input NAME=random:DIMS ...) [--device NAME]
-                    [--threads N] [--warmup K] [--runs R] [--min-seconds S] [--block B]
-                    [--compare onnxruntime] [--json FILE] [--trace FILE] [--quiet]
-
-Measures how long MODEL takes to compile and to run on one device (any name `ferrite devices`
+// The end of `ferrite bench --help`, after the options.
+const char* kBenchFooter =
+    R"(Measures how long MODEL takes to compile and to run on one device (any name `ferrite devices`
 lists).
 
 What is measured
@@ -56,29 +54,6 @@ What is measured
                    (one CUDA-graph launch per sample when the model is captured): the time of
                    the kernels alone, comparable with torch's do_bench. Not for host devices.
 
-Options
-  --inputs DIR        one input set: DIR/input_*.pb, matched to the model's inputs by name,
-                      else by position
-  --input SPEC        NAME=random:DIMS, e.g. input=random:1x3x224x224 (repeat per input;
-                      seeded, so every bench sees the same values)
-  --device NAME       default: the best usable device, cuda where a GPU answers, else cpu (said
-                      on stderr). `reference` is the unoptimised correctness oracle, not a
-                      performance device: its numbers are a baseline only
-  --threads N         RunOptions.threads for ferrite and intra_op_num_threads for ONNX Runtime
-                      (default 0: each runtime's own default)
-  --trace FILE        a Chrome / Perfetto trace (JSON) of every step of ferrite's runs (times
-                      each step, so the run times include that overhead)
-  --precision P       f32 (default), tf32, bf16 or fp16 for ferrite (see `ferrite run --help`);
-                      ONNX Runtime always runs the f32 model
-  --warmup K          warm-up runs per runtime (default 2)
-  --runs R            minimum timed runs per runtime (default 10)
-  --min-seconds S     minimum summed run time per runtime (default 1; 0: stop after R runs)
-  --block B           runs per block (default: about 0.2 s of runs, re-estimated as it goes)
-  --compare onnxruntime
-                      also time ONNX Runtime on the same inputs (see below)
-  --json FILE         write every number (including all samples) as JSON
-  --quiet             no progress on stderr
-
 Comparison with ONNX Runtime (--compare onnxruntime)
   ONNX Runtime runs in a long-lived child process, scripts/ort_bench.py, started with the
   Python of $FERRITE_PYTHON, else <repo>/.venv/bin/python (found from the ferrite binary at
@@ -94,8 +69,7 @@ Comparison with ONNX Runtime (--compare onnxruntime)
   The summary line
       ferrite 12.3 ms | onnxruntime 10.1 ms | ratio (ort/ferrite) 0.82x
   gives medians; ratio = ORT median / ferrite median = ferrite's speedup over ORT: >1 means
-  ferrite is faster, <1 slower.
-)";
+  ferrite is faster, <1 slower.)";
 
 using Clock = std::chrono::steady_clock;
 
@@ -108,9 +82,9 @@ int fail(const Status& s) {
   return 1;
 }
 
-Expected<double> number_option(const Args& a, const std::string& name, double def, double lo,
+// --NAME's value `s` as a number >= lo (an integer where `integer`); `def` when not given.
+Expected<double> number_option(const std::string& s, const std::string& name, double def, double lo,
                                bool integer) {
-  std::string s = a.get(name);
   if (s.empty()) return def;
   char* end = nullptr;
   errno = 0;
@@ -120,14 +94,6 @@ Expected<double> number_option(const Args& a, const std::string& name, double de
     return err("--", name, " expects ", integer ? "an integer" : "a number", " >= ", lo, ", got '",
                s, "'");
   return v;
-}
-
-// JSON number; non-finite values (e.g. no samples) become null.
-std::string jnum(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
 }
 
 struct Stats {
@@ -156,16 +122,19 @@ Stats summarize(std::vector<double> s) {
   return st;
 }
 
-std::string stats_json(const Stats& st, const std::vector<double>& samples,
-                       const std::string& extra = "") {
-  std::string o =
-      str_cat("{", extra, "\"runs\": ", st.n, ", \"median_ms\": ", jnum(st.median * 1e3),
-              ", \"p10_ms\": ", jnum(st.p10 * 1e3), ", \"p90_ms\": ", jnum(st.p90 * 1e3),
-              ", \"min_ms\": ", jnum(st.min * 1e3), ", \"mean_ms\": ", jnum(st.mean * 1e3),
-              ", \"max_ms\": ", jnum(st.max * 1e3), ", \"total_seconds\": ", jnum(st.total),
-              ", \"samples_ms\": [");
-  for (size_t i = 0; i < samples.size(); ++i) o += (i ? ", " : "") + jnum(samples[i] * 1e3);
-  return o + "]}";
+// Statistics of samples in ms, after the fields of `head`.
+Json stats_json(const Stats& st, const std::vector<double>& samples, Json head = Json::object()) {
+  head["runs"] = st.n;
+  head["median_ms"] = json_number(st.median * 1e3);
+  head["p10_ms"] = json_number(st.p10 * 1e3);
+  head["p90_ms"] = json_number(st.p90 * 1e3);
+  head["min_ms"] = json_number(st.min * 1e3);
+  head["mean_ms"] = json_number(st.mean * 1e3);
+  head["max_ms"] = json_number(st.max * 1e3);
+  head["total_seconds"] = json_number(st.total);
+  Json& ms = head["samples_ms"] = Json::array();
+  for (double v : samples) ms.push_back(json_number(v * 1e3));
+  return head;
 }
 
 std::string ms(double seconds) {
@@ -352,11 +321,23 @@ class OrtChild {
   bool broken_ = false;
 };
 
-std::string json_field(const std::string& json, const std::string& key) {
-  std::smatch m;
-  std::regex re("\"" + key + "\": *(\"([^\"]*)\"|[-0-9.eE+]+)");
-  if (!std::regex_search(json, m, re)) return "";
-  return m[2].matched ? m[2].str() : m[1].str();
+// The child's "ready" reply: a JSON object describing its session (scripts/ort_bench.py), with
+// the fields ferrite reads of their type.
+Expected<Json> parse_ready(const std::string& text) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Json::exception& e) {
+    return err("onnxruntime child: its ready reply is not valid JSON (", e.what(), "): '",
+               text.substr(0, 200), "'");
+  }
+  if (!j.is_object() || !j.value("first_run_seconds", Json(0)).is_number() ||
+      !j.value("version", Json("")).is_string())
+    return err(
+        "onnxruntime child: its ready reply is not a JSON object with a number "
+        "first_run_seconds and a string version: '",
+        text.substr(0, 200), "'");
+  return j;
 }
 
 // One runtime's timed loop state.
@@ -402,7 +383,7 @@ struct BenchReport {
   const Runner* fer = nullptr;
   const Runner* ort = nullptr;  // --compare onnxruntime
   std::optional<DeviceTiming> dev_time;
-  std::string ort_ready;  // the child's "ready" reply (JSON)
+  Json ort_ready;  // the child's "ready" reply
   std::vector<OutputDiff> diffs;
   bool outputs_match = true;
   double overall_diff = 0;
@@ -428,8 +409,9 @@ Status start_onnxruntime(BenchReport& rep, const std::vector<Tensor>& first, con
       ort, OrtChild::start({found.first.string(), found.second.string(), "--model", rep.model,
                             "--inputs", in_dir.string(), "--output-dir", out_dir.string(),
                             "--threads", std::to_string(rep.opts.threads)}));
-  FERRITE_ASSIGN_OR_RETURN(rep.ort_ready, ort->read_reply("ready"));
-  ortr.per_run = std::atof(json_field(rep.ort_ready, "first_run_seconds").c_str());
+  FERRITE_ASSIGN_OR_RETURN(std::string ready, ort->read_reply("ready"));
+  FERRITE_ASSIGN_OR_RETURN(rep.ort_ready, parse_ready(ready));
+  ortr.per_run = rep.ort_ready.value("first_run_seconds", 0.0);
   OrtChild* child = ort.get();
   ortr.run = [child](int n) { return child->run(n); };
 
@@ -473,10 +455,10 @@ Expected<double> time_interleaved(const std::vector<Runner*>& runners, const Ben
     std::string s;
     for (Runner* r : runners)
       s += str_cat(s.empty() ? "" : " | ", r->name, " ", r->samples.size(), "/", min_runs, " runs ",
-                   jnum(std::round(r->total * 10) / 10), "/", jnum(min_s), " s");
+                   std::round(r->total * 10) / 10, "/", min_s, " s");
     return s;
   };
-  progress.line(str_cat("timing: at least ", min_runs, " runs and ", jnum(min_s), " s per runtime",
+  progress.line(str_cat("timing: at least ", min_runs, " runs and ", min_s, " s per runtime",
                         runners.size() > 1 ? ", interleaved" : ""));
   auto bench_start = Clock::now();
   for (bool any = true; any;) {
@@ -534,7 +516,7 @@ double print_report(const BenchReport& rep) {
   std::printf(
       "onnxruntime  %s, CPU EP, ORT_ENABLE_ALL, intra-op threads %s, inter-op 1, "
       "sequential\n",
-      json_field(rep.ort_ready, "version").c_str(), threads.c_str());
+      rep.ort_ready.value("version", std::string()).c_str(), threads.c_str());
   std::printf("outputs      max abs diff vs onnxruntime %.3g (%zu output(s), %s)\n",
               rep.overall_diff, rep.diffs.size(),
               rep.outputs_match ? "all within tolerance" : "MISMATCH");
@@ -551,91 +533,90 @@ double print_report(const BenchReport& rep) {
 }
 
 std::string bench_json(const BenchReport& rep, double ratio) {
-  std::ostringstream js;
-  js << "{\"model\": \"" << json_escape(rep.model) << "\", \"device\": \""
-     << json_escape(rep.device) << "\", \"precision\": \"" << precision_name(rep.opts.precision)
-     << "\", \"threads\": " << rep.opts.threads << ", \"warmup\": " << rep.warmup
-     << ", \"min_runs\": " << rep.min_runs << ", \"min_seconds\": " << jnum(rep.min_s)
-     << ", \"inputs\": [";
-  for (size_t i = 0; i < rep.inputs.size(); ++i)
-    js << (i ? ", " : "") << "{\"name\": \"" << json_escape(rep.inputs[i].name)
-       << "\", \"type\": \"" << json_escape(rep.inputs[i].tensor.type_string()) << "\"}";
-  js << "], \"compile\": {\"cold\": {\"import_seconds\": " << jnum(rep.cold_import)
-     << ", \"prepare_seconds\": " << jnum(rep.cold_prepare)
-     << ", \"total_seconds\": " << jnum(rep.cold_import + rep.cold_prepare)
-     << "}, \"warm\": {\"import_seconds\": " << jnum(rep.warm_import)
-     << ", \"prepare_seconds\": " << jnum(rep.warm_prepare)
-     << ", \"total_seconds\": " << jnum(rep.warm_import + rep.warm_prepare) << "}}"
-     << ", \"first_run_seconds\": " << jnum(rep.first_run)
-     << ", \"timed_wall_seconds\": " << jnum(rep.bench_wall)
-     << ", \"ferrite\": " << stats_json(summarize(rep.fer->samples), rep.fer->samples);
+  Json inputs = Json::array();
+  for (const auto& in : rep.inputs)
+    inputs.push_back({{"name", in.name}, {"type", in.tensor.type_string()}});
+  auto compile = [](double import, double prepare) {
+    return Json{{"import_seconds", json_number(import)},
+                {"prepare_seconds", json_number(prepare)},
+                {"total_seconds", json_number(import + prepare)}};
+  };
+  Json js = {{"model", rep.model},
+             {"device", rep.device},
+             {"precision", precision_name(rep.opts.precision)},
+             {"threads", rep.opts.threads},
+             {"warmup", static_cast<int64_t>(rep.warmup)},
+             {"min_runs", rep.min_runs},
+             {"min_seconds", json_number(rep.min_s)},
+             {"inputs", inputs},
+             {"compile",
+              {{"cold", compile(rep.cold_import, rep.cold_prepare)},
+               {"warm", compile(rep.warm_import, rep.warm_prepare)}}},
+             {"first_run_seconds", json_number(rep.first_run)},
+             {"timed_wall_seconds", json_number(rep.bench_wall)},
+             {"ferrite", stats_json(summarize(rep.fer->samples), rep.fer->samples)}};
   if (rep.dev_time)
-    js << ", \"device_time\": "
-       << stats_json(summarize(rep.dev_time->seconds), rep.dev_time->seconds,
-                     "\"method\": \"" + json_escape(rep.dev_time->method) + "\", ");
+    js["device_time"] = stats_json(summarize(rep.dev_time->seconds), rep.dev_time->seconds,
+                                   {{"method", rep.dev_time->method}});
   if (rep.ort) {
-    js << ", \"onnxruntime\": "
-       << stats_json(summarize(rep.ort->samples), rep.ort->samples,
-                     "\"session\": " + rep.ort_ready + ", ")
-       << ", \"outputs\": {\"match\": " << (rep.outputs_match ? "true" : "false")
-       << ", \"max_abs_diff\": " << jnum(rep.overall_diff) << ", \"per_output\": [";
-    for (size_t i = 0; i < rep.diffs.size(); ++i)
-      js << (i ? ", " : "") << "{\"name\": \"" << json_escape(rep.diffs[i].name)
-         << "\", \"max_abs_diff\": " << jnum(rep.diffs[i].max_abs_diff)
-         << ", \"within_tolerance\": " << (rep.diffs[i].ok ? "true" : "false") << "}";
-    js << "]}, \"ratio_ort_over_ferrite\": " << jnum(ratio)
-       << ", \"ratio_definition\": \"onnxruntime median / ferrite median: ferrite's speedup over "
-          "onnxruntime (>1: ferrite faster)\"";
+    js["onnxruntime"] =
+        stats_json(summarize(rep.ort->samples), rep.ort->samples, {{"session", rep.ort_ready}});
+    Json per_output = Json::array();
+    for (const auto& d : rep.diffs)
+      per_output.push_back({{"name", d.name},
+                            {"max_abs_diff", json_number(d.max_abs_diff)},
+                            {"within_tolerance", d.ok}});
+    js["outputs"] = {{"match", rep.outputs_match},
+                     {"max_abs_diff", json_number(rep.overall_diff)},
+                     {"per_output", per_output}};
+    js["ratio_ort_over_ferrite"] = json_number(ratio);
+    js["ratio_definition"] =
+        "onnxruntime median / ferrite median: ferrite's speedup over onnxruntime (>1: ferrite "
+        "faster)";
   }
-  js << "}\n";
-  return js.str();
+  return json_text(js);
 }
-}  // namespace
 
-int bench_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"help", "quiet"},
-                          {"inputs", "input", "device", "threads", "warmup", "runs", "min-seconds",
-                           "block", "compare", "json", "precision", "trace"});
-  if (!args) return fail(args.status());
-  if (args->flag("help")) {
-    std::fputs(kBenchHelp, stdout);
-    return 0;
-  }
-  if (args->positional().size() != 1) {
-    std::fputs(kBenchHelp, stderr);
-    return fail(Status::error("bench takes exactly one MODEL"));
-  }
+// The command line of `ferrite bench`.
+struct BenchArgs {
+  std::string model, device, threads, warmup, runs, min_seconds, block, compare, json, precision,
+      trace;
+  std::vector<std::string> inputs, input;
+  bool quiet = false;
+};
+
+int bench_command(const BenchArgs& args) {
   BenchReport rep;
-  rep.model = args->positional()[0];
-  rep.device = args->get("device");
+  rep.model = args.model;
+  rep.device = args.device;
   if (rep.device.empty()) rep.device = announce_default_device();
-  auto threads = number_option(*args, "threads", 0, 0, true);
-  auto warmup = number_option(*args, "warmup", 2, 0, true);
-  auto runs = number_option(*args, "runs", 10, 1, true);
-  auto min_s = number_option(*args, "min-seconds", 1.0, 0, false);
-  auto block = number_option(*args, "block", 0, 0, true);
+  auto threads = number_option(args.threads, "threads", 0, 0, true);
+  auto warmup = number_option(args.warmup, "warmup", 2, 0, true);
+  auto runs = number_option(args.runs, "runs", 10, 1, true);
+  auto min_s = number_option(args.min_seconds, "min-seconds", 1.0, 0, false);
+  auto block = number_option(args.block, "block", 0, 0, true);
   for (const auto* e : {&threads, &warmup, &runs, &min_s, &block})
     if (!*e) return fail(e->status());
-  if (args->all("inputs").size() > 1) return fail(err("bench takes one --inputs DIR"));
-  if (!args->all("inputs").empty() && !args->all("input").empty())
+  if (args.inputs.size() > 1) return fail(err("bench takes one --inputs DIR"));
+  if (!args.inputs.empty() && !args.input.empty())
     return fail(err("give either --inputs DIR or --input SPEC, not both"));
-  if (args->all("inputs").empty() && args->all("input").empty())
+  if (args.inputs.empty() && args.input.empty())
     return fail(err("no inputs: give --inputs DIR or --input NAME=random:DIMS"));
-  std::string compare = args->get("compare");
+  const std::string& compare = args.compare;
   if (!compare.empty() && compare != "onnxruntime")
     return fail(err("--compare supports only 'onnxruntime', got '", compare, "'"));
-  const std::string json_path = args->get("json");
+  const std::string& json_path = args.json;
   rep.warmup = *warmup;
   rep.min_runs = static_cast<size_t>(*runs);
   rep.min_s = *min_s;
   rep.opts.threads = static_cast<int>(*threads);
-  if (std::string t = args->get("trace"); !t.empty()) rep.opts.trace = std::filesystem::path(t);
-  if (std::string p = args->get("precision"); !p.empty()) {
+  if (!args.trace.empty()) rep.opts.trace = std::filesystem::path(args.trace);
+  if (const std::string& p = args.precision; !p.empty()) {
     auto prec = precision_from_name(p);
     if (!prec) return fail(err("--precision expects f32, tf32, bf16 or fp16, got '", p, "'"));
     rep.opts.precision = *prec;
   }
-  Progress progress(args->flag("quiet"));
+  Progress progress(args.quiet);
   signal(SIGPIPE, SIG_IGN);  // a dead child must give an error, not kill us
 
   // Compile, cold then warm (the cold session stays alive while the warm one is built).
@@ -662,12 +643,12 @@ int bench_command(int argc, char** argv) {
   const Graph& graph = session.graph();
 
   std::vector<Session::NamedInput>& inputs = rep.inputs;
-  if (!args->all("inputs").empty()) {
-    auto in = read_input_dir(args->get("inputs"));
+  if (!args.inputs.empty()) {
+    auto in = read_input_dir(args.inputs.back());
     if (!in) return fail(in.status());
     inputs = std::move(in).value();
   } else {
-    for (const auto& spec : args->all("input")) {
+    for (const auto& spec : args.input) {
       auto in = random_input(graph, spec);
       if (!in) return fail(in.status());
       inputs.push_back(std::move(in).value());
@@ -727,6 +708,55 @@ int bench_command(int argc, char** argv) {
     if (Status st = write_file_atomic(json_path, bench_json(rep, ratio)); !st) return fail(st);
   }
   return 0;
+}
+
+}  // namespace
+
+Command add_bench_command(CLI::App& ferrite) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* app =
+      add_command(ferrite, "bench",
+                  "Compile time (cold and warm) and run latency (median, p10, p90, min,\n"
+                  "mean), optionally interleaved with ONNX Runtime on the same inputs with an\n"
+                  "output check and a speed ratio.",
+                  kBenchFooter);
+  app->add_option("MODEL", a->model, "the ONNX model file")->type_name("");
+  add_repeated(*app, "--inputs", a->inputs, "DIR",
+               "one input set: DIR/input_*.pb, matched to the model's inputs by name,\n"
+               "else by position");
+  add_repeated(*app, "--input", a->input, "SPEC",
+               "NAME=random:DIMS, e.g. input=random:1x3x224x224 (repeat per input;\n"
+               "seeded, so every bench sees the same values)");
+  add_value(*app, "--device", a->device, "NAME",
+            "default: the best usable device, cuda where a GPU answers, else cpu (said\n"
+            "on stderr). `reference` is the unoptimised correctness oracle, not a\n"
+            "performance device: its numbers are a baseline only");
+  add_value(*app, "--threads", a->threads, "N",
+            "RunOptions.threads for ferrite and intra_op_num_threads for ONNX Runtime\n"
+            "(default 0: each runtime's own default)");
+  add_value(*app, "--trace", a->trace, "FILE",
+            "a Chrome / Perfetto trace (JSON) of every step of ferrite's runs (times\n"
+            "each step, so the run times include that overhead)");
+  add_value(*app, "--precision", a->precision, "P",
+            "f32 (default), tf32, bf16 or fp16 for ferrite (see `ferrite run --help`);\n"
+            "ONNX Runtime always runs the f32 model");
+  add_value(*app, "--warmup", a->warmup, "K", "warm-up runs per runtime (default 2)");
+  add_value(*app, "--runs", a->runs, "R", "minimum timed runs per runtime (default 10)");
+  add_value(*app, "--min-seconds", a->min_seconds, "S",
+            "minimum summed run time per runtime (default 1; 0: stop after R runs)");
+  add_value(*app, "--block", a->block, "B",
+            "runs per block (default: about 0.2 s of runs, re-estimated as it goes)");
+  add_value(*app, "--compare", a->compare, "onnxruntime",
+            "also time ONNX Runtime on the same inputs (see below)");
+  add_value(*app, "--json", a->json, "FILE", "write every number (including all samples) as JSON");
+  app->add_flag("--quiet", a->quiet, "no progress on stderr");
+  return {app, [app, a] {
+            if (a->model.empty() || !app->remaining().empty()) {
+              std::fputs(app->help("ferrite").c_str(), stderr);
+              return fail(Status::error("bench takes exactly one MODEL"));
+            }
+            return bench_command(*a);
+          }};
 }
 
 }  // namespace ferrite::cli

@@ -2,60 +2,19 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "cts/cts.h"
+#include "support/json.h"
 #include "support/result_dir.h"
 #include "tools/ferrite/cli.h"
+#include "tools/ferrite/command.h"
 
 namespace ferrite::cli {
 
 namespace {
 
 using cts::Outcome;
-
-const char* kCtsHelp = R"(usage: ferrite cts --device NAME [--filter REGEX] [--list] [--known FILE]
-                   [--json FILE] [--verbose] [--quiet]
-
-The backend conformance suite: every op of the op table (including the internal ferrite.* ops)
-with generated cases (shapes with broadcasting and symbolic dims, each dtype the op allows,
-attribute variants, seeded random inputs in each op's valid range) and a set of fusion patterns
-(pointwise chains over views, softmax/layernorm with prologues and epilogues, MatMul+bias+Gelu,
-Conv+BN+Relu, an attention block, reductions with keepdims, dynamic batch at two sizes). Each
-case runs on NAME (a Session with the device's default passes) and on `reference`, and the
-outputs are compared with per-dtype tolerances (per-op overrides are listed in the table).
-
-Outcome of a case:
-  pass          within tolerance
-  FAIL          wrong numbers: max abs/rel error and first bad index are reported
-  unsupported   the device answered with an `unsupported` error, or the case matches the
-                known-unsupported list (an error or mismatch there is expected)
-  error         any other error (compile failure, run-time error, wrong output count)
-Ops the suite has no input generator for are listed as skipped.
-
-options:
-  --device NAME   device under test (see `ferrite devices`)
-  --filter REGEX  only cases whose name matches (names: Op/variant, fusion/pattern)
-  --list          list the selected cases without running them
-  --known FILE    known-unsupported list (default: tests/cts/NAME.known of the source tree when
-                  it exists): lines `PATTERN  reason`, glob patterns over case names, `#`
-                  comments; `*  expected: skeleton device` marks a device that supports nothing
-  --json FILE     write every case result as JSON
-  --verbose       print each case as it finishes
-  --quiet         no progress line
-
-exit status: 0 when every case passed or is unsupported, 1 on any FAIL or error outside the
-known list, 2 on usage errors.
-)";
-
-std::string num(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
 
 struct Row {
   int cases = 0, pass = 0, fail = 0, unsupported = 0, error = 0;
@@ -70,50 +29,58 @@ struct Row {
 
 Status write_json(const std::string& path, const std::string& device, const cts::SuiteResult& s,
                   const Row& total) {
-  std::ostringstream f;
-  f << "{\n  \"device\": \"" << json_escape(device) << "\",\n  \"seconds\": " << num(s.seconds)
-    << ",\n  \"sessions\": " << s.sessions << ",\n  \"totals\": {\"cases\": " << total.cases
-    << ", \"pass\": " << total.pass << ", \"fail\": " << total.fail
-    << ", \"unsupported\": " << total.unsupported << ", \"error\": " << total.error
-    << ", \"skipped_ops\": " << s.skipped_ops.size() << "},\n  \"skipped_ops\": [";
-  for (size_t i = 0; i < s.skipped_ops.size(); ++i)
-    f << (i ? ", " : "") << "{\"op\": \"" << json_escape(s.skipped_ops[i].first)
-      << "\", \"reason\": \"" << json_escape(s.skipped_ops[i].second) << "\"}";
-  f << "],\n  \"cases\": [\n";
-  for (size_t i = 0; i < s.cases.size(); ++i) {
-    const auto& c = s.cases[i];
-    f << "    {\"name\": \"" << json_escape(c.name) << "\", \"op\": \"" << json_escape(c.group)
-      << "\", \"outcome\": \"" << cts::outcome_name(c.outcome)
-      << "\", \"known\": " << (c.known ? "true" : "false")
-      << ", \"max_abs_error\": " << num(c.max_abs_error)
-      << ", \"max_rel_error\": " << num(c.max_rel_error)
-      << ", \"first_bad_index\": " << c.first_bad_index << ", \"detail\": \""
-      << json_escape(c.detail) << "\"}" << (i + 1 < s.cases.size() ? "," : "") << "\n";
-  }
-  f << "  ]\n}\n";
-  return write_file_atomic(path, f.str());
+  Json skipped = Json::array(), cases = Json::array();
+  for (const auto& [op, reason] : s.skipped_ops)
+    skipped.push_back({{"op", op}, {"reason", reason}});
+  for (const auto& c : s.cases)
+    cases.push_back({{"name", c.name},
+                     {"op", c.group},
+                     {"outcome", cts::outcome_name(c.outcome)},
+                     {"known", c.known},
+                     {"max_abs_error", json_number(c.max_abs_error)},
+                     {"max_rel_error", json_number(c.max_rel_error)},
+                     {"first_bad_index", c.first_bad_index},
+                     {"detail", c.detail}});
+  Json js = {{"device", device},
+             {"seconds", json_number(s.seconds)},
+             {"sessions", s.sessions},
+             {"totals",
+              {{"cases", total.cases},
+               {"pass", total.pass},
+               {"fail", total.fail},
+               {"unsupported", total.unsupported},
+               {"error", total.error},
+               {"skipped_ops", s.skipped_ops.size()}}},
+             {"skipped_ops", skipped},
+             {"cases", cases}};
+  return write_file_atomic(path, json_text(js));
 }
 
-}  // namespace
+struct CtsArgs {
+  std::string device, filter, known, json;
+  bool list = false, verbose = false, quiet = false;
+};
 
-int cts_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"list", "verbose", "quiet", "help"},
-                          {"device", "filter", "known", "json"});
-  if (!args) {
-    std::fprintf(stderr, "error: %s\n", args.status().message().c_str());
-    return 2;
+// --list: the selected cases, without running them.
+int list_cases(const cts::RunConfig& cfg) {
+  auto sel = [&](const std::string& n) { return !cfg.filter || std::regex_search(n, *cfg.filter); };
+  int n = 0;
+  for (const auto& oc : cts::op_cases()) {
+    if (!oc.skipped.empty() && sel(oc.op + "/"))
+      std::printf("%-40s (skipped: %s)\n", oc.op.c_str(), oc.skipped.c_str());
+    for (const auto& c : oc.cases)
+      if (sel(c.name)) std::printf("%s\n", c.name.c_str()), ++n;
   }
-  if (args->flag("help")) {
-    std::fputs(kCtsHelp, stdout);
-    return 0;
-  }
+  for (const auto& c : cts::fusion_cases())
+    if (sel(c.name)) std::printf("%s\n", c.name.c_str()), ++n;
+  std::fprintf(stderr, "%d cases\n", n);
+  return 0;
+}
+
+int cts_command(const CtsArgs& args) {
   cts::RunConfig cfg;
-  cfg.device = args->get("device");
-  if (cfg.device.empty() || !args->positional().empty()) {
-    std::fputs(kCtsHelp, stderr);
-    return 2;
-  }
-  if (std::string f = args->get("filter"); !f.empty()) {
+  cfg.device = args.device;
+  if (const std::string& f = args.filter; !f.empty()) {
     try {
       cfg.filter.emplace(f, std::regex::ECMAScript);
     } catch (const std::regex_error& e) {
@@ -121,23 +88,8 @@ int cts_command(int argc, char** argv) {
       return 2;
     }
   }
-  if (args->flag("list")) {
-    auto sel = [&](const std::string& n) {
-      return !cfg.filter || std::regex_search(n, *cfg.filter);
-    };
-    int n = 0;
-    for (const auto& oc : cts::op_cases()) {
-      if (!oc.skipped.empty() && sel(oc.op + "/"))
-        std::printf("%-40s (skipped: %s)\n", oc.op.c_str(), oc.skipped.c_str());
-      for (const auto& c : oc.cases)
-        if (sel(c.name)) std::printf("%s\n", c.name.c_str()), ++n;
-    }
-    for (const auto& c : cts::fusion_cases())
-      if (sel(c.name)) std::printf("%s\n", c.name.c_str()), ++n;
-    std::fprintf(stderr, "%d cases\n", n);
-    return 0;
-  }
-  std::string known = args->get("known");
+  if (args.list) return list_cases(cfg);
+  std::string known = args.known;
 #ifdef FERRITE_SOURCE_DIR
   if (known.empty()) {
     std::filesystem::path p =
@@ -154,8 +106,8 @@ int cts_command(int argc, char** argv) {
     }
     cfg.known = std::move(*k);
   }
-  cfg.verbose = args->flag("verbose");
-  cfg.progress = !args->flag("quiet");
+  cfg.verbose = args.verbose;
+  cfg.progress = !args.quiet;
   std::printf("ferrite cts: device %s, known-unsupported list %s\n", cfg.device.c_str(),
               known.empty() ? "(none)" : known.c_str());
   std::fflush(stdout);
@@ -201,7 +153,7 @@ int cts_command(int argc, char** argv) {
   std::printf("\n%d cases, %d ops skipped (no generator), %d device sessions, %.1f s: %s\n",
               total.cases, static_cast<int>(result->skipped_ops.size()), result->sessions,
               result->seconds, unexpected ? "FAILED" : "ok");
-  if (std::string j = args->get("json"); !j.empty()) {
+  if (const std::string& j = args.json; !j.empty()) {
     Status s = write_json(j, cfg.device, *result, total);
     if (!s) {
       std::fprintf(stderr, "error: %s\n", s.message().c_str());
@@ -209,6 +161,55 @@ int cts_command(int argc, char** argv) {
     }
   }
   return unexpected ? 1 : 0;
+}
+
+}  // namespace
+
+Command add_cts_command(CLI::App& ferrite) {
+  auto a = std::make_shared<CtsArgs>();
+  CLI::App* app = add_command(
+      ferrite, "cts",
+      "Backend conformance suite: every op of the op table and a set of fusion\n"
+      "patterns on NAME against `reference`, with per-op tolerances and a\n"
+      "known-unsupported list.",
+      R"(The backend conformance suite: every op of the op table (including the internal ferrite.* ops)
+with generated cases (shapes with broadcasting and symbolic dims, each dtype the op allows,
+attribute variants, seeded random inputs in each op's valid range) and a set of fusion patterns
+(pointwise chains over views, softmax/layernorm with prologues and epilogues, MatMul+bias+Gelu,
+Conv+BN+Relu, an attention block, reductions with keepdims, dynamic batch at two sizes). Each
+case runs on NAME (a Session with the device's default passes) and on `reference`, and the
+outputs are compared with per-dtype tolerances (per-op overrides are listed in the table).
+
+Outcome of a case:
+  pass          within tolerance
+  FAIL          wrong numbers: max abs/rel error and first bad index are reported
+  unsupported   the device answered with an `unsupported` error, or the case matches the
+                known-unsupported list (an error or mismatch there is expected)
+  error         any other error (compile failure, run-time error, wrong output count)
+Ops the suite has no input generator for are listed as skipped.
+
+exit status: 0 when every case passed or is unsupported, 1 on any FAIL or error outside the
+known list, 2 on usage errors.)");
+  add_value(*app, "--device", a->device, "NAME", "device under test (see `ferrite devices`)");
+  add_value(*app, "--filter", a->filter, "REGEX",
+            "only cases whose name matches (names: Op/variant, fusion/pattern)");
+  app->add_flag("--list", a->list, "list the selected cases without running them");
+  add_value(*app, "--known", a->known, "FILE",
+            "known-unsupported list (default: tests/cts/NAME.known of the source tree when\n"
+            "it exists): lines `PATTERN  reason`, glob patterns over case names, `#`\n"
+            "comments; `*  expected: skeleton device` marks a device that supports nothing");
+  add_value(*app, "--json", a->json, "FILE", "write every case result as JSON");
+  app->add_flag("--verbose", a->verbose, "print each case as it finishes");
+  app->add_flag("--quiet", a->quiet, "no progress line");
+  return {app,
+          [app, a] {
+            if (a->device.empty() || !app->remaining().empty()) {
+              std::fputs(app->help("ferrite").c_str(), stderr);
+              return 2;
+            }
+            return cts_command(*a);
+          },
+          2};
 }
 
 }  // namespace ferrite::cli

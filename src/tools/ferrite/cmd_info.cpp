@@ -1,41 +1,27 @@
 // `ferrite info`: what a model contains and whether ferrite supports all of it.
-#include <cstdio>
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <map>
 #include <tuple>
 
 #include "ops/op_schema.h"
 #include "passes/pass.h"
-
 #include "tools/ferrite/cli.h"
+#include "tools/ferrite/command.h"
 
 namespace ferrite::cli {
 
 namespace {
-const char* kInfoHelp = R"(usage: ferrite info MODEL [--ir] [--after PASS] [--passes P1,P2,...]
 
-  Prints the model's inputs and outputs with their (symbolic) shapes, the opsets it imports,
-  a histogram of its ops, and every op ferrite does not support, before running anything.
-  --ir            also print the graph IR after import and shape inference
-  --after PASS    run the default pass pipeline up to and including PASS, then print the IR
-                  (`--after all` runs the whole pipeline)
-  --passes LIST   use this comma-separated pipeline instead of the default
-  --list-passes   print the available passes and the default pipeline
-)";
-}  // namespace
+// The command line of `ferrite info`.
+struct InfoArgs {
+  std::string model, after, passes;
+  bool ir = false, list_passes = false;
+};
 
-int info_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"help", "ir", "list-passes"}, {"after", "passes"});
-  if (!args) {
-    std::fprintf(stderr, "error: %s\n", args.status().message().c_str());
-    return 1;
-  }
-  if (args->flag("help")) {
-    std::fputs(kInfoHelp, stdout);
-    return 0;
-  }
-  if (args->flag("list-passes")) {
+int info_command(const InfoArgs& args) {
+  if (args.list_passes) {
     for (const auto& p : PassRegistry::global().all())
       std::printf("%-36s %s\n", p.name.c_str(), p.description.c_str());
     std::string def;
@@ -43,21 +29,16 @@ int info_command(int argc, char** argv) {
     std::printf("default pipeline: %s\n", def.c_str());
     return 0;
   }
-  if (args->positional().size() != 1) {
-    std::fputs(kInfoHelp, stderr);
-    std::fprintf(stderr, "error: info takes exactly one MODEL\n");
-    return 1;
-  }
   ImportOptions opts;
   opts.allow_unknown_ops = true;
   ImportReport report;
-  auto graph = import_onnx_file(args->positional()[0], opts, &report);
+  auto graph = import_onnx_file(args.model, opts, &report);
   if (!graph) {
     std::fprintf(stderr, "error: %s\n", graph.status().message().c_str());
     return 1;
   }
   const Graph& g = **graph;
-  std::printf("model: %s\n", args->positional()[0].c_str());
+  std::printf("model: %s\n", args.model.c_str());
   std::printf("ir_version: %lld, producer: %s\n", static_cast<long long>(report.ir_version),
               report.producer.c_str());
   for (const auto& [domain, v] : g.opsets())
@@ -94,18 +75,10 @@ int info_command(int argc, char** argv) {
     return 1;
   }
   std::printf("all ops supported\n");
-  if (args->flag("ir") && args->get("after").empty()) std::fputs(print_graph(g).c_str(), stdout);
-  if (std::string after = args->get("after"); !after.empty()) {
+  if (args.ir && args.after.empty()) std::fputs(print_graph(g).c_str(), stdout);
+  if (const std::string& after = args.after; !after.empty()) {
     std::vector<std::string> pipeline = default_pipeline();
-    if (std::string list = args->get("passes"); !list.empty()) {
-      pipeline.clear();
-      for (size_t pos = 0; pos <= list.size();) {
-        size_t end = list.find(',', pos);
-        if (end == std::string::npos) end = list.size();
-        if (end > pos) pipeline.push_back(list.substr(pos, end - pos));
-        pos = end + 1;
-      }
-    }
+    if (!args.passes.empty()) pipeline = split_list(args.passes);
     if (after != "all") {
       auto it = std::find(pipeline.begin(), pipeline.end(), after);
       if (it == pipeline.end()) {
@@ -127,25 +100,15 @@ int info_command(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace ferrite::cli
-
-namespace ferrite::cli {
-
 // `ferrite ops`: the op table, one line per registration.
-int ops_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"help", "names"}, {});
-  if (!args || args->flag("help")) {
-    std::fputs("usage: ferrite ops [--names]\n  Lists the op table: op, domain, supported opsets,"
-               " attributes. --names prints op names only.\n", args ? stdout : stderr);
-    return args ? 0 : 1;
-  }
+int ops_command(bool names_only) {
   std::vector<const OpSchema*> all;
   for (const auto& s : OpRegistry::global().all()) all.push_back(&s);
   std::sort(all.begin(), all.end(), [](const OpSchema* a, const OpSchema* b) {
     return std::tie(a->domain, a->name, a->since_version) < std::tie(b->domain, b->name, b->since_version);
   });
   for (const OpSchema* s : all) {
-    if (args->flag("names")) {  // internal domains qualified: they must not shadow ONNX names
+    if (names_only) {  // internal domains qualified: they must not shadow ONNX names
       std::printf("%s\n", (s->domain.empty() ? s->name : s->domain + "." + s->name).c_str());
       continue;
     }
@@ -158,6 +121,44 @@ int ops_command(int argc, char** argv) {
                 attrs.c_str());
   }
   return 0;
+}
+
+}  // namespace
+
+Command add_info_command(CLI::App& ferrite) {
+  auto a = std::make_shared<InfoArgs>();
+  CLI::App* app = add_command(
+      ferrite, "info",
+      "Inputs/outputs with symbolic shapes, opset, op histogram and unsupported\n"
+      "ops; --ir prints the inferred graph IR.",
+      "Prints the model's inputs and outputs with their (symbolic) shapes, the opsets it imports,\n"
+      "a histogram of its ops, and every op ferrite does not support, before running anything.");
+  app->add_option("MODEL", a->model, "the ONNX model file")->type_name("");
+  app->add_flag("--ir", a->ir, "also print the graph IR after import and shape inference");
+  add_value(*app, "--after", a->after, "PASS",
+            "run the default pass pipeline up to and including PASS, then print the IR\n"
+            "(`--after all` runs the whole pipeline)");
+  add_value(*app, "--passes", a->passes, "LIST",
+            "use this comma-separated pipeline instead of the default");
+  app->add_flag("--list-passes", a->list_passes,
+                "print the available passes and the default pipeline");
+  return {app, [app, a] {
+            if (!a->list_passes && (a->model.empty() || !app->remaining().empty())) {
+              std::fputs(app->help("ferrite").c_str(), stderr);
+              std::fprintf(stderr, "error: info takes exactly one MODEL\n");
+              return 1;
+            }
+            return info_command(*a);
+          }};
+}
+
+Command add_ops_command(CLI::App& ferrite) {
+  auto names = std::make_shared<bool>(false);
+  CLI::App* app =
+      add_command(ferrite, "ops",
+                  "List the op table: every supported op with its opset range and\nattributes.");
+  app->add_flag("--names", *names, "print op names only (internal domains qualified)");
+  return {app, [names] { return ops_command(*names); }};
 }
 
 }  // namespace ferrite::cli

@@ -2,33 +2,20 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "runtime/compare.h"
+#include "support/json.h"
 #include "support/result_dir.h"
 #include "tools/ferrite/cli.h"
+#include "tools/ferrite/command.h"
 
 namespace ferrite::cli {
 
 namespace fs = std::filesystem;
 
 namespace {
-const char* kTestHelp = R"(usage: ferrite test-onnx [--device NAME] [--json FILE] [--verbose] CASE_DIR...
-
-  Each CASE_DIR holds model.onnx and test_data_set_*/ with input_*.pb and output_*.pb (the layout
-  of ONNX's backend node tests). A case is:
-    pass         every data set's outputs match within the dtype's tolerance
-    fail         it loads but an output differs, or running it reports an error
-    unsupported  it uses an op, opset or dtype ferrite does not support yet
-  Tolerances (|got - want| <= atol + rtol*|want|): f64 1e-7/1e-5, f32 1e-4/1e-3,
-  f16 1e-3/1e-2, bf16 1e-2/2e-2; integers and bool exact; float8 (f8e4m3fn, f8e4m3fnuz,
-  f8e5m2, f8e5m2fnuz) bit-exact, except that any NaN matches any NaN.
-  Exit status: 0 when no case fails, 1 otherwise.
-)";
-
 struct CaseResult {
   std::string name, status, reason;
   std::set<std::string> ops;
@@ -114,61 +101,84 @@ CaseResult run_case(const fs::path& dir, const std::string& device) {
   }
   return finish("pass", "");
 }
-}  // namespace
 
-int test_onnx_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"help", "verbose"}, {"device", "json"});
-  if (!args) {
-    std::fprintf(stderr, "error: %s\n", args.status().message().c_str());
-    return 2;
-  }
-  if (args->flag("help")) {
-    std::fputs(kTestHelp, stdout);
-    return 0;
-  }
-  if (args->positional().empty()) {
-    std::fputs(kTestHelp, stderr);
-    return 2;
-  }
-  std::string device = args->get("device", "reference");
+// `test-onnx --json FILE`: every case with its status, opset, ops and reason.
+Status write_results(const std::string& path, const std::string& device,
+                     const std::vector<CaseResult>& results) {
+  Json cases = Json::array();
+  for (const auto& r : results)
+    cases.push_back({{"name", r.name},
+                     {"status", r.status},
+                     {"opset", r.opset},
+                     {"seconds", r.seconds},
+                     {"ops", r.ops},
+                     {"reason", r.reason}});
+  return write_file_atomic(path, json_text(Json{{"device", device}, {"cases", cases}}));
+}
+
+int test_onnx_command(std::string device, const std::vector<std::string>& dirs, bool verbose,
+                      const std::string& json_path) {
+  if (device.empty()) device = "reference";
   if (auto d = DeviceRegistry::global().create(device); !d) {
     std::fprintf(stderr, "error: %s\n", d.status().message().c_str());
     return 2;
   }
   std::vector<CaseResult> results;
   std::map<std::string, int> counts;
-  for (const auto& dir : args->positional()) {
+  for (const auto& dir : dirs) {
     CaseResult r = run_case(dir, device);
     counts[r.status]++;
-    if (args->flag("verbose") || r.status == "fail")
+    if (verbose || r.status == "fail")
       std::printf("%-12s %s%s%s\n", r.status.c_str(), r.name.c_str(), r.reason.empty() ? "" : ": ",
                   r.reason.c_str());
     results.push_back(std::move(r));
   }
   std::printf("%d passed, %d failed, %d unsupported (device %s)\n", counts["pass"], counts["fail"],
               counts["unsupported"], device.c_str());
-  if (auto path = args->get("json"); !path.empty()) {
-    std::ostringstream js;
-    js << "{\"device\": \"" << json_escape(device) << "\", \"cases\": [\n";
-    for (size_t i = 0; i < results.size(); ++i) {
-      const auto& r = results[i];
-      js << "  {\"name\": \"" << json_escape(r.name) << "\", \"status\": \"" << r.status
-         << "\", \"opset\": " << r.opset << ", \"seconds\": " << r.seconds << ", \"ops\": [";
-      bool first = true;
-      for (const auto& op : r.ops) {
-        js << (first ? "" : ", ") << "\"" << json_escape(op) << "\"";
-        first = false;
-      }
-      js << "], \"reason\": \"" << json_escape(r.reason) << "\"}" << (i + 1 < results.size() ? "," : "")
-         << "\n";
-    }
-    js << "]}\n";
-    if (Status st = write_file_atomic(path, js.str()); !st) {
+  if (!json_path.empty()) {
+    if (Status st = write_results(json_path, device, results); !st) {
       std::fprintf(stderr, "error: %s\n", st.message().c_str());
       return 1;
     }
   }
   return counts["fail"] ? 1 : 0;
+}
+
+}  // namespace
+
+Command add_test_onnx_command(CLI::App& ferrite) {
+  struct Args {
+    std::string device, json;
+    std::vector<std::string> dirs;
+    bool verbose = false;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* app = add_command(
+      ferrite, "test-onnx",
+      "Run ONNX test-case directories (model.onnx + test_data_set_*/) and report\n"
+      "pass / fail / unsupported per case.",
+      R"(Each CASE_DIR holds model.onnx and test_data_set_*/ with input_*.pb and output_*.pb (the layout
+of ONNX's backend node tests). A case is:
+  pass         every data set's outputs match within the dtype's tolerance
+  fail         it loads but an output differs, or running it reports an error
+  unsupported  it uses an op, opset or dtype ferrite does not support yet
+Tolerances (|got - want| <= atol + rtol*|want|): f64 1e-7/1e-5, f32 1e-4/1e-3,
+f16 1e-3/1e-2, bf16 1e-2/2e-2; integers and bool exact; float8 (f8e4m3fn, f8e4m3fnuz,
+f8e5m2, f8e5m2fnuz) bit-exact, except that any NaN matches any NaN.
+Exit status: 0 when no case fails, 1 otherwise.)");
+  app->add_option("CASE_DIR", a->dirs, "ONNX test-case directories")->type_name("");
+  add_value(*app, "--device", a->device, "NAME", "device to run on (default: reference)");
+  add_value(*app, "--json", a->json, "FILE", "write every case result as JSON");
+  app->add_flag("--verbose", a->verbose, "print every case, not only failures");
+  return {app,
+          [app, a] {
+            if (a->dirs.empty()) {
+              std::fputs(app->help("ferrite").c_str(), stderr);
+              return 2;
+            }
+            return test_onnx_command(a->device, a->dirs, a->verbose, a->json);
+          },
+          2};
 }
 
 }  // namespace ferrite::cli

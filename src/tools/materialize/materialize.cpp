@@ -6,6 +6,7 @@
 // to the input's data sets, so OUT is a complete ONNX test case.
 #include <onnx/onnx_pb.h>
 
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -101,11 +102,27 @@ int fail(const std::string& msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: ferrite-materialize IN_CASE_DIR OUT_CASE_DIR\n");
+  CLI::App app{
+      "Regenerates the stripped weights of a shared model zoo case, bit-exactly, by the recipe in\n"
+      "shared/models/README.md, into a complete ONNX test case.",
+      "ferrite-materialize"};
+  std::string in_dir, out_dir;
+  app.add_option("IN_CASE_DIR", in_dir, "the stripped case: model.onnx and test_data_set_*/")
+      ->required();
+  app.add_option("OUT_CASE_DIR", out_dir,
+                 "written: model.onnx with every stripped initializer filled, and links to\n"
+                 "IN_CASE_DIR's data sets")
+      ->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "error: %s (see --help)\n", e.what());
     return 2;
   }
-  fs::path in = argv[1], out = argv[2];
+  fs::path in = in_dir, out = out_dir;
   auto bytes = ferrite::read_file_bytes(in / "model.onnx", size_t{2} << 30);
   if (!bytes) return fail(bytes.status().message());
   onnx::ModelProto model;
