@@ -13,6 +13,8 @@
 //     heads) -> ReduceMean over axes 1, 2;
 //   - Concat on the channel axis -> Concat on axis 3 (densely connected blocks);
 //   - MaxPool / AveragePool (2-D) -> ferrite.Pool {channels_last = 1};
+//   - Split on the channel axis -> Split on axis 3; ShuffleNet's channel shuffle (Reshape to
+//     [N, g, C/g, H, W], Transpose, Reshape back) -> the same shuffle of the twin's last axis;
 //   - Transpose [0, 2, 3, 1] of a value with a twin is the twin (ConvNeXt's permute to
 //     channels-last disappears), and Transpose [0, 3, 1, 2] of any 4-D value has that value as
 //     its twin (the permute back).
@@ -26,6 +28,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ops/context.h"
 #include "ops/conv_util.h"
 #include "ops/scalar_functions.h"
 #include "passes/rewrite_util.h"
@@ -44,7 +47,9 @@ bool rank4_float(const Value* v) {
          is_float_dtype(v->type.dtype);
 }
 
-std::vector<int64_t> perm_of(const Node& n) { return n.attr_ints("perm"); }
+std::vector<int64_t> perm_of(const Node& n) {
+  return n.attr_ints("perm");
+}
 
 class LayoutChannelsLast : public Pass {
  public:
@@ -83,9 +88,9 @@ class LayoutChannelsLast : public Pass {
   };
 
   static bool conv_like(const Node& n) {
-    const bool conv = is_op(&n, "Conv") ||
-                      (n.domain == kFerriteDomain && n.op_type == "FusedConv" &&
-                       n.attr_int("channels_last", 0) == 0);
+    const bool conv =
+        is_op(&n, "Conv") || (n.domain == kFerriteDomain && n.op_type == "FusedConv" &&
+                              n.attr_int("channels_last", 0) == 0);
     return conv && n.inputs.size() >= 2 && rank4_float(n.input(0)) && rank4_float(n.output(0)) &&
            constant_of(n.input(1)) != nullptr;
   }
@@ -127,6 +132,7 @@ class LayoutChannelsLast : public Pass {
   }
 
   void visit(Node& n) {
+    if (n.domain.empty() && n.op_type == "Split" && twin(n.input(0))) return convert_split(n);
     if (n.outputs.size() != 1 || !n.outputs[0]) return;
     if (conv_like(n)) return convert_conv(n);
     if (is_op(&n, "Transpose", 1) && rank4_float(n.input(0))) {
@@ -142,6 +148,7 @@ class LayoutChannelsLast : public Pass {
       }
       return;
     }
+    if (is_op(&n, "Reshape") && twin(n.input(0)) && convert_channel_shuffle(n)) return;
     if (!rank4_float(n.outputs[0])) return;
     if (const ScalarFunction* f = scalar_function_of(n)) return convert_pointwise(n, *f);
     if (is_op(&n, "GlobalAveragePool", 1) && twin(n.input(0))) return convert_mean(n, {2, 3});
@@ -155,17 +162,96 @@ class LayoutChannelsLast : public Pass {
       return convert_pool(n);
   }
 
+  // Split on the channel axis -> Split on axis 3; each output gets its twin.
+  void convert_split(Node& n) {
+    const int64_t axis = n.attr_int("axis", 0);
+    if (axis != 1 && axis != -3) return;
+    for (Value* o : n.outputs)
+      if (!o || !rank4_float(o)) return;
+    std::vector<Value*> ins = n.inputs;
+    ins[0] = twin(n.input(0));
+    AttributeMap attrs = n.attrs;
+    attrs["axis"] = Attribute(int64_t{3});
+    const std::string& base = n.name.empty() ? n.outputs[0]->name : n.name;
+    Node* c = g_->add_node("Split", g_->unique_name(base));
+    c->opset = n.opset;
+    c->inputs = ins;
+    c->attrs = attrs;
+    for (Value* o : n.outputs) {
+      Value* t = g_->add_value(g_->unique_name(o->name + "_nhwc"));
+      t->producer = c;
+      t->producer_output = static_cast<int>(c->outputs.size());
+      c->outputs.push_back(t);
+    }
+    c->schema = n.schema;
+    g_->move_before(c, &n);
+    if (!infer_node(*c)) {
+      discard_node(*g_, c);
+      return;
+    }
+    for (size_t i = 0; i < n.outputs.size(); ++i) twin_[n.outputs[i]] = c->outputs[i];
+    converted_.insert(&n);
+    ++stats_.others;
+  }
+
+  // ShuffleNet's channel shuffle on v [N, C, H, W]: Reshape to [N, g, C/g, H, W], Transpose
+  // [0, 2, 1, 3, 4], Reshape back to [N, C, H, W]. On the twin: Reshape to [N, H, W, g, C/g],
+  // Transpose [0, 1, 2, 4, 3], Reshape to [N, H, W, C] (static C, H, W, g; 0 keeps N).
+  bool convert_channel_shuffle(Node& r1) {
+    const Uses uses = compute_uses(*g_);
+    Value* v = r1.input(0);
+    const Shape& vs = v->type.shape;
+    const Shape& s5 = r1.outputs[0]->type.shape;
+    if (!rank4_float(v) || !s5.rank_known() || s5.rank() != 5) return false;
+    Node* t = sole_user(*g_, uses, r1.outputs[0]);
+    if (!is_op(t, "Transpose", 1) || perm_of(*t) != std::vector<int64_t>{0, 2, 1, 3, 4})
+      return false;
+    Node* r2 = sole_user(*g_, uses, t->outputs[0]);
+    if (!is_op(r2, "Reshape") || !(r2->outputs[0]->type == v->type)) return false;
+    auto st = [](const Dim& d) { return d.value().value_or(-1); };
+    const int64_t C = st(vs[1]), H = st(vs[2]), W = st(vs[3]), g = st(s5[1]);
+    if (C <= 0 || H <= 0 || W <= 0 || g <= 0 || C % g != 0 || !(s5[0] == vs[0]) ||
+        st(s5[2]) != C / g || !(s5[3] == vs[2]) || !(s5[4] == vs[3]))
+      return false;
+    auto shape = [&](std::vector<int64_t> d) {
+      const int64_t n = static_cast<int64_t>(d.size());
+      return g_->add_initializer(r1.outputs[0]->name + "_nhwc_shape",
+                                 Tensor::from_vector<int64_t>(d, {n}));
+    };
+    const int opset = onnx_opset_at_least(*g_, 14);
+    Node* a = insert_node(*g_, "", "Reshape", opset, {twin(v), shape({0, H, W, g, C / g})}, {}, r2,
+                          r1.outputs[0]->name + "_nhwc");
+    if (!a) return false;
+    Node* b = insert_node(*g_, "", "Transpose", onnx_opset_at_least(*g_, 1), {a->outputs[0]},
+                          {{"perm", Attribute(std::vector<int64_t>{0, 1, 2, 4, 3})}}, r2,
+                          t->outputs[0]->name + "_nhwc");
+    Node* c = b ? insert_node(*g_, "", "Reshape", opset, {b->outputs[0], shape({0, H, W, C})}, {},
+                              r2, r2->outputs[0]->name + "_nhwc")
+                : nullptr;
+    if (!c) {
+      if (b) discard_node(*g_, b);
+      discard_node(*g_, a);
+      return false;
+    }
+    twin_[r2->outputs[0]] = c->outputs[0];
+    converted_.insert(&r1);
+    converted_.insert(t);
+    converted_.insert(r2);
+    stats_.others += 3;
+    return true;
+  }
+
   // MaxPool / AveragePool (2-D, no Indices output) -> ferrite.Pool {channels_last = 1}.
   void convert_pool(Node& n) {
     if (n.attr_ints("kernel_shape").size() != 2) return;
     AttributeMap attrs;
-    for (const char* k : {"auto_pad", "ceil_mode", "count_include_pad", "dilations",
-                          "kernel_shape", "pads", "strides"})
+    for (const char* k : {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape",
+                          "pads", "strides"})
       if (n.has_attr(k)) attrs.emplace(k, n.attrs.at(k));
     attrs["mode"] = Attribute(std::string(n.op_type == "MaxPool" ? "max" : "average"));
     attrs["channels_last"] = Attribute(int64_t{1});
-    Node* c = insert_node(*g_, kFerriteDomain, "Pool", kFerriteOpset, {twin(n.input(0))}, attrs,
-                          &n, n.name.empty() ? n.outputs[0]->name : n.name);
+    Node* c = insert_node(*g_, kFerriteDomain, "Pool", kFerriteOpset, {twin(n.input(0))}, attrs, &n,
+                          n.name.empty() ? n.outputs[0]->name : n.name);
     if (c) ++stats_.others;
     convert(n, c);
   }
@@ -194,7 +280,8 @@ class LayoutChannelsLast : public Pass {
     // parameter inputs are scalars and stay.
     const size_t operands = static_cast<size_t>(f.arity);
     bool has_twin = false;
-    for (size_t i = 0; i < operands && i < n.inputs.size(); ++i) has_twin |= twin(n.input(i)) != nullptr;
+    for (size_t i = 0; i < operands && i < n.inputs.size(); ++i)
+      has_twin |= twin(n.input(i)) != nullptr;
     if (!has_twin) return;
     std::vector<Value*> ins = n.inputs;
     for (size_t i = 0; i < operands && i < ins.size(); ++i) {
@@ -278,27 +365,30 @@ class LayoutChannelsLast : public Pass {
     const Uses uses = compute_uses(*g_);
     for (Node* n : order) {
       if (!converted_.count(n)) continue;
-      Value* v = n->outputs[0];
-      Value* t = twin(v);
-      if (!t) continue;
-      auto it = uses.find(v);
-      std::vector<Use> outside;
-      if (it != uses.end())
-        for (const Use& u : it->second)
-          if (!converted_.count(u.node)) outside.push_back(u);
-      const bool output = is_graph_output(*g_, v);
-      if (outside.empty() && !output) continue;
-      // Before the first user that stays (or at the end, for a graph output only).
-      const Node* before = nullptr;
-      for (const Use& u : outside)
-        if (pos.count(u.node) && (!before || pos[u.node] < pos[before])) before = u.node;
-      Node* back = insert_node(*g_, "", "Transpose", onnx_opset_at_least(*g_, 1), {t},
-                               {{"perm", Attribute(kToFirst)}}, before, v->name + "_nchw");
-      if (!back) continue;  // cannot happen for a 4-D value; the old node then stays
-      ++stats_.to_first;
-      for (const Use& u : outside) u.node->inputs[u.input] = back->outputs[0];
-      if (output) replace_value(*g_, v, back->outputs[0]);
+      for (Value* v : n->outputs) restore(v, uses, pos);
     }
+  }
+
+  void restore(Value* v, const Uses& uses, std::unordered_map<const Node*, size_t>& pos) {
+    Value* t = v ? twin(v) : nullptr;
+    if (!t) return;
+    auto it = uses.find(v);
+    std::vector<Use> outside;
+    if (it != uses.end())
+      for (const Use& u : it->second)
+        if (!converted_.count(u.node)) outside.push_back(u);
+    const bool output = is_graph_output(*g_, v);
+    if (outside.empty() && !output) return;
+    // Before the first user that stays (or at the end, for a graph output only).
+    const Node* before = nullptr;
+    for (const Use& u : outside)
+      if (pos.count(u.node) && (!before || pos[u.node] < pos[before])) before = u.node;
+    Node* back = insert_node(*g_, "", "Transpose", onnx_opset_at_least(*g_, 1), {t},
+                             {{"perm", Attribute(kToFirst)}}, before, v->name + "_nchw");
+    if (!back) return;  // cannot happen for a 4-D value
+    ++stats_.to_first;
+    for (const Use& u : outside) u.node->inputs[u.input] = back->outputs[0];
+    if (output) replace_value(*g_, v, back->outputs[0]);
   }
 
   Graph* g_ = nullptr;
