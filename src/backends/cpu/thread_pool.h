@@ -1,11 +1,10 @@
 // A small fixed-size thread pool with a blocking parallel_for, for kernel rows.
 //
-// Idle workers can spin for a while before they sleep, and the caller before it sleeps waiting
-// for the last chunks (FERRITE_POOL_SPIN_US, default 0 = off): waking a sleeping thread through
-// the kernel costs about 25 us here, as much as a small parallel loop. Spinning is off by default
-// because on an oversubscribed machine (the 2-core benchmark host shared with compiler jobs) the
-// spinning thread takes CPU time from the thread doing the work and whole models got slower;
-// see BENCHMARKS.md.
+// Idle workers spin for a while before they sleep, and the caller before it sleeps waiting for
+// the last chunks (FERRITE_POOL_SPIN_US, default 50; 0 = off): waking a sleeping thread through
+// the kernel costs about 25 us here, as much as a small parallel loop. On an oversubscribed
+// machine (a host shared with compiler jobs) the spinning thread takes CPU time from the thread
+// doing the work, and 0 may be faster there; see BENCHMARKS.md.
 #pragma once
 
 #include <atomic>
