@@ -58,6 +58,7 @@ class LayoutChannelsLast : public Pass {
   Expected<bool> run(Graph& g) override {
     g_ = &g;
     twin_.clear();
+    replace_uses_.clear();
     to_last_.clear();
     converted_.clear();
     stats_ = {};
@@ -66,6 +67,7 @@ class LayoutChannelsLast : public Pass {
     bool any_conv = false;
     for (Node* n : order) any_conv = any_conv || conv_like(*n);
     if (!any_conv) return false;
+    uses_ = compute_uses(g);  // of the nodes there before the walk, which the patterns match
     for (Node* n : order) visit(*n);
     if (converted_.empty()) return false;
     restore_boundaries(order);
@@ -198,7 +200,7 @@ class LayoutChannelsLast : public Pass {
   // [0, 2, 1, 3, 4], Reshape back to [N, C, H, W]. On the twin: Reshape to [N, H, W, g, C/g],
   // Transpose [0, 1, 2, 4, 3], Reshape to [N, H, W, C] (static C, H, W, g; 0 keeps N).
   bool convert_channel_shuffle(Node& r1) {
-    const Uses uses = compute_uses(*g_);
+    const Uses& uses = uses_;
     Value* v = r1.input(0);
     const Shape& vs = v->type.shape;
     const Shape& s5 = r1.outputs[0]->type.shape;
@@ -395,6 +397,7 @@ class LayoutChannelsLast : public Pass {
   std::unordered_map<const Value*, Value*> twin_, to_last_;
   std::unordered_set<const Node*> converted_;
   std::vector<std::pair<Value*, Value*>> replace_uses_;
+  Uses uses_;
   Stats stats_;
 };
 

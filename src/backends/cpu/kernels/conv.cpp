@@ -110,6 +110,15 @@ std::shared_ptr<const ConvPlan> make_conv_plan(const ConvSpec& s,
   const auto any = memory::format_tag::any;
   const auto f32 = memory::data_type::f32;
   const memory::desc wei = s.weights_constant ? memory::desc(s.wei, f32, any) : plan->wei_plain;
+  // The plan runs the primitive `pd` describes, in the layouts it asks for.
+  auto take = [&](const dnnl::convolution_forward::primitive_desc& pd) {
+    plan->src_want = pd.src_desc();
+    plan->wei_want = pd.weights_desc();
+    plan->dst_want = pd.dst_desc();
+    plan->scratchpad = pd.scratchpad_desc();
+    plan->prim = dnnl::convolution_forward(pd);
+    return plan;
+  };
   // First choice: NCHW input, which oneDNN's direct JIT kernels read for few input channels
   // (the first layer of CNNs) and which saves the input reorder. Taken only when oneDNN runs it
   // with such a kernel, not its im2col GEMM; else its preferred layout for both.
@@ -122,12 +131,7 @@ std::shared_ptr<const ConvPlan> make_conv_plan(const ConvSpec& s,
           memory::desc(s.src, f32, any), wei, plan->bias, memory::desc(s.dst, f32, any), s.strides,
           s.dilates, s.pad_l, s.pad_r);
       dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
-      plan->src_want = pd.src_desc();
-      plan->wei_want = pd.weights_desc();
-      plan->dst_want = pd.dst_desc();
-      plan->scratchpad = pd.scratchpad_desc();
-      plan->prim = dnnl::convolution_forward(pd);
-      return plan;
+      return take(pd);
     } catch (const dnnl::error&) {
     }
   }
@@ -141,12 +145,7 @@ std::shared_ptr<const ConvPlan> make_conv_plan(const ConvSpec& s,
                                         s.pad_r);
       dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
       if (!is_reference_impl(pd) && std::string(pd.impl_info_str()).find("gemm") == std::string::npos) {
-        plan->src_want = pd.src_desc();
-        plan->wei_want = pd.weights_desc();
-        plan->dst_want = pd.dst_desc();
-        plan->scratchpad = pd.scratchpad_desc();
-        plan->prim = dnnl::convolution_forward(pd);
-        return plan;
+        return take(pd);
       }
     } catch (const dnnl::error&) {
     }
@@ -160,12 +159,7 @@ std::shared_ptr<const ConvPlan> make_conv_plan(const ConvSpec& s,
       dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
       const std::string impl = pd.impl_info_str();
       if (is_reference_impl(pd) || (plain_src && impl.find("gemm") != std::string::npos)) continue;
-      plan->src_want = pd.src_desc();
-      plan->wei_want = pd.weights_desc();
-      plan->dst_want = pd.dst_desc();
-      plan->scratchpad = pd.scratchpad_desc();
-      plan->prim = dnnl::convolution_forward(pd);
-      return plan;
+      return take(pd);
     } catch (const dnnl::error&) {
     }
   }

@@ -6,6 +6,7 @@
 // vectorisable select per tap; the thin border runs the same rule tap by tap.
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/kernels/onednn_common.h"
@@ -18,6 +19,29 @@ namespace {
 struct PoolGeometry {
   int64_t H, W, OH, OW, KH, KW, sh, sw, dh, dw, pt, pl;
 };
+
+// The window of a 2-D pooling node over an H x W input, with its output size; nullopt when the
+// attributes do not describe one (the reference kernel then reports why).
+std::optional<PoolGeometry> pool_geometry(const Node& node, int64_t H, int64_t W) {
+  const std::vector<int64_t> kernel = node.attr_ints("kernel_shape");
+  if (kernel.size() != 2) return std::nullopt;
+  auto win = read_window(node, kernel);
+  if (!win) return std::nullopt;
+  auto out = resolve_window(node, *win, {H, W});
+  if (!out) return std::nullopt;
+  return PoolGeometry{H,
+                      W,
+                      (*out)[0],
+                      (*out)[1],
+                      kernel[0],
+                      kernel[1],
+                      win->strides[0],
+                      win->strides[1],
+                      win->dilations[0],
+                      win->dilations[1],
+                      win->pad_begin(0),
+                      win->pad_begin(1)};
+}
 
 // Outputs o whose window [o*s - p, o*s - p + extent) lies inside [0, n).
 std::pair<int64_t, int64_t> interior(int64_t n, int64_t out, int64_t s, int64_t p, int64_t ext) {
@@ -89,30 +113,13 @@ Status max_pool_run(KernelContext& ctx, ThreadPool& pool) {
   const Node& node = ctx.node();
   if (x.dtype() != DType::kF32 || x.rank() != 4 || (ctx.num_outputs() > 1 && ctx.has_output(1)))
     return onednn::run_reference(ctx);
-  const std::vector<int64_t> kernel = node.attr_ints("kernel_shape");
-  if (kernel.size() != 2) return onednn::run_reference(ctx);
-  auto win = read_window(node, kernel);
-  if (!win) return onednn::run_reference(ctx);
-  const std::vector<int64_t> in{x.dim(2), x.dim(3)};
-  auto out = resolve_window(node, *win, in);
-  if (!out) return onednn::run_reference(ctx);
+  const auto geom = pool_geometry(node, x.dim(2), x.dim(3));
+  if (!geom) return onednn::run_reference(ctx);
+  const PoolGeometry& g = *geom;
   const int64_t storage_order = node.attr_int("storage_order", 0);
   if (storage_order != 0 && storage_order != 1) return onednn::run_reference(ctx);
-  FERRITE_ASSIGN_OR_RETURN(
-      Tensor * y, ctx.allocate_output_uninitialized(0, DType::kF32,
-                                                    {x.dim(0), x.dim(1), (*out)[0], (*out)[1]}));
-  PoolGeometry g{in[0],
-                 in[1],
-                 (*out)[0],
-                 (*out)[1],
-                 kernel[0],
-                 kernel[1],
-                 win->strides[0],
-                 win->strides[1],
-                 win->dilations[0],
-                 win->dilations[1],
-                 win->pad_begin(0),
-                 win->pad_begin(1)};
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output_uninitialized(
+                                           0, DType::kF32, {x.dim(0), x.dim(1), g.OH, g.OW}));
   const int64_t planes = x.dim(0) * x.dim(1);
   if (planes == 0 || g.OH == 0 || g.OW == 0) return Status::ok();
   const float* px = x.data<float>();
@@ -170,19 +177,12 @@ Status pool_nhwc_run(KernelContext& ctx, ThreadPool& pool) {
   if (x.dtype() != DType::kF32 || x.rank() != 4 || node.attr_int("channels_last", 1) == 0 ||
       (include_pad && node.attr_int("ceil_mode", 0) != 0))
     return onednn::run_reference(ctx);
-  const std::vector<int64_t> kernel = node.attr_ints("kernel_shape");
-  if (kernel.size() != 2) return onednn::run_reference(ctx);
-  auto win = read_window(node, kernel);
-  if (!win) return onednn::run_reference(ctx);
-  const std::vector<int64_t> in{x.dim(1), x.dim(2)};
-  auto out = resolve_window(node, *win, in);
-  if (!out) return onednn::run_reference(ctx);
+  const auto geom = pool_geometry(node, x.dim(1), x.dim(2));
+  if (!geom) return onednn::run_reference(ctx);
+  const PoolGeometry& g = *geom;
   const int64_t N = x.dim(0), C = x.dim(3);
-  FERRITE_ASSIGN_OR_RETURN(
-      Tensor * y, ctx.allocate_output_uninitialized(0, DType::kF32, {N, (*out)[0], (*out)[1], C}));
-  PoolGeometry g{in[0],           in[1],           (*out)[0],       (*out)[1],
-                 kernel[0],       kernel[1],       win->strides[0], win->strides[1],
-                 win->dilations[0], win->dilations[1], win->pad_begin(0), win->pad_begin(1)};
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y,
+                           ctx.allocate_output_uninitialized(0, DType::kF32, {N, g.OH, g.OW, C}));
   const int64_t rows = N * g.OH;
   if (rows == 0 || g.OW == 0 || C == 0) return Status::ok();
   const float* px = x.data<float>();
