@@ -456,19 +456,28 @@ void fused_ops(std::map<std::string, CaseFn>& m) {
     };
     auto ints = [](std::vector<int64_t> v) { return Attribute(std::move(v)); };
     pl("max-3x3-s2-pad-nhwc", {2, 9, 9, 16},
-       {{"mode", "max"}, {"kernel_shape", ints({3, 3})}, {"strides", ints({2, 2})},
+       {{"mode", "max"},
+        {"kernel_shape", ints({3, 3})},
+        {"strides", ints({2, 2})},
         {"pads", ints({1, 1, 1, 1})}});
     pl("max-2x2-ceil-nhwc", {1, 7, 5, 3},
-       {{"mode", "max"}, {"kernel_shape", ints({2, 2})}, {"strides", ints({2, 2})},
+       {{"mode", "max"},
+        {"kernel_shape", ints({2, 2})},
+        {"strides", ints({2, 2})},
         {"ceil_mode", i(1)}});
     pl("average-2x2-s2-nhwc", {2, 8, 6, 24},
        {{"mode", "average"}, {"kernel_shape", ints({2, 2})}, {"strides", ints({2, 2})}});
     pl("average-3x3-include-pad-nhwc", {1, 6, 6, 8},
-       {{"mode", "average"}, {"kernel_shape", ints({3, 3})}, {"pads", ints({1, 1, 1, 1})},
+       {{"mode", "average"},
+        {"kernel_shape", ints({3, 3})},
+        {"pads", ints({1, 1, 1, 1})},
         {"count_include_pad", i(1)}});
     pl("average-3x3-exclude-pad-ceil-nhwc", {1, 7, 7, 5},
-       {{"mode", "average"}, {"kernel_shape", ints({3, 3})}, {"strides", ints({2, 2})},
-        {"pads", ints({1, 0, 1, 0})}, {"ceil_mode", i(1)}});
+       {{"mode", "average"},
+        {"kernel_shape", ints({3, 3})},
+        {"strides", ints({2, 2})},
+        {"pads", ints({1, 0, 1, 0})},
+        {"ceil_mode", i(1)}});
     pl("max-nchw", {1, 4, 6, 6},
        {{"mode", "max"}, {"channels_last", i(0)}, {"kernel_shape", ints({2, 2})}});
   };

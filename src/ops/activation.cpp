@@ -526,8 +526,8 @@ void register_unary_activations(OpRegistry& r) {
             .infer(infer_same_as_input())
             .kernel(float_fn([](auto x) {
               using C = decltype(x);
-              const C s = x >= C(0) ? C(1) / (C(1) + std::exp(-x))
-                                    : std::exp(x) / (C(1) + std::exp(x));
+              const C s =
+                  x >= C(0) ? C(1) / (C(1) + std::exp(-x)) : std::exp(x) / (C(1) + std::exp(x));
               return x * s;
             }))
             .doc("x * sigmoid(x)"));

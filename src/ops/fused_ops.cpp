@@ -27,8 +27,8 @@
 //       SDPA's math path uses: Where(All(x == -inf), 0, Softmax(x))). Softmax runs in double.
 #include <cmath>
 #include <cstring>
-#include <optional>
 #include <limits>
+#include <optional>
 
 #include "ops/activation_epilogue.h"
 #include "ops/conv_util.h"
@@ -184,7 +184,9 @@ Status fused_matmul_kernel(KernelContext& ctx) {
 // FusedConv {channels_last = 1}: X, the residual and Y are [N, H, W, C] (2-D convolutions only;
 // W stays [M, C/group, KH, KW]). The layout-channels-last pass creates it for devices whose
 // convolutions and pointwise kernels run faster on channels-last activations.
-bool channels_last(const Node& n) { return n.attr_int("channels_last", 0) != 0; }
+bool channels_last(const Node& n) {
+  return n.attr_int("channels_last", 0) != 0;
+}
 
 // [N, C, H, W] -> [N, H, W, C] (to_last) or back, for shapes.
 Shape permute_shape(const Shape& s, bool to_last) {
@@ -198,9 +200,8 @@ Status infer_fused_conv(InferContext& ctx) {
   const Shape& x = ctx.input_shape(0);
   if (last && x.rank_known() && x.rank() != 4)
     return ctx.error("channels_last takes a 4-D input [N, H, W, C], got ", x.to_string());
-  FERRITE_ASSIGN_OR_RETURN(Shape y_nchw,
-                           conv_output_shape(ctx, last ? permute_shape(x, false) : x,
-                                             ctx.input_shape(1)));
+  FERRITE_ASSIGN_OR_RETURN(
+      Shape y_nchw, conv_output_shape(ctx, last ? permute_shape(x, false) : x, ctx.input_shape(1)));
   const Shape y = last ? permute_shape(y_nchw, true) : y_nchw;
   ctx.set_output(0, ctx.input_dtype(0), y);
   if (ctx.num_inputs() > 3 && ctx.has_input(3)) {
@@ -482,14 +483,15 @@ void register_fused_ops(OpRegistry& r) {
             .kernel(fused_matmul_kernel)
             .doc("act(A @ B + bias) + residual"));
   OpSchemaBuilder fused_conv("FusedConv", kDomain);
-  r.add(conv_attrs(fused_conv.versions(1).inputs(2, 4).outputs(1))
-            .attr("activation", AttrType::kString, "none")
-            .optional_attr("activation_params", AttrType::kFloats)
-            .attr("channels_last", AttrType::kInt, 0)
-            .types("T", {0, 1, 2, 3}, kFloat)
-            .infer(infer_fused_conv)
-            .kernel(fused_conv_kernel)
-            .doc("act(Conv(X, W, B) + residual); channels_last: X, residual and Y are [N, H, W, C]"));
+  r.add(
+      conv_attrs(fused_conv.versions(1).inputs(2, 4).outputs(1))
+          .attr("activation", AttrType::kString, "none")
+          .optional_attr("activation_params", AttrType::kFloats)
+          .attr("channels_last", AttrType::kInt, 0)
+          .types("T", {0, 1, 2, 3}, kFloat)
+          .infer(infer_fused_conv)
+          .kernel(fused_conv_kernel)
+          .doc("act(Conv(X, W, B) + residual); channels_last: X, residual and Y are [N, H, W, C]"));
   r.add(OpSchemaBuilder("Pool", kDomain)
             .versions(1)
             .inputs(1)

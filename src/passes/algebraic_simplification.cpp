@@ -56,8 +56,9 @@ Value* squared_operand(const Node& n) {
     return nullptr;
   Value* x = n.inputs[0];
   const Value* e = n.inputs[1];
-  if (!x || !e || n.opset < 7 || !e->constant || e->constant->numel() != 1 || !is_float(e->constant->dtype()) ||
-      !is_float(x->type.dtype) || !is_constant_filled_with(e, 2) || !same_type(x, n.outputs[0]))
+  if (!x || !e || n.opset < 7 || !e->constant || e->constant->numel() != 1 ||
+      !is_float(e->constant->dtype()) || !is_float(x->type.dtype) ||
+      !is_constant_filled_with(e, 2) || !same_type(x, n.outputs[0]))
     return nullptr;
   return x;
 }

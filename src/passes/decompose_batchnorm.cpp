@@ -29,8 +29,7 @@ Tensor channel_constant(DType dt, const std::vector<double>& v, size_t x_rank) {
 
 int decompose(RewriteContext& c, Node& bn) {
   Graph& g = c.g;
-  if (bn.inputs.size() != 5 || bn.attr_int("training_mode", 0) != 0 || bn.outputs.empty())
-    return 0;
+  if (bn.inputs.size() != 5 || bn.attr_int("training_mode", 0) != 0 || bn.outputs.empty()) return 0;
   for (size_t i = 1; i < bn.outputs.size(); ++i)  // running statistics must be unused
     if (bn.outputs[i] && (use_count(c.uses, bn.outputs[i]) || is_graph_output(g, bn.outputs[i])))
       return 0;

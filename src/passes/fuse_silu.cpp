@@ -39,7 +39,8 @@ class FuseSilu : public Pass {
 FERRITE_REGISTER_PASSES(fuse_silu) {
   // Before fuse-conv-activation (20) and fuse-matmul-epilogue, which take ferrite.Silu as an
   // activation; after the batch-norm folds, which want the bare Conv.
-  r.add({"fuse-silu", "recognise Mul(x, Sigmoid(x)) as ferrite.Silu (SiLU / Swish)",
+  r.add({"fuse-silu",
+         "recognise Mul(x, Sigmoid(x)) as ferrite.Silu (SiLU / Swish)",
          [] { return std::make_unique<FuseSilu>(); },
          {{Stage::kRewrite, 17}}});
 }

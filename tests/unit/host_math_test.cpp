@@ -68,8 +68,8 @@ TEST(HostMath, ExpIsWithinTwoUlpOfStdExpAcrossTheFloats) {
   }
   EXPECT_EQ(nonfinite_mismatch, 0);
   EXPECT_LE(worst, 2) << "at x = " << worst_x;
-  std::printf("exp(float): max %lld ulp from std::exp (at x = %.9g)\n", static_cast<long long>(worst),
-              worst_x);
+  std::printf("exp(float): max %lld ulp from std::exp (at x = %.9g)\n",
+              static_cast<long long>(worst), worst_x);
   RecordProperty("max_ulp", static_cast<int>(worst));
 }
 

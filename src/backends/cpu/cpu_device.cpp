@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <thread>
 
-
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_library.h"
 #include "execute/executor.h"

@@ -39,7 +39,7 @@ struct ConvSpec {
   Dims src, src_strides, wei, dst, dst_strides, strides, dilates, pad_l, pad_r;
   bool bias = false;
   bool weights_constant = false;
-  bool residual = false;  // FusedConv's epilogue, as post-ops when oneDNN has them
+  bool residual = false;       // FusedConv's epilogue, as post-ops when oneDNN has them
   bool channels_last = false;  // src/dst strides are NHWC: oneDNN reads and writes them as such
   Activation act;
 
@@ -139,12 +139,12 @@ std::shared_ptr<const ConvPlan> make_conv_plan(const ConvSpec& s,
     // Channels-last activations as they are (oneDNN's brgemm and depthwise kernels read NHWC):
     // no reorder in or out. Else the general choice below, with reorders.
     try {
-      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
-                                        dnnl::algorithm::convolution_direct, plan->src_view, wei,
-                                        plan->bias, plan->dst_view, s.strides, s.dilates, s.pad_l,
-                                        s.pad_r);
+      dnnl::convolution_forward::desc d(
+          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, plan->src_view,
+          wei, plan->bias, plan->dst_view, s.strides, s.dilates, s.pad_l, s.pad_r);
       dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
-      if (!is_reference_impl(pd) && std::string(pd.impl_info_str()).find("gemm") == std::string::npos) {
+      if (!is_reference_impl(pd) &&
+          std::string(pd.impl_info_str()).find("gemm") == std::string::npos) {
         return take(pd);
       }
     } catch (const dnnl::error&) {
@@ -585,10 +585,10 @@ Status conv_run(KernelContext& ctx, ThreadPool& pool) {
   }
   std::vector<ConvTask> tasks;
   std::vector<std::shared_ptr<const ConvPlan>> keep;
-  if (!plan_tasks(xd, last, w, *win, out, group, bias != nullptr, weights_constant,
-                  res != nullptr, act, per_task, bands, tasks, keep) &&
-      !plan_tasks(xd, last, w, *win, out, group, bias != nullptr, weights_constant,
-                  res != nullptr, act, n, 1, tasks, keep))
+  if (!plan_tasks(xd, last, w, *win, out, group, bias != nullptr, weights_constant, res != nullptr,
+                  act, per_task, bands, tasks, keep) &&
+      !plan_tasks(xd, last, w, *win, out, group, bias != nullptr, weights_constant, res != nullptr,
+                  act, n, 1, tasks, keep))
     return run_reference(ctx);
   // Constant weights reordered once (cached), before the threads need them.
   std::vector<memory> wmem(tasks.size());
