@@ -26,9 +26,14 @@ DEV = "cuda"
 
 
 def resnet50(batch, dtype):
+    return vision("resnet50", batch, dtype)
+
+
+def vision(arch, batch, dtype):
+    """A torchvision classifier with random weights (BatchNorm statistics left at init)."""
     import torchvision
 
-    m = torchvision.models.resnet50().eval().to(DEV, dtype)
+    m = getattr(torchvision.models, arch)().eval().to(DEV, dtype)
     return m, (torch.randn(batch, 3, 224, 224, device=DEV, dtype=dtype),)
 
 
@@ -60,6 +65,12 @@ CASES = {
     "bert-1x128-bf16": lambda: bert_base(1, 128, torch.bfloat16),
     "llama-gqa-8x128-bf16": lambda: llama_gqa(8, 128, torch.bfloat16),
 }
+# The convolutional and vision-transformer families at the serving batch, both dtypes.
+for _arch, _tag in [("convnext_tiny", "convnext-t"), ("efficientnet_b0", "efficientnet-b0"),
+                    ("mobilenet_v3_large", "mobilenetv3-l"), ("regnet_y_800mf", "regnety-800mf"),
+                    ("densenet121", "densenet121"), ("vit_b_16", "vit-b16"), ("swin_t", "swin-t")]:
+    for _dt, _dn in [(torch.float32, "f32"), (torch.bfloat16, "bf16")]:
+        CASES[f"{_tag}-b32-{_dn}"] = (lambda a=_arch, d=_dt: vision(a, 32, d))
 
 
 def first_tensor(out):

@@ -63,6 +63,8 @@ using CaseFn = std::function<void(const OpSchema&, std::vector<Case>&)>;
 // The data-movement, indexing, normalization and internal-op half of the table
 // (op_overrides_data.cpp).
 void register_more_overrides(std::map<std::string, CaseFn>& m);
+// The internal ferrite.* ops' cases (fused_op_cases.cpp).
+void fused_op_overrides(std::map<std::string, CaseFn>& m);
 // A copy of `c` run once per symbol size N in `sizes`.
 Case with_runs(Case c, std::vector<int64_t> sizes);
 

@@ -7,11 +7,14 @@
 //       Y without changing its shape. activation (+ activation_params): see
 //       ops/activation_epilogue.h.
 //
-//   ferrite.FusedConv(X, W, B?, residual?) {Conv's attributes, activation, channels_last}
+//   ferrite.FusedConv(X, W, B?, residual?) {Conv's attributes, activation, channels_last,
+//                                          weights_last}
 //       Y = act(Conv(X, W, B) + residual), residual of exactly Y's shape. Computed as the
 //       unfused ops would, rounding to T after the convolution and after the residual add.
 //       channels_last = 1 (2-D only): X, residual and Y are [N, H, W, C] instead of
-//       [N, C, H, W]; W stays [M, C/group, KH, KW].
+//       [N, C, H, W]; W stays [M, C/group, KH, KW] unless weights_last = 1 (only with
+//       channels_last), where W is [M, KH, KW, C/group] (the filter layout of channels-last
+//       tensor-core convolutions, e.g. cuDNN's NHWC filters).
 //
 //   ferrite.Pool(X) {mode, channels_last, the pooling attributes}
 //       MaxPool (mode "max") or AveragePool ("average") with ONNX's semantics, 2-D;
@@ -182,10 +185,14 @@ Status fused_matmul_kernel(KernelContext& ctx) {
 // ---- FusedConv ------------------------------------------------------------------------------
 
 // FusedConv {channels_last = 1}: X, the residual and Y are [N, H, W, C] (2-D convolutions only;
-// W stays [M, C/group, KH, KW]). The layout-channels-last pass creates it for devices whose
-// convolutions and pointwise kernels run faster on channels-last activations.
+// W stays [M, C/group, KH, KW], or [M, KH, KW, C/group] with weights_last). The
+// layout-channels-last pass creates it for devices whose convolutions and pointwise kernels run
+// faster on channels-last activations.
 bool channels_last(const Node& n) {
   return n.attr_int("channels_last", 0) != 0;
+}
+bool weights_last(const Node& n) {
+  return n.attr_int("weights_last", 0) != 0;
 }
 
 // [N, C, H, W] -> [N, H, W, C] (to_last) or back, for shapes.
@@ -200,8 +207,13 @@ Status infer_fused_conv(InferContext& ctx) {
   const Shape& x = ctx.input_shape(0);
   if (last && x.rank_known() && x.rank() != 4)
     return ctx.error("channels_last takes a 4-D input [N, H, W, C], got ", x.to_string());
-  FERRITE_ASSIGN_OR_RETURN(
-      Shape y_nchw, conv_output_shape(ctx, last ? permute_shape(x, false) : x, ctx.input_shape(1)));
+  const bool w_last = weights_last(ctx.node());
+  const Shape& w = ctx.input_shape(1);
+  if (w_last && !last) return ctx.error("weights_last needs channels_last");
+  if (w_last && w.rank_known() && w.rank() != 4)
+    return ctx.error("weights_last takes a 4-D weight [M, KH, KW, C/group], got ", w.to_string());
+  FERRITE_ASSIGN_OR_RETURN(Shape y_nchw, conv_output_shape(ctx, last ? permute_shape(x, false) : x,
+                                                           w_last ? permute_shape(w, false) : w));
   const Shape y = last ? permute_shape(y_nchw, true) : y_nchw;
   ctx.set_output(0, ctx.input_dtype(0), y);
   if (ctx.num_inputs() > 3 && ctx.has_input(3)) {
@@ -216,17 +228,23 @@ Status infer_fused_conv(InferContext& ctx) {
 
 Status fused_conv_nchw(KernelContext& ctx);
 
-// The channels-last form through the NCHW reference: permute X and the residual, convolve,
-// permute Y back.
+// The channels-last form through the NCHW reference: permute X, the residual (and W with
+// weights_last), convolve, permute Y back.
 Status fused_conv_channels_last(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   if (x.rank() != 4)
     return ctx.error("channels_last takes a 4-D input [N, H, W, C], got ", x.type_string());
   FERRITE_ASSIGN_OR_RETURN(Tensor xt, permute_channels(x, false));
-  std::optional<Tensor> rt;
+  std::optional<Tensor> rt, wt;
   std::vector<const Tensor*> ins{&xt};
   for (size_t i = 1; i < ctx.num_inputs(); ++i) {
-    if (i == 3 && ctx.has_input(3)) {
+    if (i == 1 && weights_last(ctx.node())) {
+      if (ctx.input(1).rank() != 4)
+        return ctx.error("weights_last takes a 4-D weight, got ", ctx.input(1).type_string());
+      FERRITE_ASSIGN_OR_RETURN(Tensor w, permute_channels(ctx.input(1), false));
+      wt = std::move(w);
+      ins.push_back(&*wt);
+    } else if (i == 3 && ctx.has_input(3)) {
       if (ctx.input(3).rank() != 4)
         return ctx.error("residual ", ctx.input(3).type_string(), " must be 4-D");
       FERRITE_ASSIGN_OR_RETURN(Tensor r, permute_channels(ctx.input(3), false));
@@ -245,6 +263,8 @@ Status fused_conv_channels_last(KernelContext& ctx) {
 }
 
 Status fused_conv_kernel(KernelContext& ctx) {
+  if (weights_last(ctx.node()) && !channels_last(ctx.node()))
+    return ctx.error("weights_last needs channels_last");
   return channels_last(ctx.node()) ? fused_conv_channels_last(ctx) : fused_conv_nchw(ctx);
 }
 
@@ -488,10 +508,12 @@ void register_fused_ops(OpRegistry& r) {
           .attr("activation", AttrType::kString, "none")
           .optional_attr("activation_params", AttrType::kFloats)
           .attr("channels_last", AttrType::kInt, 0)
+          .attr("weights_last", AttrType::kInt, 0)
           .types("T", {0, 1, 2, 3}, kFloat)
           .infer(infer_fused_conv)
           .kernel(fused_conv_kernel)
-          .doc("act(Conv(X, W, B) + residual); channels_last: X, residual and Y are [N, H, W, C]"));
+          .doc("act(Conv(X, W, B) + residual); channels_last: X, residual and Y are [N, H, W, C]; "
+               "weights_last: W is [M, KH, KW, C/group]"));
   r.add(OpSchemaBuilder("Pool", kDomain)
             .versions(1)
             .inputs(1)

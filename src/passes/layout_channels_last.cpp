@@ -21,6 +21,13 @@
 // A value the rest of the graph still needs in [N, C, H, W] gets one Transpose back from its
 // twin; an operand without a twin gets one Transpose to channels-last. Converted nodes are then
 // removed. `FERRITE_LOG=layout` prints the decision: twins, transposes in and out.
+//
+// Options (`layout-channels-last{weights=last dtypes=bf16+f16}`):
+//   weights=last   the convolutions' constant weights are permuted at compile time to
+//                  [M, KH, KW, C/group] (FusedConv {weights_last = 1}), the filter layout of
+//                  channels-last tensor-core convolutions (cuDNN's NHWC filters);
+//   dtypes=A+B     only convolutions of these element types start a channels-last chain (cuda:
+//                  bf16 and f16, whose tensor-core convolutions want NHWC; f32 stays NCHW).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -53,6 +60,9 @@ std::vector<int64_t> perm_of(const Node& n) {
 
 class LayoutChannelsLast : public Pass {
  public:
+  LayoutChannelsLast() = default;
+  LayoutChannelsLast(bool weights_last, std::vector<DType> dtypes)
+      : weights_last_(weights_last), dtypes_(std::move(dtypes)) {}
   std::string name() const override { return "layout-channels-last"; }
 
   Expected<bool> run(Graph& g) override {
@@ -89,12 +99,16 @@ class LayoutChannelsLast : public Pass {
     int convs = 0, others = 0, to_last = 0, to_first = 0, permutes_removed = 0;
   };
 
-  static bool conv_like(const Node& n) {
+  bool conv_like(const Node& n) const {
     const bool conv =
         is_op(&n, "Conv") || (n.domain == kFerriteDomain && n.op_type == "FusedConv" &&
                               n.attr_int("channels_last", 0) == 0);
-    return conv && n.inputs.size() >= 2 && rank4_float(n.input(0)) && rank4_float(n.output(0)) &&
-           constant_of(n.input(1)) != nullptr;
+    if (!conv || n.inputs.size() < 2 || !rank4_float(n.input(0)) || !rank4_float(n.output(0)))
+      return false;
+    const Tensor* w = constant_of(n.input(1));
+    if (!w || w->rank() != 4) return false;
+    return dtypes_.empty() ||
+           std::find(dtypes_.begin(), dtypes_.end(), n.input(0)->type.dtype) != dtypes_.end();
   }
 
   Value* twin(const Value* v) const {
@@ -267,9 +281,15 @@ class LayoutChannelsLast : public Pass {
       if (!r) return;
       ins.push_back(r);
     }
+    if (weights_last_) {
+      auto w = permute_channels(*constant_of(n.input(1)), true);
+      if (!w) return;
+      ins[1] = g_->add_initializer(n.input(1)->name + "_ohwi", std::move(*w));
+    }
     while (!ins.empty() && !ins.back()) ins.pop_back();
     AttributeMap attrs = n.attrs;
     attrs["channels_last"] = Attribute(int64_t{1});
+    if (weights_last_) attrs["weights_last"] = Attribute(int64_t{1});
     Node* c = insert_node(*g_, kFerriteDomain, "FusedConv", kFerriteOpset, ins, attrs, &n,
                           n.name.empty() ? n.outputs[0]->name : n.name);
     if (c) ++stats_.convs;
@@ -393,6 +413,8 @@ class LayoutChannelsLast : public Pass {
     if (output) replace_value(*g_, v, back->outputs[0]);
   }
 
+  bool weights_last_ = false;
+  std::vector<DType> dtypes_;  // empty: every float type
   Graph* g_ = nullptr;
   std::unordered_map<const Value*, Value*> twin_, to_last_;
   std::unordered_set<const Node*> converted_;
@@ -401,6 +423,33 @@ class LayoutChannelsLast : public Pass {
   Stats stats_;
 };
 
+Expected<std::unique_ptr<Pass>> make_with_options(const PassOptions& o) {
+  bool weights_last = false;
+  std::vector<DType> dtypes;
+  for (const auto& [k, v] : o) {
+    if (k == "weights") {
+      if (v != "last" && v != "first")
+        return err("layout-channels-last: weights expects 'last' or 'first', got '", v, "'");
+      weights_last = v == "last";
+    } else if (k == "dtypes") {
+      for (size_t pos = 0; pos <= v.size();) {
+        size_t end = v.find('+', pos);
+        if (end == std::string::npos) end = v.size();
+        const std::string name = v.substr(pos, end - pos);
+        pos = end + 1;
+        const std::optional<DType> t = dtype_from_name(name);
+        if (!t || !is_float_dtype(*t))
+          return err("layout-channels-last: dtypes expects float types joined by '+', got '", name,
+                     "'");
+        dtypes.push_back(*t);
+      }
+    } else {
+      return err("layout-channels-last: unknown option '", k, "' (weights, dtypes)");
+    }
+  }
+  return std::unique_ptr<Pass>(std::make_unique<LayoutChannelsLast>(weights_last, dtypes));
+}
+
 }  // namespace
 
 FERRITE_REGISTER_PASSES(layout_channels_last) {
@@ -408,8 +457,11 @@ FERRITE_REGISTER_PASSES(layout_channels_last) {
   // lists it after the rewrites (cpu: oneDNN's NHWC convolutions and depthwise kernels).
   r.add({"layout-channels-last",
          "run 2-D convolutions and the pointwise, pooling and concat ops between them on "
-         "[N, H, W, C] activations, transposing only at the chain's boundaries",
-         [] { return std::make_unique<LayoutChannelsLast>(); }});
+         "[N, H, W, C] activations, transposing only at the chain's boundaries; options "
+         "{weights=last|first dtypes=T1+T2}",
+         [] { return std::make_unique<LayoutChannelsLast>(); },
+         {},
+         make_with_options});
 }
 
 }  // namespace ferrite

@@ -27,8 +27,8 @@
 
 #if FERRITE_HAVE_CUDA
 #include "backends/cuda/cuda_compile.h"
-#include "codegen/cuda_source.h"
 #include "backends/cuda/cuda_library.h"
+#include "codegen/cuda_source.h"
 #include "runtime/compile_cache.h"
 #endif
 
@@ -207,7 +207,7 @@ TEST(CudaCompile, LibraryCompilesAsSeveralPrograms) {
       EXPECT_TRUE(seen.insert(k).second) << k;
       EXPECT_TRUE(cubin_defines(c->cubins[i].cubin, k)) << k;
     }
-  for (const char* k : {"fe_conv2d", "fe_gather", "fe_gather_4", "fe_epilogue", "fe_maxpool2d"})
+  for (const char* k : {"fe_conv2d", "fe_gather", "fe_gather_4", "fe_epilogue", "fe_pool2d"})
     EXPECT_TRUE(seen.count(k)) << k;
   EXPECT_EQ(c->chunks.size(), std::min<size_t>(cuda::compile_threads(), seen.size()));
 }

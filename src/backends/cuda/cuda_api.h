@@ -115,7 +115,11 @@ namespace ferrite::cuda {
   X(cudnnSetConvolutionMathType, "cudnnSetConvolutionMathType")                       \
   X(cudnnGetConvolution2dForwardOutputDim, "cudnnGetConvolution2dForwardOutputDim")   \
   X(cudnnGetConvolutionForwardAlgorithm_v7, "cudnnGetConvolutionForwardAlgorithm_v7") \
-  X(cudnnConvolutionForward, "cudnnConvolutionForward")
+  X(cudnnConvolutionForward, "cudnnConvolutionForward")                               \
+  X(cudnnCreateActivationDescriptor, "cudnnCreateActivationDescriptor")               \
+  X(cudnnDestroyActivationDescriptor, "cudnnDestroyActivationDescriptor")             \
+  X(cudnnSetActivationDescriptor, "cudnnSetActivationDescriptor")                     \
+  X(cudnnConvolutionBiasActivationForward, "cudnnConvolutionBiasActivationForward")
 #endif
 
 #define FERRITE_DECLARE_FN(name, sym) decltype(&::name) name = nullptr;

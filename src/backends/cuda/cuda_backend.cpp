@@ -7,8 +7,8 @@
 #include <future>
 #include <string>
 
-#include "codegen/cuda_source.h"
 #include "backends/cuda/cuda_native_ops.h"
+#include "codegen/cuda_source.h"
 #include "lower/kernel_ir.h"
 
 namespace ferrite::cuda {

@@ -97,8 +97,16 @@ struct CudnnConv::Plan {
   size_t workspace = 0;
   bool usable = false;  // false: cuDNN offered no algorithm we accept (why)
   std::string why;
+  // The fused bias + residual + activation call: descriptors made on first use; false once
+  // cuDNN refused it for this problem.
+  cudnnTensorDescriptor_t bias = nullptr;
+  cudnnActivationDescriptor_t relu = nullptr, identity = nullptr;
+  bool fused_ok = true;
   ~Plan() {
     if (!api) return;
+    if (relu) api->cudnnDestroyActivationDescriptor(relu);
+    if (identity) api->cudnnDestroyActivationDescriptor(identity);
+    if (bias) api->cudnnDestroyTensorDescriptor(bias);
     if (conv) api->cudnnDestroyConvolutionDescriptor(conv);
     if (w) api->cudnnDestroyFilterDescriptor(w);
     if (y) api->cudnnDestroyTensorDescriptor(y);
@@ -146,7 +154,8 @@ Expected<std::shared_ptr<CudnnConv::Plan>> CudnnConv::plan(const CudnnConvProble
   std::ostringstream key;
   key << p.N << "," << p.C << "," << p.H << "," << p.W << "," << p.K << "," << p.KH << "," << p.KW
       << "," << p.sh << "," << p.sw << "," << p.ph << "," << p.pw << "," << p.dh << "," << p.dw
-      << "," << p.groups << "," << static_cast<int>(q.dtype) << "," << (f32 && q.tf32);
+      << "," << p.groups << "," << static_cast<int>(q.dtype) << "," << (f32 && q.tf32) << ","
+      << q.channels_last << q.weights_last;
   std::shared_ptr<Plan>& slot = plans_[key.str()];
   if (slot) return slot;
   const Cudnn& d = *static_cast<const Cudnn*>(api_);
@@ -159,12 +168,15 @@ Expected<std::shared_ptr<CudnnConv::Plan>> CudnnConv::plan(const CudnnConvProble
   FERRITE_CUDNN_CHECK(d, d.cudnnCreateFilterDescriptor(&pl->w), "cudnnCreateFilterDescriptor");
   FERRITE_CUDNN_CHECK(d, d.cudnnCreateConvolutionDescriptor(&pl->conv),
                       "cudnnCreateConvolutionDescriptor");
+  // Dims are given as N, C, H, W (K, C/groups, KH, KW) whatever the storage format.
+  const cudnnTensorFormat_t act_format = q.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  const cudnnTensorFormat_t w_format = q.weights_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   FERRITE_CUDNN_CHECK(
-      d, d.cudnnSetTensor4dDescriptor(pl->x, CUDNN_TENSOR_NCHW, dt, i(p.N), i(p.C), i(p.H), i(p.W)),
+      d, d.cudnnSetTensor4dDescriptor(pl->x, act_format, dt, i(p.N), i(p.C), i(p.H), i(p.W)),
       "input descriptor");
   FERRITE_CUDNN_CHECK(d,
-                      d.cudnnSetFilter4dDescriptor(pl->w, dt, CUDNN_TENSOR_NCHW, i(p.K),
-                                                   i(p.C / p.groups), i(p.KH), i(p.KW)),
+                      d.cudnnSetFilter4dDescriptor(pl->w, dt, w_format, i(p.K), i(p.C / p.groups),
+                                                   i(p.KH), i(p.KW)),
                       "filter descriptor");
   // ONNX Conv is a cross-correlation, as CUDNN_CROSS_CORRELATION; accumulation is always f32.
   FERRITE_CUDNN_CHECK(
@@ -188,7 +200,7 @@ Expected<std::shared_ptr<CudnnConv::Plan>> CudnnConv::plan(const CudnnConvProble
     slot = pl;
     return slot;
   }
-  FERRITE_CUDNN_CHECK(d, d.cudnnSetTensor4dDescriptor(pl->y, CUDNN_TENSOR_NCHW, dt, n, c, h, w),
+  FERRITE_CUDNN_CHECK(d, d.cudnnSetTensor4dDescriptor(pl->y, act_format, dt, n, c, h, w),
                       "output descriptor");
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT * 4];
   int found = 0;
@@ -264,6 +276,63 @@ Expected<bool> CudnnConv::run(const CudnnConvProblem& q, const void* x, const vo
   return true;
 }
 
+Expected<bool> CudnnConv::run_fused(const CudnnConvProblem& q, const void* x, const void* w,
+                                    const void* bias, const void* z, bool relu, void* y,
+                                    const std::function<Expected<void*>(size_t)>& scratch) {
+  if (!bias) return false;  // the call takes a bias
+  const Cudnn& d = *static_cast<const Cudnn*>(api_);
+  std::shared_ptr<Plan> pl;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    FERRITE_ASSIGN_OR_RETURN(pl, plan(q));
+    if (!pl->usable || !pl->fused_ok) return false;
+    // Without an activation cuDNN fuses only with IMPLICIT_PRECOMP_GEMM.
+    if (!relu && pl->algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) return false;
+    if (!pl->bias) {
+      FERRITE_CUDNN_CHECK(d, d.cudnnCreateTensorDescriptor(&pl->bias),
+                          "cudnnCreateTensorDescriptor");
+      FERRITE_CUDNN_CHECK(
+          d,
+          d.cudnnSetTensor4dDescriptor(pl->bias, CUDNN_TENSOR_NCHW, data_type(q.dtype), 1,
+                                       static_cast<int>(q.p.K), 1, 1),
+          "bias descriptor");
+      for (auto [desc, mode] : {std::pair{&pl->relu, CUDNN_ACTIVATION_RELU},
+                                std::pair{&pl->identity, CUDNN_ACTIVATION_IDENTITY}}) {
+        FERRITE_CUDNN_CHECK(d, d.cudnnCreateActivationDescriptor(desc),
+                            "cudnnCreateActivationDescriptor");
+        FERRITE_CUDNN_CHECK(d,
+                            d.cudnnSetActivationDescriptor(*desc, mode, CUDNN_PROPAGATE_NAN, 0.0),
+                            "cudnnSetActivationDescriptor");
+      }
+    }
+  }
+  void* ws = nullptr;
+  if (pl->workspace > 0) {
+    FERRITE_ASSIGN_OR_RETURN(ws, scratch(pl->workspace));
+  }
+  const float alpha1 = 1.0f, alpha2 = z ? 1.0f : 0.0f;
+  // With alpha2 = 0 cuDNN does not read z; y is a valid tensor of z's descriptor.
+  cudnnStatus_t s = d.cudnnConvolutionBiasActivationForward(
+      static_cast<cudnnHandle_t>(handle_), &alpha1, pl->x, x, pl->w, w, pl->conv, pl->algo, ws,
+      pl->workspace, &alpha2, pl->y, z ? z : y, pl->bias, bias, relu ? pl->relu : pl->identity,
+      pl->y, y);
+  if (s >= CUDNN_STATUS_NOT_SUPPORTED && s < CUDNN_STATUS_NOT_SUPPORTED + 1000) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pl->fused_ok = false;
+    }
+    note("cudnnConvolutionBiasActivationForward (algo " +
+         std::to_string(static_cast<int>(pl->algo)) + "): " + status_text(d, s) +
+         "; convolution and epilogue run separately");
+    return false;
+  }
+  if (s != CUDNN_STATUS_SUCCESS)
+    return err("cuDNN cudnnConvolutionBiasActivationForward: ", status_text(d, s));
+  ++calls_;
+  ++fused_calls_;
+  return true;
+}
+
 #undef FERRITE_CUDNN_CHECK
 
 #else  // !FERRITE_HAVE_CUDNN
@@ -283,6 +352,11 @@ Expected<std::shared_ptr<CudnnConv::Plan>> CudnnConv::plan(const CudnnConvProble
 }
 Expected<bool> CudnnConv::run(const CudnnConvProblem&, const void*, const void*, void*,
                               const std::function<Expected<void*>(size_t)>&) {
+  return false;
+}
+Expected<bool> CudnnConv::run_fused(const CudnnConvProblem&, const void*, const void*, const void*,
+                                    const void*, bool, void*,
+                                    const std::function<Expected<void*>(size_t)>&) {
   return false;
 }
 

@@ -29,6 +29,8 @@ struct CudnnConvProblem {
   int64_t ph_end = 0, pw_end = 0;  // cuDNN pads symmetrically: must equal p.ph / p.pw
   DType dtype = DType::kF32;
   bool tf32 = false;
+  bool channels_last = false;  // x and y stored [N, H, W, C] (cuDNN's NHWC)
+  bool weights_last = false;   // w stored [K, KH, KW, C/groups] (cuDNN's NHWC filter)
 };
 
 class CudnnConv {
@@ -46,9 +48,18 @@ class CudnnConv {
   Expected<bool> run(const CudnnConvProblem& q, const void* x, const void* w, void* y,
                      const std::function<Expected<void*>(size_t)>& scratch);
 
+  // y = act(conv(x, w) + bias + z) in one cuDNN call (cudnnConvolutionBiasActivationForward):
+  // act is ReLU or none, z (the residual, y's shape and layout) may be null. Returns false
+  // (nothing launched) when cuDNN cannot fuse this problem: the caller then runs run() and its own
+  // epilogue. f32 accumulation, one rounding to the storage type at the end.
+  Expected<bool> run_fused(const CudnnConvProblem& q, const void* x, const void* w,
+                           const void* bias, const void* z, bool relu, void* y,
+                           const std::function<Expected<void*>(size_t)>& scratch);
+
   // Logs once per distinct message under FERRITE_LOG=fallback (or conv).
   void note(const std::string& msg);
   int64_t calls() const { return calls_; }
+  int64_t fused_calls() const { return fused_calls_; }
   std::string describe() const;
 
  private:
@@ -61,7 +72,7 @@ class CudnnConv {
   std::map<std::string, std::shared_ptr<Plan>> plans_;  // per shape / dtype / math key
   std::mutex mu_;
   std::set<std::string> noted_;
-  int64_t calls_ = 0;
+  int64_t calls_ = 0, fused_calls_ = 0;
 };
 
 // FERRITE_CUDA_CUDNN != "0" (read per call, like FERRITE_CUDA_FLASH).

@@ -24,6 +24,8 @@ namespace ferrite {
 
 namespace {
 
+constexpr const char* kLayoutPass = "layout-channels-last{weights=last dtypes=bf16+f16}";
+
 // The GPU of a device object: its unit (`cuda:N`), else FERRITE_CUDA_DEVICE, else 0.
 int gpu_ordinal(int unit) {
   if (unit >= 0) return unit;
@@ -87,14 +89,20 @@ class CudaDevice : public Device {
     p.model = "unavailable: " + b.status().message();
     return p;
   }
-  // The default pipeline without fuse-conv-activation: the cuda convolution (im2col + cuBLASLt)
-  // takes bias only, so a ferrite.FusedConv would run on the host; its Relu/Add stay separate
-  // generated kernels until the conv path takes FusedConv's epilogue.
+  // The default pipeline, plus:
+  //   - layout-channels-last for bf16 / f16 convolutions: cuDNN's tensor-core convolutions are
+  //     NHWC kernels (an NCHW call is transposed around them), so chains of convolutions and the
+  //     pointwise ops between them run channels-last, with cuDNN's [K, KH, KW, C] filters made at
+  //     compile time. f32 stays NCHW (im2col + cuBLASLt, measured faster than cuDNN's FMA math);
+  //   - narrow-attention-precision: bf16 / f16 attention that PyTorch widened to f32 runs on the
+  //     tensor-core kernel.
   std::vector<std::string> default_passes() const override {
     std::vector<std::string> passes;
     for (auto& p : default_pipeline()) {
-      if (p != "fuse-conv-activation") passes.push_back(p);
-      // bf16/f16 attention that PyTorch widened to f32 runs on the tensor-core kernel.
+      if (p == "dead-code-elimination" &&
+          std::find(passes.begin(), passes.end(), kLayoutPass) == passes.end())
+        passes.push_back(kLayoutPass);
+      passes.push_back(p);
       if (p == "fuse-attention") passes.push_back("narrow-attention-precision");
     }
     return passes;

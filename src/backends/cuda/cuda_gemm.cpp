@@ -159,10 +159,10 @@ Status CublasGemm::run(const GemmCall& g) {
     // Stored (pre-op) shapes in column-major terms.
     uint64_t a_rows = g.trans_b ? g.k : g.n, a_cols = g.trans_b ? g.n : g.k;
     uint64_t b_rows = g.trans_a ? g.m : g.k, b_cols = g.trans_a ? g.k : g.m;
-    FERRITE_RETURN_IF_ERROR(lt_check(
-        lt_->cublasLtMatrixLayoutCreate(&p->la, dt, a_rows, a_cols, g.ldb), "layout B"));
-    FERRITE_RETURN_IF_ERROR(lt_check(
-        lt_->cublasLtMatrixLayoutCreate(&p->lb, dt, b_rows, b_cols, g.lda), "layout A"));
+    FERRITE_RETURN_IF_ERROR(
+        lt_check(lt_->cublasLtMatrixLayoutCreate(&p->la, dt, a_rows, a_cols, g.ldb), "layout B"));
+    FERRITE_RETURN_IF_ERROR(
+        lt_check(lt_->cublasLtMatrixLayoutCreate(&p->lb, dt, b_rows, b_cols, g.lda), "layout A"));
     FERRITE_RETURN_IF_ERROR(
         lt_check(lt_->cublasLtMatrixLayoutCreate(&p->lc, dt, g.n, g.m, g.ldc), "layout C"));
     if (g.batch > 1) {
@@ -181,10 +181,9 @@ Status CublasGemm::run(const GemmCall& g) {
     lt_->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                               sizeof ws);
     if (align < 256)
-      for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      for (auto attr :
+           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
         lt_->cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof align);
     cublasLtMatmulHeuristicResult_t results[8] = {};
     int found = 0;

@@ -1,6 +1,8 @@
 #include "backends/cuda/cuda_library.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <string>
 
 #include "codegen/cuda_source.h"
 #include "codegen/scalar_emitter.h"
@@ -19,7 +21,7 @@ struct ConvParams {
   int act;
   float lo, hi;
 };
-struct PoolParams { int64_t planes, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw; };
+struct PoolParams { int64_t planes, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw; };
 struct SoftmaxParams {
   int64_t rows_per_batch, S, T, batch_rank;
   int64_t batch_dims[4];
@@ -173,41 +175,205 @@ extern "C" __global__ void fe_bias_act_unfold(const void* __restrict__ t, void* 
   }
 }
 
+// v rounded to the storage type dt, as a store and reload would.
+__device__ __forceinline__ float fe_rnd(float v, int dt) {
+  if (dt == 0) return v;
+  unsigned short h;
+  fe_st(&h, 0, v, dt);
+  return fe_ld(&h, 0, dt);
+}
+
+// A convolution's epilogue in place: y = act(y + bias[c] + res), rounded to the storage type after
+// the bias and after the residual add as the unfused Add would. c = (i / plane) % channels: plane
+// = H * W for [N, C, H, W], 1 for channels-last [N, H, W, C].
 extern "C" __global__ void fe_bias_act_nchw(void* __restrict__ y, const void* __restrict__ bias,
-                                            int64_t total, int64_t channels, int64_t plane, int act,
-                                            float lo, float hi, int dt) {
+                                            const void* __restrict__ res, int64_t total,
+                                            int64_t channels, int64_t plane, int act, float lo,
+                                            float hi, int dt) {
   const bool small = total + (int64_t)gridDim.x * blockDim.x < 0x7fffffffLL;
   GRID_STRIDE(i, total) {
     float v = fe_ld(y, i, dt);
     if (bias) v += fe_ld(bias, small ? ((int)i / (int)plane) % (int)channels : (i / plane) % channels, dt);
+    if (res) v = fe_rnd(fe_rnd(v, dt) + fe_ld(res, i, dt), dt);
     fe_st(y, i, fe_act(v, act, lo, hi), dt);
   }
 }
 
-// As the reference: the first tap inside the input, then any larger one (NaN first stays).
-extern "C" __global__ void fe_maxpool2d(const void* __restrict__ x, void* __restrict__ y, PoolParams p,
-                                        int dt) {
-  const int64_t total = p.planes * p.OH * p.OW;
-  GRID_STRIDE(i, total) {
-    int64_t r = i;
-    const int64_t ow = r % p.OW; r /= p.OW;
-    const int64_t oh = r % p.OH;
-    const int64_t pl = r / p.OH;
-    const int64_t xp = pl * p.H * p.W;
-    float best = -3.402823466e+38f;
-    bool any = false;
-    for (int64_t kh = 0; kh < p.KH; ++kh) {
-      const int64_t ih = oh * p.sh - p.ph + kh * p.dh;
-      if (ih < 0 || ih >= p.H) continue;
-      for (int64_t kw = 0; kw < p.KW; ++kw) {
-        const int64_t iw = ow * p.sw - p.pw + kw * p.dw;
-        if (iw < 0 || iw >= p.W) continue;
-        const float v = fe_ld(x, xp + ih * p.W + iw, dt);
-        if (!any || v > best) { best = v; any = true; }
+// fe_bias_act_nchw for 16-bit storage (dt 1 bf16, 2 f16) in channels-last layout with channels
+// % 8 == 0 and 16-byte aligned buffers: each thread takes 8 consecutive channels of one pixel
+// with 16-byte loads and stores (the scalar kernel's 2-byte accesses and 64-bit index division
+// ran at a fifth of the copy bandwidth). `groups` = total / 8.
+// The activation of a conv epilogue by kind (0 none, 1 ReLU, 2 any row of the table through
+// fe_act's switch): the common kinds compile without the switch.
+template <int KIND>
+__device__ __forceinline__ float fe_act_k(float v, int act, float lo, float hi) {
+  if (KIND == 0) return v;
+  if (KIND == 1) return v < 0.f ? 0.f : v;  // NaN stays NaN, as the table's Relu
+  return fe_act(v, act, lo, hi);
+}
+
+template <int KIND>
+__device__ __forceinline__ void bias_act_nhwc8_impl(void* __restrict__ y,
+                                                    const void* __restrict__ bias,
+                                                    const void* __restrict__ res, int64_t groups,
+                                                    int channels, int act, float lo, float hi,
+                                                    int res_after, int dt) {
+  const int per_pixel = channels >> 3;
+  GRID_STRIDE(g, groups) {
+    const int c0 = (groups < 0x7fffffffLL ? (int)g % per_pixel : (int)(g % per_pixel)) << 3;
+    uint4 yv = ((const uint4*)y)[g];
+    uint4 rv = make_uint4(0, 0, 0, 0);
+    if (res) rv = ((const uint4*)res)[g];
+    unsigned short* ys = (unsigned short*)&yv;
+    const unsigned short* rs = (const unsigned short*)&rv;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      float v = fe_ld(ys, k, dt);
+      if (bias) v += fe_ld(bias, c0 + k, dt);
+      if (res_after) {  // a GEMM epilogue: act(y + bias) + res
+        v = fe_act_k<KIND>(v, act, lo, hi);
+        if (res) v = fe_rnd(v, dt) + fe_ld(rs, k, dt);
+      } else {  // a convolution's: act(y + bias + res)
+        if (res) v = fe_rnd(fe_rnd(v, dt) + fe_ld(rs, k, dt), dt);
+        v = fe_act_k<KIND>(v, act, lo, hi);
+      }
+      fe_st(ys, k, v, dt);
+    }
+    ((uint4*)y)[g] = yv;
+  }
+}
+extern "C" __global__ void fe_bias_act_nhwc8(void* __restrict__ y, const void* __restrict__ bias,
+                                             const void* __restrict__ res, int64_t groups,
+                                             int channels, int act, int kind, float lo, float hi,
+                                             int res_after, int dt) {
+  if (kind == 0)
+    bias_act_nhwc8_impl<0>(y, bias, res, groups, channels, act, lo, hi, res_after, dt);
+  else if (kind == 1)
+    bias_act_nhwc8_impl<1>(y, bias, res, groups, channels, act, lo, hi, res_after, dt);
+  else
+    bias_act_nhwc8_impl<2>(y, bias, res, groups, channels, act, lo, hi, res_after, dt);
+}
+
+// Depthwise convolution (groups = C = K) of channels-last 16-bit x [N, H, W, C] with W
+// [C, KH, KW] (the same bytes in both filter layouts) and FusedConv's epilogue: each thread takes
+// 8 consecutive channels of one output pixel with 16-byte loads; y = act(round(conv + bias) +
+// res), rounded as the unfused ops. C % 8 == 0, x / y / res 16-byte aligned.
+template <int KIND>
+__device__ __forceinline__ void dwconv_nhwc8_impl(const void* __restrict__ x,
+                                                  const void* __restrict__ w,
+                                                  const void* __restrict__ bias,
+                                                  const void* __restrict__ res, void* __restrict__ y,
+                                                  const ConvParams& p, int act, int dt) {
+  const int C = (int)p.C, H = (int)p.H, W = (int)p.W, OH = (int)p.OH, OW = (int)p.OW;
+  const int KH = (int)p.KH, KW = (int)p.KW, KHW = KH * KW;
+  const int cg = C >> 3;
+  const int64_t groups = p.N * p.OH * p.OW * cg;
+  const unsigned short* xs = (const unsigned short*)x;
+  GRID_STRIDE(g, groups) {
+    const int c0 = (int)(g % cg) << 3;
+    int64_t pix = g / cg;
+    const int ow = (int)(pix % OW);
+    pix /= OW;
+    const int oh = (int)(pix % OH);
+    const int64_t n = pix / OH;
+    float acc[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) acc[k] = 0.f;
+    for (int kh = 0; kh < KH; ++kh) {
+      const int ih = oh * (int)p.sh - (int)p.ph + kh * (int)p.dh;
+      if (ih < 0 || ih >= H) continue;
+      for (int kw = 0; kw < KW; ++kw) {
+        const int iw = ow * (int)p.sw - (int)p.pw + kw * (int)p.dw;
+        if (iw < 0 || iw >= W) continue;
+        uint4 xv = *(const uint4*)(xs + ((n * H + ih) * W + iw) * C + c0);
+        const unsigned short* xe = (const unsigned short*)&xv;
+        const int tap = kh * KW + kw;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) acc[k] += fe_ld(xe, k, dt) * fe_ld(w, (c0 + k) * KHW + tap, dt);
       }
     }
-    fe_st(y, i, best, dt);
+    uint4 rv = make_uint4(0, 0, 0, 0);
+    if (res) rv = ((const uint4*)res)[g];
+    const unsigned short* rs = (const unsigned short*)&rv;
+    uint4 yv;
+    unsigned short* ys = (unsigned short*)&yv;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      float v = acc[k];
+      if (bias) v += fe_ld(bias, c0 + k, dt);
+      v = fe_rnd(v, dt);
+      if (res) v = fe_rnd(v + fe_ld(rs, k, dt), dt);
+      fe_st(ys, k, fe_act_k<KIND>(v, act, p.lo, p.hi), dt);
+    }
+    ((uint4*)y)[g] = yv;
   }
+}
+extern "C" __global__ void fe_dwconv_nhwc8(const void* __restrict__ x, const void* __restrict__ w,
+                                           const void* __restrict__ bias,
+                                           const void* __restrict__ res, void* __restrict__ y,
+                                           ConvParams p, int kind, int dt) {
+  if (kind == 0) dwconv_nhwc8_impl<0>(x, w, bias, res, y, p, p.act, dt);
+  else if (kind == 1) dwconv_nhwc8_impl<1>(x, w, bias, res, y, p, p.act, dt);
+  else dwconv_nhwc8_impl<2>(x, w, bias, res, y, p, p.act, dt);
+}
+
+// Max (mode 0: the first tap inside the input, then any larger one, so a NaN first stays, as the
+// reference) or average (mode 1: over the taps inside the input, or the whole kernel with
+// include_pad) pooling of [N, C, H, W] (last = 0) or [N, H, W, C] (last = 1). Index arithmetic
+// in I (32-bit when the tensors allow: 64-bit division costs several times more).
+template <class I>
+__device__ __forceinline__ void pool2d_impl(const void* __restrict__ x, void* __restrict__ y,
+                                            const PoolParams& q, int mode, int last,
+                                            int include_pad, int dt) {
+  const I C = (I)q.C, H = (I)q.H, W = (I)q.W, OH = (I)q.OH, OW = (I)q.OW, KH = (I)q.KH,
+          KW = (I)q.KW;
+  const I total = (I)(q.planes * q.OH * q.OW);
+  for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < total; i += (I)(gridDim.x * blockDim.x)) {
+    I r = i, c = 0, xbase, step;
+    if (last) {
+      c = r % C; r /= C;
+    }
+    const I ow = r % OW; r /= OW;
+    const I oh = r % OH; r /= OH;  // r: the image (last) or the plane n * C + c
+    if (last) {
+      xbase = r * H * W * C + c;
+      step = C;
+    } else {
+      xbase = r * H * W;
+      step = 1;
+    }
+    float best = -3.402823466e+38f, sum = 0.f;
+    int taps = 0;
+    for (I kh = 0; kh < KH; ++kh) {
+      const I ih = oh * (I)q.sh - (I)q.ph + kh * (I)q.dh;
+      if (ih < 0 || ih >= H) continue;
+      for (I kw = 0; kw < KW; ++kw) {
+        const I iw = ow * (I)q.sw - (I)q.pw + kw * (I)q.dw;
+        if (iw < 0 || iw >= W) continue;
+        const float v = fe_ld(x, xbase + (ih * W + iw) * step, dt);
+        if (mode == 0) {
+          if (taps == 0 || v > best) best = v;
+        } else {
+          sum += v;
+        }
+        ++taps;
+      }
+    }
+    float out = best;
+    if (mode != 0) {
+      const float count = include_pad ? (float)(KH * KW) : (float)taps;
+      out = count > 0.f ? sum / count : 0.f;
+    }
+    fe_st(y, i, out, dt);
+  }
+}
+extern "C" __global__ void fe_pool2d(const void* __restrict__ x, void* __restrict__ y, PoolParams p,
+                                     int mode, int last, int include_pad, int dt) {
+  const int64_t big = p.planes * p.H * p.W + (int64_t)gridDim.x * blockDim.x;
+  if (big < 0x7fffffffLL && p.planes * p.OH * p.OW < 0x7fffffffLL)
+    pool2d_impl<int>(x, y, p, mode, last, include_pad, dt);
+  else
+    pool2d_impl<int64_t>(x, y, p, mode, last, include_pad, dt);
 }
 
 __device__ __forceinline__ int64_t fe_bcast_offset(int64_t i, const BroadcastDims& b) {
@@ -354,6 +520,17 @@ extern "C" __global__ void fe_attention_softmax(float* __restrict__ s, const flo
 }
 )";
 
+// fe_act_k's kind of an activation code: 0 none, 1 ReLU, 2 any other row.
+int act_kind(int code) {
+  if (code == 0) return 0;
+  static const int relu = [] {
+    for (const ScalarFunction& f : scalar_functions())
+      if (f.epilogue && std::string(f.epilogue) == "relu") return f.index() + 1;
+    return -1;
+  }();
+  return code == relu ? 1 : 2;
+}
+
 int64_t grid_for(int64_t total, int64_t block, int sms) {
   int64_t g = (total + block - 1) / block;
   return std::max<int64_t>(1, std::min<int64_t>(g, int64_t{sms} * 32));
@@ -420,7 +597,9 @@ Expected<std::unique_ptr<LibraryKernels>> LibraryKernels::load(const CudaRuntime
   } fns[] = {{"fe_conv2d", &lib->conv_},
              {"fe_im2col", &lib->im2col_},
              {"fe_bias_act_nchw", &lib->bias_act_},
-             {"fe_maxpool2d", &lib->maxpool_},
+             {"fe_bias_act_nhwc8", &lib->bias_act8_},
+             {"fe_dwconv_nhwc8", &lib->dwconv8_},
+             {"fe_pool2d", &lib->pool_},
              {"fe_epilogue", &lib->epilogue_},
              {"fe_broadcast_fill", &lib->fill_},
              {"fe_bias_act_unfold", &lib->unfold_},
@@ -454,6 +633,22 @@ Status LibraryKernels::conv2d_direct(const void* x, const void* w, const void* b
   return launch(conv_, grid_for(p.N * p.K * p.OH * p.OW, 256, sms_), 256, args);
 }
 
+bool LibraryKernels::dwconv_nhwc_takes(const ConvParams& p, DType dtype, const void* x,
+                                       const void* res, const void* y) {
+  auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  const int64_t in = p.N * p.H * p.W * p.C, out = p.N * p.OH * p.OW * p.K;
+  return dtype_code(dtype) != 0 && p.groups == p.C && p.K == p.C && p.C % 8 == 0 &&
+         in < INT32_MAX && out < INT32_MAX && aligned(x) && aligned(res) && aligned(y);
+}
+
+Status LibraryKernels::dwconv_nhwc(const void* x, const void* w, const void* bias, const void* res,
+                                   void* y, const ConvParams& p, DType dtype) {
+  ConvParams q = p;
+  int dt = dtype_code(dtype), kind = act_kind(p.act);
+  void* args[] = {&x, &w, &bias, &res, &y, &q, &kind, &dt};
+  return launch(dwconv8_, grid_for(p.N * p.OH * p.OW * (p.C / 8), 256, sms_), 256, args);
+}
+
 Status LibraryKernels::im2col(const void* x, void* col, const ConvParams& p, DType dtype) {
   ConvParams q = p;
   int dt = dtype_code(dtype);
@@ -462,9 +657,18 @@ Status LibraryKernels::im2col(const void* x, void* col, const ConvParams& p, DTy
 }
 
 Status LibraryKernels::bias_act_nchw(void* y, const void* bias, int64_t total, int64_t channels,
-                                     int64_t plane, int act, float lo, float hi, DType dtype) {
+                                     int64_t plane, int act, float lo, float hi, DType dtype,
+                                     const void* residual) {
   int dt = dtype_code(dtype);
-  void* args[] = {&y, &bias, &total, &channels, &plane, &act, &lo, &hi, &dt};
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (dt != 0 && plane == 1 && channels % 8 == 0 && channels <= INT32_MAX && aligned(y) &&
+      aligned(residual)) {  // the bias is read per channel: any alignment
+    int64_t groups = total / 8;
+    int ch = static_cast<int>(channels), kind = act_kind(act), res_after = 0;
+    void* args[] = {&y, &bias, &residual, &groups, &ch, &act, &kind, &lo, &hi, &res_after, &dt};
+    return launch(bias_act8_, grid_for(groups, 256, sms_), 256, args);
+  }
+  void* args[] = {&y, &bias, &residual, &total, &channels, &plane, &act, &lo, &hi, &dt};
   return launch(bias_act_, grid_for(total, 256, sms_), 256, args);
 }
 
@@ -493,20 +697,32 @@ Status LibraryKernels::binary_f32(const void* a, const BroadcastDims& ab, const 
   return launch(binary_, grid_for(total, 256, sms_), 256, args);
 }
 
-Status LibraryKernels::maxpool2d(const void* x, void* y, const PoolParams& p, DType dtype) {
+Status LibraryKernels::pool2d(const void* x, void* y, const PoolParams& p, PoolMode mode,
+                              bool channels_last, bool include_pad, DType dtype) {
   PoolParams q = p;
-  int dt = dtype_code(dtype);
-  void* args[] = {&x, &y, &q, &dt};
-  return launch(maxpool_, grid_for(p.planes * p.OH * p.OW, 256, sms_), 256, args);
+  int dt = dtype_code(dtype), m = mode == PoolMode::kMax ? 0 : 1, last = channels_last ? 1 : 0,
+      inc = include_pad ? 1 : 0;
+  void* args[] = {&x, &y, &q, &m, &last, &inc, &dt};
+  return launch(pool_, grid_for(p.planes * p.OH * p.OW, 256, sms_), 256, args);
 }
 
 Status LibraryKernels::epilogue(void* y, const void* bias, const void* residual,
                                 const BroadcastDims* res, int64_t rows, int64_t cols,
-                                const Activation& act, DType dtype) {
-  BroadcastDims rb{};
-  if (res) rb = *res;
+                                const Activation& act, DType dtype, bool residual_dense) {
   int dt = dtype_code(dtype), code = act.code();
   float p0 = act.alpha, p1 = act.beta;
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  // 16-bit storage, 8 columns per thread (fe_epilogue's per-element broadcast index and 2-byte
+  // accesses ran several times below the copy bandwidth, e.g. ConvNeXt's exact-GELU MLPs).
+  if (dt != 0 && cols % 8 == 0 && cols <= INT32_MAX && (!residual || residual_dense) &&
+      aligned(y) && aligned(residual)) {
+    int64_t groups = rows * cols / 8;
+    int ch = static_cast<int>(cols), kind = act_kind(code), res_after = 1;
+    void* args[] = {&y, &bias, &residual, &groups, &ch, &code, &kind, &p0, &p1, &res_after, &dt};
+    return launch(bias_act8_, grid_for(groups, 256, sms_), 256, args);
+  }
+  BroadcastDims rb{};
+  if (res) rb = *res;
   void* args[] = {&y, &bias, &residual, &rb, &rows, &cols, &code, &p0, &p1, &dt};
   return launch(epilogue_, grid_for(rows * cols, 256, sms_), 256, args);
 }

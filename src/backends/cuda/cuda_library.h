@@ -32,8 +32,9 @@ struct ConvParams {
 };
 
 struct PoolParams {
-  int64_t planes, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
+  int64_t planes, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;  // planes = N * C
 };
+enum class PoolMode { kMax, kAverage };
 
 struct SoftmaxParams {
   int64_t rows_per_batch, S, T;  // scores [batch, S, T]
@@ -61,8 +62,18 @@ class LibraryKernels {
   Status conv2d_direct(const void* x, const void* w, const void* bias, void* y, const ConvParams& p,
                        DType dtype = DType::kF32);
   Status im2col(const void* x, void* col, const ConvParams& p, DType dtype = DType::kF32);
+  // Depthwise convolution of channels-last 16-bit storage with bias, residual (y's shape) and
+  // p.act in the same pass: y = act(round(conv + bias) + res). dwconv_nhwc_takes: whether the
+  // kernel handles the call (groups = C = K, C % 8 == 0, 16-byte aligned x / res / y).
+  static bool dwconv_nhwc_takes(const ConvParams& p, DType dtype, const void* x, const void* res,
+                                const void* y);
+  Status dwconv_nhwc(const void* x, const void* w, const void* bias, const void* res, void* y,
+                     const ConvParams& p, DType dtype);
+  // y = act(y + bias[c] + residual) in place, c = (i / plane) % channels (plane 1: channels-last);
+  // rounded to dtype after the bias and after the residual add, as the unfused ops would.
   Status bias_act_nchw(void* y, const void* bias, int64_t total, int64_t channels, int64_t plane,
-                       int act, float lo, float hi, DType dtype = DType::kF32);
+                       int act, float lo, float hi, DType dtype = DType::kF32,
+                       const void* residual = nullptr);
   // y[n][k][p] = act(t[k][n * plane + p] + bias[k]) (the batched im2col GEMM back to NCHW).
   Status bias_act_unfold(const void* t, void* y, const void* bias, int64_t n_img, int64_t channels,
                          int64_t plane, int act, DType dtype = DType::kF32);
@@ -72,11 +83,16 @@ class LibraryKernels {
   // y = a (op) b, broadcast; op 0 add, 1 sub, 2 mul, 3 div.
   Status binary_f32(const void* a, const BroadcastDims& ab, const void* b, const BroadcastDims& bb,
                     void* y, int64_t total, int op, DType dtype = DType::kF32);
-  Status maxpool2d(const void* x, void* y, const PoolParams& p, DType dtype = DType::kF32);
+  // MaxPool / AveragePool (2-D) of [N, C, H, W] or channels-last [N, H, W, C] with the
+  // reference's semantics (NaN first stays for max; include_pad divides by the kernel's size).
+  Status pool2d(const void* x, void* y, const PoolParams& p, PoolMode mode, bool channels_last,
+                bool include_pad, DType dtype = DType::kF32);
   // y = act(y + bias[col]) + residual(broadcast), over rows x cols; all of `dtype` (f32, or
   // bf16 / f16 storage computed in float). Any activation of the scalar-function table.
+  // residual_dense: the residual is y's shape (no broadcast), which allows the vector kernel.
   Status epilogue(void* y, const void* bias, const void* residual, const BroadcastDims* res,
-                  int64_t rows, int64_t cols, const Activation& act, DType dtype = DType::kF32);
+                  int64_t rows, int64_t cols, const Activation& act, DType dtype = DType::kF32,
+                  bool residual_dense = false);
   // y (= [rows, cols]) = broadcast(c) * beta, both of `dtype`.
   Status broadcast_fill(void* y, const void* c, const BroadcastDims& bd, int64_t total, float beta,
                         DType dtype = DType::kF32);
@@ -88,9 +104,9 @@ class LibraryKernels {
   Status launch(CUfunction f, int64_t grid, int64_t block, void** args);
   const CudaRuntime* rt_ = nullptr;
   std::unique_ptr<LoadedModule> module_;
-  CUfunction conv_ = nullptr, im2col_ = nullptr, bias_act_ = nullptr, maxpool_ = nullptr,
-             epilogue_ = nullptr, fill_ = nullptr, softmax_ = nullptr, unfold_ = nullptr,
-             gather_ = nullptr, binary_ = nullptr;
+  CUfunction conv_ = nullptr, im2col_ = nullptr, bias_act_ = nullptr, bias_act8_ = nullptr,
+             dwconv8_ = nullptr, pool_ = nullptr, epilogue_ = nullptr, fill_ = nullptr,
+             softmax_ = nullptr, unfold_ = nullptr, gather_ = nullptr, binary_ = nullptr;
   CUfunction gather1_ = nullptr, gather2_ = nullptr, gather4_ = nullptr;  // by element size
   int sms_ = 1;
   int64_t launches_ = 0;

@@ -1,9 +1,8 @@
 #include "backends/cuda/cuda_native_ops.h"
 
-#include "backends/cuda/cuda_nccl.h"
-
 #include <cmath>
 
+#include "backends/cuda/cuda_nccl.h"
 #include "ops/conv_util.h"
 
 namespace ferrite::cuda {
@@ -24,8 +23,8 @@ bool all_f32(const NativeIO& io) {
   return true;
 }
 
-// The one float dtype of every present input that cuBLASLt multiplies (f32, bf16, f16), or
-// kUndefined.
+}  // namespace
+
 DType gemm_dtype(const NativeIO& io) {
   DType t = DType::kUndefined;
   for (const auto& v : io.in) {
@@ -35,6 +34,8 @@ DType gemm_dtype(const NativeIO& io) {
   }
   return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16 ? t : DType::kUndefined;
 }
+
+namespace {
 
 // Right-aligned broadcast of two batch shapes; nullopt when they do not broadcast.
 std::optional<std::vector<int64_t>> broadcast(std::vector<int64_t> a, std::vector<int64_t> b) {
@@ -175,7 +176,8 @@ Expected<bool> run_fused_matmul(const Node& node, NativeIO& io, CudaBackend& be)
       matmul(be, io.in[0]->ptr, ab, io.in[1]->ptr, bb, *batch, M, N, K, tb, y, g));
   if (!in_gemm || (res && !res_done))
     FERRITE_RETURN_IF_ERROR(be.lib->epilogue(y, nullptr, res && !res_done ? res->ptr : nullptr, &rb,
-                                             prod(out) / N, N, in_gemm ? Activation{} : act, dt));
+                                             prod(out) / N, N, in_gemm ? Activation{} : act, dt,
+                                             res && res->dims == out));
   return true;
 }
 
@@ -219,102 +221,6 @@ Expected<bool> run_gemm(const Node& node, NativeIO& io, CudaBackend& be) {
     }
   }
   FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
-  return true;
-}
-
-Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be) {
-  const DType dt = gemm_dtype(io);
-  if (dt == DType::kUndefined || !io.in[0] || !io.in[1]) return false;
-  const size_t es = dtype_size(dt);
-  const auto& xd = io.in[0]->dims;
-  const auto& wd = io.in[1]->dims;
-  if (xd.size() != 4 || wd.size() != 4) return false;
-  const int64_t groups = node.attr_int("group", 1);
-  if (groups < 1 || xd[1] % groups || wd[0] % groups || wd[1] * groups != xd[1]) return false;
-  auto win = read_window(node, {wd[2], wd[3]});
-  if (!win) return false;
-  auto outsp = resolve_window(node, *win, {xd[2], xd[3]});
-  if (!outsp) return false;
-  const DevView* bias = io.in.size() > 2 && io.in[2] ? &*io.in[2] : nullptr;
-  if (bias && prod(bias->dims) != wd[0]) return false;
-  ConvParams p{};
-  p.N = xd[0], p.C = xd[1], p.H = xd[2], p.W = xd[3], p.K = wd[0];
-  p.OH = (*outsp)[0], p.OW = (*outsp)[1], p.KH = wd[2], p.KW = wd[3];
-  p.sh = win->strides[0], p.sw = win->strides[1], p.ph = win->pads[0], p.pw = win->pads[1];
-  p.dh = win->dilations[0], p.dw = win->dilations[1], p.groups = groups;
-  p.act = 0;
-  FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, dt, {p.N, p.K, p.OH, p.OW}));
-  const void* bp = bias ? bias->ptr : nullptr;
-  if (CudnnConv* dnn = cudnn_for(dt) ? be.conv_library() : nullptr) {
-    CudnnConvProblem q;
-    q.p = p;
-    q.ph_end = win->pads[2];
-    q.pw_end = win->pads[3];
-    q.dtype = dt;
-    q.tf32 = io.tf32 || be.gemm->tf32();
-    std::string why = CudnnConv::unsupported(q);
-    if (!why.empty()) {
-      dnn->note("node " + node.name + ": " + why);
-    } else {
-      FERRITE_ASSIGN_OR_RETURN(bool done, dnn->run(q, io.in[0]->ptr, io.in[1]->ptr, y, io.scratch));
-      if (done) {
-        // The bias in a second pass: cudnnConvolutionBiasActivationForward takes only
-        // IMPLICIT_PRECOMP_GEMM for f32, and this node has no activation to fuse.
-        if (bp)
-          FERRITE_RETURN_IF_ERROR(
-              be.lib->bias_act_nchw(y, bp, p.N * p.K * p.OH * p.OW, p.K, p.OH * p.OW, 0, 0, 0, dt));
-        return true;
-      }
-    }
-  }
-  if (groups != 1) {
-    FERRITE_RETURN_IF_ERROR(be.lib->conv2d_direct(io.in[0]->ptr, io.in[1]->ptr, bp, y, p, dt));
-    return true;
-  }
-  const int64_t ohw = p.OH * p.OW, ckk = p.C * p.KH * p.KW;
-  const bool pointwise = p.KH == 1 && p.KW == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 &&
-                         p.pw == 0 && win->pads[2] == 0 && win->pads[3] == 0;
-  GemmCall g;
-  g.dtype = dt;
-  g.tf32 = io.tf32;
-  g.m = p.K;
-  g.k = ckk;
-  g.a = io.in[1]->ptr;
-  g.lda = ckk;
-  if (pointwise) {
-    // y[n] (K x HW) = W (K x C) * x[n] (C x HW): the input is its own column matrix.
-    g.n = ohw;
-    g.batch = p.N;
-    g.stride_a = 0;
-    g.b = io.in[0]->ptr;
-    g.ldb = ohw;
-    g.stride_b = ckk * ohw;
-    g.c = y;
-    g.ldc = ohw;
-    g.stride_c = p.K * ohw;
-    FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
-    if (bp)
-      FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, bp, p.N * p.K * ohw, p.K, ohw, 0, 0, 0, dt));
-    return true;
-  }
-  // One GEMM for the whole batch: T (K x N*OHW) = W (K x CKK) * col (CKK x N*OHW), then T goes
-  // back to NCHW with the bias (directly into y when there is one image).
-  FERRITE_ASSIGN_OR_RETURN(void* cv, io.scratch(static_cast<size_t>(p.N * ckk * ohw) * es));
-  FERRITE_RETURN_IF_ERROR(be.lib->im2col(io.in[0]->ptr, cv, p, dt));
-  void* t = y;
-  if (p.N > 1) {
-    FERRITE_ASSIGN_OR_RETURN(t, io.scratch(static_cast<size_t>(p.N * p.K * ohw) * es));
-  }
-  g.n = p.N * ohw;
-  g.b = cv;
-  g.ldb = p.N * ohw;
-  g.c = t;
-  g.ldc = p.N * ohw;
-  FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
-  if (p.N > 1)
-    FERRITE_RETURN_IF_ERROR(be.lib->bias_act_unfold(t, y, bp, p.N, p.K, ohw, 0, dt));
-  else if (bp)
-    FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, bp, p.K * ohw, p.K, ohw, 0, 0, 0, dt));
   return true;
 }
 
@@ -416,26 +322,6 @@ Expected<bool> run_concat(const Node& node, NativeIO& io, CudaBackend& be) {
     }
     off += len;
   }
-  return true;
-}
-
-Expected<bool> run_maxpool(const Node& node, NativeIO& io, CudaBackend& be) {
-  const DType dt = gemm_dtype(io);
-  if (dt == DType::kUndefined || !io.in[0] || node.output(1) != nullptr) return false;
-  const auto& xd = io.in[0]->dims;
-  if (xd.size() != 4) return false;
-  auto ks = node.attr_ints("kernel_shape");
-  if (ks.size() != 2) return false;
-  auto win = read_window(node, ks);
-  if (!win) return false;
-  auto outsp = resolve_window(node, *win, {xd[2], xd[3]});
-  if (!outsp) return false;
-  PoolParams p{};
-  p.planes = xd[0] * xd[1], p.H = xd[2], p.W = xd[3], p.OH = (*outsp)[0], p.OW = (*outsp)[1];
-  p.KH = ks[0], p.KW = ks[1], p.sh = win->strides[0], p.sw = win->strides[1];
-  p.ph = win->pads[0], p.pw = win->pads[1], p.dh = win->dilations[0], p.dw = win->dilations[1];
-  FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, dt, {xd[0], xd[1], p.OH, p.OW}));
-  FERRITE_RETURN_IF_ERROR(be.lib->maxpool2d(io.in[0]->ptr, yv, p, dt));
   return true;
 }
 
@@ -633,7 +519,10 @@ std::shared_ptr<const LibraryOps> cuda_library_ops() {
     t->add("", "MatMul", op(on_backend<run_matmul>, true));
     t->add("", "Gemm", op(on_backend<run_gemm>, true));
     t->add("", "Conv", op(on_backend<run_conv>, true));
-    t->add("", "MaxPool", op(on_backend<run_maxpool>, true));
+    t->add("ferrite", "FusedConv", op(on_backend<run_conv>, true));
+    for (const char* pool : {"MaxPool", "AveragePool"})
+      t->add("", pool, op(on_backend<run_pool>, true));
+    t->add("ferrite", "Pool", op(on_backend<run_pool>, true));
     t->add("", "Split", op(on_backend<run_split>, false));
     t->add("", "Concat", op(on_backend<run_concat>, false));
     LibraryOp gather = op(on_backend<run_gather>, false);

@@ -21,6 +21,15 @@ using NativeIO = DeviceCall;
 // Returns false when the op declines the node (nothing was written).
 using NativeOp = Expected<bool> (*)(const Node& node, NativeIO& io, CudaBackend& be);
 
+// The one float dtype of every present input that cuBLASLt multiplies (f32, bf16, f16), or
+// kUndefined.
+DType gemm_dtype(const NativeIO& io);
+
+// cuda_conv_ops.cpp: Conv and ferrite.FusedConv (NCHW or channels-last); MaxPool, AveragePool
+// and ferrite.Pool (2-D).
+Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be);
+Expected<bool> run_pool(const Node& node, NativeIO& io, CudaBackend& be);
+
 // The cuda library table (BackendParts::library): the ops above, keyed by OpId; the executor
 // passes the CudaBackend as their state. Compute-heavy ops (and Gathers from large constant
 // tables) run on the GPU even when all their inputs are on the host.

@@ -101,7 +101,9 @@ class CudaStreamOrder : public StreamOrder {
     for (CUevent e : {in_, out_})
       if (e) rt_.api().cuEventDestroy(e);
   }
-  Status after(void* stream) override { return join(in_, static_cast<CUstream>(stream), rt_.stream()); }
+  Status after(void* stream) override {
+    return join(in_, static_cast<CUstream>(stream), rt_.stream());
+  }
   Status before(void* stream) override {
     return join(out_, rt_.stream(), static_cast<CUstream>(stream));
   }

@@ -398,6 +398,10 @@ bool conv_accepts(const Node& node) {
   for (size_t i = 0; i < node.inputs.size(); ++i)
     if (node.input(i) && !input_is_f32(node, i)) return false;
   if (node.op_type == "FusedConv" && !activation_of(node)) return false;
+  // [M, KH, KW, C/group] weights are cuda's channels-last filter layout (layout-channels-last
+  // {weights=last}); cpu's own pipeline keeps [M, C/group, KH, KW], so the op table's kernel
+  // runs what another device's pipeline made.
+  if (node.attr_int("weights_last", 0) != 0) return false;
   const Value* x = node.input(0);
   // 1-D to 3-D convolutions (oneDNN's range); unknown rank is decided at run time.
   return !x->type.shape.rank_known() || (x->type.shape.rank() >= 3 && x->type.shape.rank() <= 5);

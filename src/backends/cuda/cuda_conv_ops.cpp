@@ -1,0 +1,250 @@
+// Convolution and pooling library ops of the cuda device: ONNX Conv, ferrite.FusedConv (bias,
+// residual and activation; [N, C, H, W] or the layout pass's channels-last form with NHWC or
+// [K, KH, KW, C] filters), MaxPool, AveragePool and ferrite.Pool.
+//
+// A convolution runs on cuDNN where it takes the call (bf16 / f16 always; f32 by cuda_cudnn.h's
+// rule, and always for channels-last, which has no other GPU path), else im2col + cuBLASLt or
+// the direct kernel for grouped convolutions ([N, C, H, W] only). FusedConv's bias, residual and
+// activation then run in one epilogue pass over y.
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "backends/cuda/cuda_cudnn.h"
+#include "backends/cuda/cuda_native_ops.h"
+#include "ops/activation_epilogue.h"
+#include "ops/conv_util.h"
+
+namespace ferrite::cuda {
+
+namespace {
+
+// One convolution call: logical [N, C, H, W] / [K, C/groups, KH, KW] sizes in `p` whatever the
+// stored layouts, with what FusedConv adds.
+struct ConvCall {
+  ConvParams p{};
+  int64_t ph_end = 0, pw_end = 0;
+  bool last = false, w_last = false;  // channels-last activations / [K, KH, KW, C] filter
+  const void* bias = nullptr;
+  const void* res = nullptr;
+  Activation act;
+  DType dt = DType::kUndefined;
+};
+
+// Reads the call; nullopt declines the node (dtype, rank, attribute combination).
+std::optional<ConvCall> read_conv(const Node& node, const NativeIO& io) {
+  ConvCall c;
+  c.dt = gemm_dtype(io);
+  if (c.dt == DType::kUndefined || !io.in[0] || !io.in[1]) return std::nullopt;
+  const bool fused = node.domain == "ferrite";
+  c.last = fused && node.attr_int("channels_last", 0) != 0;
+  c.w_last = fused && node.attr_int("weights_last", 0) != 0;
+  if (c.w_last && !c.last) return std::nullopt;
+  if (fused) {
+    auto a = activation_of(node);
+    if (!a) return std::nullopt;
+    c.act = *a;
+  }
+  const auto& xs = io.in[0]->dims;
+  const auto& ws = io.in[1]->dims;
+  if (xs.size() != 4 || ws.size() != 4) return std::nullopt;
+  // Logical dims.
+  const std::vector<int64_t> xd = c.last ? std::vector<int64_t>{xs[0], xs[3], xs[1], xs[2]} : xs;
+  const std::vector<int64_t> wd = c.w_last ? std::vector<int64_t>{ws[0], ws[3], ws[1], ws[2]} : ws;
+  const int64_t groups = node.attr_int("group", 1);
+  if (groups < 1 || xd[1] % groups || wd[0] % groups || wd[1] * groups != xd[1])
+    return std::nullopt;
+  auto win = read_window(node, {wd[2], wd[3]});
+  if (!win) return std::nullopt;
+  auto outsp = resolve_window(node, *win, {xd[2], xd[3]});
+  if (!outsp) return std::nullopt;
+  const DevView* bias = io.in.size() > 2 && io.in[2] ? &*io.in[2] : nullptr;
+  if (bias && product(bias->dims) != wd[0]) return std::nullopt;
+  c.bias = bias ? bias->ptr : nullptr;
+  ConvParams& p = c.p;
+  p.N = xd[0], p.C = xd[1], p.H = xd[2], p.W = xd[3], p.K = wd[0];
+  p.OH = (*outsp)[0], p.OW = (*outsp)[1], p.KH = wd[2], p.KW = wd[3];
+  p.sh = win->strides[0], p.sw = win->strides[1], p.ph = win->pads[0], p.pw = win->pads[1];
+  p.dh = win->dilations[0], p.dw = win->dilations[1], p.groups = groups;
+  c.ph_end = win->pads[2];
+  c.pw_end = win->pads[3];
+  if (io.in.size() > 3 && io.in[3]) {
+    const std::vector<int64_t> yd = c.last ? std::vector<int64_t>{p.N, p.OH, p.OW, p.K}
+                                           : std::vector<int64_t>{p.N, p.K, p.OH, p.OW};
+    if (io.in[3]->dims != yd) return std::nullopt;
+    c.res = io.in[3]->ptr;
+  }
+  return c;
+}
+
+// Whether FusedConv's bias, residual and activation go into cuDNN's fused call (ReLU or none;
+// FERRITE_CUDA_CUDNN_FUSED=0 keeps them in the separate epilogue kernel, for comparison).
+bool cudnn_can_fuse(const ConvCall& c) {
+  const char* v = std::getenv("FERRITE_CUDA_CUDNN_FUSED");
+  if (v && std::string(v) == "0") return false;
+  return c.bias && (c.act.none() || std::string(c.act.name()) == "relu");
+}
+
+enum class CudnnResult { kDeclined, kConvOnly, kWithEpilogue };
+
+// The convolution on cuDNN, with bias, residual and activation fused into the call where cuDNN
+// takes them (kWithEpilogue), else the convolution alone (kConvOnly); kDeclined when cuDNN does
+// not take the problem (logged under FERRITE_LOG=conv).
+Expected<CudnnResult> conv_on_cudnn(const Node& node, NativeIO& io, CudaBackend& be,
+                                    const ConvCall& c, void* y) {
+  const bool wanted = c.last || cudnn_for(c.dt);
+  CudnnConv* dnn = wanted ? be.conv_library() : nullptr;
+  if (!dnn) return CudnnResult::kDeclined;
+  CudnnConvProblem q;
+  q.p = c.p;
+  q.ph_end = c.ph_end;
+  q.pw_end = c.pw_end;
+  q.dtype = c.dt;
+  q.tf32 = io.tf32 || be.gemm->tf32();
+  q.channels_last = c.last;
+  q.weights_last = c.w_last;
+  std::string why = CudnnConv::unsupported(q);
+  if (!why.empty()) {
+    dnn->note("node " + node.name + ": " + why);
+    return CudnnResult::kDeclined;
+  }
+  if (cudnn_can_fuse(c)) {
+    FERRITE_ASSIGN_OR_RETURN(bool fused, dnn->run_fused(q, io.in[0]->ptr, io.in[1]->ptr, c.bias,
+                                                        c.res, !c.act.none(), y, io.scratch));
+    if (fused) return CudnnResult::kWithEpilogue;
+  }
+  FERRITE_ASSIGN_OR_RETURN(bool done, dnn->run(q, io.in[0]->ptr, io.in[1]->ptr, y, io.scratch));
+  return done ? CudnnResult::kConvOnly : CudnnResult::kDeclined;
+}
+
+// y = conv(x, w) + bias, [N, C, H, W], without cuDNN: the direct kernel (grouped), one GEMM for
+// 1x1 convolutions, im2col + one GEMM for the batch otherwise.
+Status conv_nchw_gemm(NativeIO& io, CudaBackend& be, const ConvCall& c, void* y) {
+  const ConvParams& p = c.p;
+  const DType dt = c.dt;
+  if (p.groups != 1) return be.lib->conv2d_direct(io.in[0]->ptr, io.in[1]->ptr, c.bias, y, p, dt);
+  const int64_t ohw = p.OH * p.OW, ckk = p.C * p.KH * p.KW;
+  const bool pointwise = p.KH == 1 && p.KW == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 &&
+                         p.pw == 0 && c.ph_end == 0 && c.pw_end == 0;
+  GemmCall g;
+  g.dtype = dt;
+  g.tf32 = io.tf32;
+  g.m = p.K;
+  g.k = ckk;
+  g.a = io.in[1]->ptr;
+  g.lda = ckk;
+  if (pointwise) {
+    // y[n] (K x HW) = W (K x C) * x[n] (C x HW): the input is its own column matrix.
+    g.n = ohw;
+    g.batch = p.N;
+    g.stride_a = 0;
+    g.b = io.in[0]->ptr;
+    g.ldb = ohw;
+    g.stride_b = ckk * ohw;
+    g.c = y;
+    g.ldc = ohw;
+    g.stride_c = p.K * ohw;
+    FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
+    if (!c.bias) return Status::ok();
+    return be.lib->bias_act_nchw(y, c.bias, p.N * p.K * ohw, p.K, ohw, 0, 0, 0, dt);
+  }
+  // One GEMM for the whole batch: T (K x N*OHW) = W (K x CKK) * col (CKK x N*OHW), then T goes
+  // back to NCHW with the bias (directly into y when there is one image).
+  const size_t es = dtype_size(dt);
+  FERRITE_ASSIGN_OR_RETURN(void* cv, io.scratch(static_cast<size_t>(p.N * ckk * ohw) * es));
+  FERRITE_RETURN_IF_ERROR(be.lib->im2col(io.in[0]->ptr, cv, p, dt));
+  void* t = y;
+  if (p.N > 1) {
+    FERRITE_ASSIGN_OR_RETURN(t, io.scratch(static_cast<size_t>(p.N * p.K * ohw) * es));
+  }
+  g.n = p.N * ohw;
+  g.b = cv;
+  g.ldb = p.N * ohw;
+  g.c = t;
+  g.ldc = p.N * ohw;
+  FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
+  if (p.N > 1) return be.lib->bias_act_unfold(t, y, c.bias, p.N, p.K, ohw, 0, dt);
+  if (!c.bias) return Status::ok();
+  return be.lib->bias_act_nchw(y, c.bias, p.K * ohw, p.K, ohw, 0, 0, 0, dt);
+}
+
+}  // namespace
+
+// Conv and FusedConv: the convolution, then bias + residual + activation in one pass where the
+// convolution did not apply them.
+Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be) {
+  auto call = read_conv(node, io);
+  if (!call) return false;
+  const ConvCall& c = *call;
+  const ConvParams& p = c.p;
+  const std::vector<int64_t> yd = c.last ? std::vector<int64_t>{p.N, p.OH, p.OW, p.K}
+                                         : std::vector<int64_t>{p.N, p.K, p.OH, p.OW};
+  FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, c.dt, yd));
+  const int64_t total = p.N * p.K * p.OH * p.OW;
+  const int64_t plane = c.last ? 1 : p.OH * p.OW;
+  // Depthwise channels-last: our kernel, epilogue included (cuDNN's grouped NHWC kernels ran
+  // 20-30x slower on ConvNeXt's and EfficientNet's depthwise layers).
+  if (c.last && LibraryKernels::dwconv_nhwc_takes(p, c.dt, io.in[0]->ptr, c.res, y)) {
+    ConvParams q = p;
+    q.act = c.act.code();
+    q.lo = c.act.alpha;
+    q.hi = c.act.beta;
+    FERRITE_RETURN_IF_ERROR(
+        be.lib->dwconv_nhwc(io.in[0]->ptr, io.in[1]->ptr, c.bias, c.res, y, q, c.dt));
+    return true;
+  }
+  FERRITE_ASSIGN_OR_RETURN(CudnnResult dnn, conv_on_cudnn(node, io, be, c, y));
+  if (dnn == CudnnResult::kWithEpilogue) return true;
+  if (dnn == CudnnResult::kConvOnly) {
+    if (!c.bias && !c.res && c.act.none()) return true;
+    FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, c.bias, total, p.K, plane, c.act.code(),
+                                                  c.act.alpha, c.act.beta, c.dt, c.res));
+    return true;
+  }
+  // Channels-last has no path without cuDNN: the step runs on the host (logged as a fallback).
+  if (c.last) return false;
+  FERRITE_RETURN_IF_ERROR(conv_nchw_gemm(io, be, c, y));
+  if (!c.res && c.act.none()) return true;
+  FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, nullptr, total, p.K, plane, c.act.code(),
+                                                c.act.alpha, c.act.beta, c.dt, c.res));
+  return true;
+}
+
+// MaxPool (without the indices output), AveragePool and ferrite.Pool, 2-D.
+Expected<bool> run_pool(const Node& node, NativeIO& io, CudaBackend& be) {
+  const DType dt = gemm_dtype(io);
+  if (dt == DType::kUndefined || !io.in[0] || node.output(1) != nullptr) return false;
+  const bool fused = node.domain == "ferrite";
+  const std::string kind = fused ? node.attr_string("mode") : node.op_type;
+  PoolMode mode;
+  if (kind == "max" || kind == "MaxPool")
+    mode = PoolMode::kMax;
+  else if (kind == "average" || kind == "AveragePool")
+    mode = PoolMode::kAverage;
+  else
+    return false;
+  // storage_order only changes MaxPool's indices output, which is declined above.
+  const bool last = fused && node.attr_int("channels_last", 1) != 0;
+  const auto& xs = io.in[0]->dims;
+  if (xs.size() != 4) return false;
+  const std::vector<int64_t> xd = last ? std::vector<int64_t>{xs[0], xs[3], xs[1], xs[2]} : xs;
+  auto ks = node.attr_ints("kernel_shape");
+  if (ks.size() != 2) return false;
+  auto win = read_window(node, ks);
+  if (!win) return false;
+  auto outsp = resolve_window(node, *win, {xd[2], xd[3]});
+  if (!outsp) return false;
+  PoolParams p{};
+  p.planes = xd[0] * xd[1], p.C = xd[1], p.H = xd[2], p.W = xd[3];
+  p.OH = (*outsp)[0], p.OW = (*outsp)[1];
+  p.KH = ks[0], p.KW = ks[1], p.sh = win->strides[0], p.sw = win->strides[1];
+  p.ph = win->pads[0], p.pw = win->pads[1], p.dh = win->dilations[0], p.dw = win->dilations[1];
+  const std::vector<int64_t> yd = last ? std::vector<int64_t>{xd[0], p.OH, p.OW, xd[1]}
+                                       : std::vector<int64_t>{xd[0], xd[1], p.OH, p.OW};
+  FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, dt, yd));
+  const bool include_pad = node.attr_int("count_include_pad", 0) != 0;
+  FERRITE_RETURN_IF_ERROR(be.lib->pool2d(io.in[0]->ptr, yv, p, mode, last, include_pad, dt));
+  return true;
+}
+
+}  // namespace ferrite::cuda
