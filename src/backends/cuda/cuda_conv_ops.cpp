@@ -6,6 +6,7 @@
 // rule, and always for channels-last, which has no other GPU path), else im2col + cuBLASLt or
 // the direct kernel for grouped convolutions ([N, C, H, W] only). FusedConv's bias, residual and
 // activation then run in one epilogue pass over y.
+#include <cstdint>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -189,9 +190,13 @@ Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be) {
     q.act = c.act.code();
     q.lo = c.act.alpha;
     q.hi = c.act.beta;
-    FERRITE_RETURN_IF_ERROR(
-        be.lib->dwconv_nhwc(io.in[0]->ptr, io.in[1]->ptr, c.bias, c.res, y, q, c.dt));
-    return true;
+    FERRITE_ASSIGN_OR_RETURN(void* w_taps,
+                             io.scratch(static_cast<size_t>(p.C * p.KH * p.KW) * dtype_size(c.dt)));
+    if (reinterpret_cast<uintptr_t>(w_taps) % 16 == 0) {
+      FERRITE_RETURN_IF_ERROR(
+          be.lib->dwconv_nhwc(io.in[0]->ptr, io.in[1]->ptr, w_taps, c.bias, c.res, y, q, c.dt));
+      return true;
+    }
   }
   FERRITE_ASSIGN_OR_RETURN(CudnnResult dnn, conv_on_cudnn(node, io, be, c, y));
   if (dnn == CudnnResult::kWithEpilogue) return true;

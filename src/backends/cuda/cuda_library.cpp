@@ -212,12 +212,13 @@ __device__ __forceinline__ float fe_act_k(float v, int act, float lo, float hi) 
   return fe_act(v, act, lo, hi);
 }
 
-template <int KIND>
+template <int KIND, int DT>
 __device__ __forceinline__ void bias_act_nhwc8_impl(void* __restrict__ y,
                                                     const void* __restrict__ bias,
                                                     const void* __restrict__ res, int64_t groups,
                                                     int channels, int act, float lo, float hi,
-                                                    int res_after, int dt) {
+                                                    int res_after) {
+  constexpr int dt = DT;  // a constant: fe_ld / fe_st compile to one conversion
   const int per_pixel = channels >> 3;
   GRID_STRIDE(g, groups) {
     const int c0 = (groups < 0x7fffffffLL ? (int)g % per_pixel : (int)(g % per_pixel)) << 3;
@@ -246,26 +247,37 @@ extern "C" __global__ void fe_bias_act_nhwc8(void* __restrict__ y, const void* _
                                              const void* __restrict__ res, int64_t groups,
                                              int channels, int act, int kind, float lo, float hi,
                                              int res_after, int dt) {
-  if (kind == 0)
-    bias_act_nhwc8_impl<0>(y, bias, res, groups, channels, act, lo, hi, res_after, dt);
-  else if (kind == 1)
-    bias_act_nhwc8_impl<1>(y, bias, res, groups, channels, act, lo, hi, res_after, dt);
-  else
-    bias_act_nhwc8_impl<2>(y, bias, res, groups, channels, act, lo, hi, res_after, dt);
+#define FE_NHWC8(K, D) bias_act_nhwc8_impl<K, D>(y, bias, res, groups, channels, act, lo, hi, res_after)
+  if (dt == 1) {
+    if (kind == 0) FE_NHWC8(0, 1); else if (kind == 1) FE_NHWC8(1, 1); else FE_NHWC8(2, 1);
+  } else {
+    if (kind == 0) FE_NHWC8(0, 2); else if (kind == 1) FE_NHWC8(1, 2); else FE_NHWC8(2, 2);
+  }
+#undef FE_NHWC8
 }
 
+// Depthwise filters [C, KH * KW] -> [KH * KW, C] (2-byte elements), so that fe_dwconv_nhwc8 reads
+// 8 channels of a tap with one load.
+extern "C" __global__ void fe_tap_major(const unsigned short* __restrict__ w,
+                                        unsigned short* __restrict__ t, int C, int taps) {
+  GRID_STRIDE(i, (int64_t)C * taps) {
+    const int c = (int)(i % C), tap = (int)(i / C);
+    t[i] = w[(int64_t)c * taps + tap];
+  }
+}
 // Depthwise convolution (groups = C = K) of channels-last 16-bit x [N, H, W, C] with W
-// [C, KH, KW] (the same bytes in both filter layouts) and FusedConv's epilogue: each thread takes
+// [C, KH, KW] (the same bytes in both filter layouts; read as [KH * KW, C] after fe_tap_major) and FusedConv's epilogue: each thread takes
 // 8 consecutive channels of one output pixel with 16-byte loads; y = act(round(conv + bias) +
 // res), rounded as the unfused ops. C % 8 == 0, x / y / res 16-byte aligned.
-template <int KIND>
+template <int KIND, int DT>
 __device__ __forceinline__ void dwconv_nhwc8_impl(const void* __restrict__ x,
                                                   const void* __restrict__ w,
                                                   const void* __restrict__ bias,
                                                   const void* __restrict__ res, void* __restrict__ y,
-                                                  const ConvParams& p, int act, int dt) {
+                                                  const ConvParams& p, int act) {
+  constexpr int dt = DT;
   const int C = (int)p.C, H = (int)p.H, W = (int)p.W, OH = (int)p.OH, OW = (int)p.OW;
-  const int KH = (int)p.KH, KW = (int)p.KW, KHW = KH * KW;
+  const int KH = (int)p.KH, KW = (int)p.KW;
   const int cg = C >> 3;
   const int64_t groups = p.N * p.OH * p.OW * cg;
   const unsigned short* xs = (const unsigned short*)x;
@@ -286,10 +298,12 @@ __device__ __forceinline__ void dwconv_nhwc8_impl(const void* __restrict__ x,
         const int iw = ow * (int)p.sw - (int)p.pw + kw * (int)p.dw;
         if (iw < 0 || iw >= W) continue;
         uint4 xv = *(const uint4*)(xs + ((n * H + ih) * W + iw) * C + c0);
+        // w is [KH * KW, C] here (fe_tap_major): one 16-byte load per tap.
+        uint4 wv = *(const uint4*)((const unsigned short*)w + (kh * KW + kw) * C + c0);
         const unsigned short* xe = (const unsigned short*)&xv;
-        const int tap = kh * KW + kw;
+        const unsigned short* we = (const unsigned short*)&wv;
 #pragma unroll
-        for (int k = 0; k < 8; ++k) acc[k] += fe_ld(xe, k, dt) * fe_ld(w, (c0 + k) * KHW + tap, dt);
+        for (int k = 0; k < 8; ++k) acc[k] += fe_ld(xe, k, dt) * fe_ld(we, k, dt);
       }
     }
     uint4 rv = make_uint4(0, 0, 0, 0);
@@ -312,9 +326,13 @@ extern "C" __global__ void fe_dwconv_nhwc8(const void* __restrict__ x, const voi
                                            const void* __restrict__ bias,
                                            const void* __restrict__ res, void* __restrict__ y,
                                            ConvParams p, int kind, int dt) {
-  if (kind == 0) dwconv_nhwc8_impl<0>(x, w, bias, res, y, p, p.act, dt);
-  else if (kind == 1) dwconv_nhwc8_impl<1>(x, w, bias, res, y, p, p.act, dt);
-  else dwconv_nhwc8_impl<2>(x, w, bias, res, y, p, p.act, dt);
+#define FE_DW(K, D) dwconv_nhwc8_impl<K, D>(x, w, bias, res, y, p, p.act)
+  if (dt == 1) {
+    if (kind == 0) FE_DW(0, 1); else if (kind == 1) FE_DW(1, 1); else FE_DW(2, 1);
+  } else {
+    if (kind == 0) FE_DW(0, 2); else if (kind == 1) FE_DW(1, 2); else FE_DW(2, 2);
+  }
+#undef FE_DW
 }
 
 // Max (mode 0: the first tap inside the input, then any larger one, so a NaN first stays, as the
@@ -599,6 +617,7 @@ Expected<std::unique_ptr<LibraryKernels>> LibraryKernels::load(const CudaRuntime
              {"fe_bias_act_nchw", &lib->bias_act_},
              {"fe_bias_act_nhwc8", &lib->bias_act8_},
              {"fe_dwconv_nhwc8", &lib->dwconv8_},
+             {"fe_tap_major", &lib->tap_major_},
              {"fe_pool2d", &lib->pool_},
              {"fe_epilogue", &lib->epilogue_},
              {"fe_broadcast_fill", &lib->fill_},
@@ -641,11 +660,14 @@ bool LibraryKernels::dwconv_nhwc_takes(const ConvParams& p, DType dtype, const v
          in < INT32_MAX && out < INT32_MAX && aligned(x) && aligned(res) && aligned(y);
 }
 
-Status LibraryKernels::dwconv_nhwc(const void* x, const void* w, const void* bias, const void* res,
-                                   void* y, const ConvParams& p, DType dtype) {
+Status LibraryKernels::dwconv_nhwc(const void* x, const void* w, void* w_taps, const void* bias,
+                                   const void* res, void* y, const ConvParams& p, DType dtype) {
   ConvParams q = p;
   int dt = dtype_code(dtype), kind = act_kind(p.act);
-  void* args[] = {&x, &w, &bias, &res, &y, &q, &kind, &dt};
+  int c = static_cast<int>(p.C), taps = static_cast<int>(p.KH * p.KW);
+  void* targs[] = {&w, &w_taps, &c, &taps};
+  FERRITE_RETURN_IF_ERROR(launch(tap_major_, grid_for(int64_t{c} * taps, 256, sms_), 256, targs));
+  void* args[] = {&x, &w_taps, &bias, &res, &y, &q, &kind, &dt};
   return launch(dwconv8_, grid_for(p.N * p.OH * p.OW * (p.C / 8), 256, sms_), 256, args);
 }
 

@@ -67,8 +67,9 @@ class LibraryKernels {
   // kernel handles the call (groups = C = K, C % 8 == 0, 16-byte aligned x / res / y).
   static bool dwconv_nhwc_takes(const ConvParams& p, DType dtype, const void* x, const void* res,
                                 const void* y);
-  Status dwconv_nhwc(const void* x, const void* w, const void* bias, const void* res, void* y,
-                     const ConvParams& p, DType dtype);
+  // w_taps: scratch of w's size (16-byte aligned) for the filter as [KH * KW, C].
+  Status dwconv_nhwc(const void* x, const void* w, void* w_taps, const void* bias, const void* res,
+                     void* y, const ConvParams& p, DType dtype);
   // y = act(y + bias[c] + residual) in place, c = (i / plane) % channels (plane 1: channels-last);
   // rounded to dtype after the bias and after the residual add, as the unfused ops would.
   Status bias_act_nchw(void* y, const void* bias, int64_t total, int64_t channels, int64_t plane,
@@ -105,8 +106,9 @@ class LibraryKernels {
   const CudaRuntime* rt_ = nullptr;
   std::unique_ptr<LoadedModule> module_;
   CUfunction conv_ = nullptr, im2col_ = nullptr, bias_act_ = nullptr, bias_act8_ = nullptr,
-             dwconv8_ = nullptr, pool_ = nullptr, epilogue_ = nullptr, fill_ = nullptr,
-             softmax_ = nullptr, unfold_ = nullptr, gather_ = nullptr, binary_ = nullptr;
+             dwconv8_ = nullptr, tap_major_ = nullptr, pool_ = nullptr, epilogue_ = nullptr,
+             fill_ = nullptr, softmax_ = nullptr, unfold_ = nullptr, gather_ = nullptr,
+             binary_ = nullptr;
   CUfunction gather1_ = nullptr, gather2_ = nullptr, gather4_ = nullptr;  // by element size
   int sms_ = 1;
   int64_t launches_ = 0;
