@@ -68,6 +68,15 @@ void shape_ops(std::map<std::string, CaseFn>& m) {
                            {in("a", t, {2, 3}), in("b", t, {2, 1}), in("c", t, {2, 4})},
                            {{"axis", i(1)}}));
     out.push_back(single(s.name, "f32/axis0-one", {in("a", kF32, {3, 2})}, {{"axis", i(0)}}));
+    // Rows of whole 16-byte units (a GPU's one-kernel concat): channels-last bf16 feature maps,
+    // and more inputs than one launch takes (32).
+    out.push_back(single(s.name, "bf16/channels-last",
+                         {in("a", kBF16, {2, 3, 3, 16}), in("b", kBF16, {2, 3, 3, 8}),
+                          in("c", kBF16, {2, 3, 3, 24})},
+                         {{"axis", i(3)}}));
+    std::vector<TensorSpec> many;
+    for (int k = 0; k < 35; ++k) many.push_back(in("x" + std::to_string(k), kF32, {2, 3, 4}));
+    out.push_back(single(s.name, "f32/35-inputs", many, {{"axis", i(2)}}));
     out.push_back(single(s.name, "f32/with-constant",
                          {in("a", kF32, {2, 3}), cst("b", kF32, {1, 3}, V::uniform(-1, 1))},
                          {{"axis", i(-2)}}));
@@ -121,6 +130,9 @@ void shape_ops(std::map<std::string, CaseFn>& m) {
     data_op(s, out, "crop", {4, 5}, {ints("pads", {-1, 1, 0, -2})});
     data_op(s, out, "axes", {2, 3, 4}, {ints("pads", {1, 2}), omitted(), ints("axes", {-1})});
     data_op(s, out, "symbolic", {N, 4}, {ints("pads", {0, 1, 0, 1})});
+    // Swin's window padding of channels-last maps: H and W padded at the end, bf16.
+    data_op(s, out, "nhwc-end", {2, 5, 6, 8}, {ints("pads", {0, 0, 0, 0, 0, 2, 1, 0})}, {},
+            {kBF16});
   };
   m["CenterCropPad"] = [](const OpSchema& s, std::vector<Case>& out) {
     data_op(s, out, "crop-and-pad", {5, 6}, {ints("shape", {3, 8})}, {}, {kF32, kI32});

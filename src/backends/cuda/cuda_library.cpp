@@ -335,65 +335,6 @@ extern "C" __global__ void fe_dwconv_nhwc8(const void* __restrict__ x, const voi
 #undef FE_DW
 }
 
-// Max (mode 0: the first tap inside the input, then any larger one, so a NaN first stays, as the
-// reference) or average (mode 1: over the taps inside the input, or the whole kernel with
-// include_pad) pooling of [N, C, H, W] (last = 0) or [N, H, W, C] (last = 1). Index arithmetic
-// in I (32-bit when the tensors allow: 64-bit division costs several times more).
-template <class I>
-__device__ __forceinline__ void pool2d_impl(const void* __restrict__ x, void* __restrict__ y,
-                                            const PoolParams& q, int mode, int last,
-                                            int include_pad, int dt) {
-  const I C = (I)q.C, H = (I)q.H, W = (I)q.W, OH = (I)q.OH, OW = (I)q.OW, KH = (I)q.KH,
-          KW = (I)q.KW;
-  const I total = (I)(q.planes * q.OH * q.OW);
-  for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < total; i += (I)(gridDim.x * blockDim.x)) {
-    I r = i, c = 0, xbase, step;
-    if (last) {
-      c = r % C; r /= C;
-    }
-    const I ow = r % OW; r /= OW;
-    const I oh = r % OH; r /= OH;  // r: the image (last) or the plane n * C + c
-    if (last) {
-      xbase = r * H * W * C + c;
-      step = C;
-    } else {
-      xbase = r * H * W;
-      step = 1;
-    }
-    float best = -3.402823466e+38f, sum = 0.f;
-    int taps = 0;
-    for (I kh = 0; kh < KH; ++kh) {
-      const I ih = oh * (I)q.sh - (I)q.ph + kh * (I)q.dh;
-      if (ih < 0 || ih >= H) continue;
-      for (I kw = 0; kw < KW; ++kw) {
-        const I iw = ow * (I)q.sw - (I)q.pw + kw * (I)q.dw;
-        if (iw < 0 || iw >= W) continue;
-        const float v = fe_ld(x, xbase + (ih * W + iw) * step, dt);
-        if (mode == 0) {
-          if (taps == 0 || v > best) best = v;
-        } else {
-          sum += v;
-        }
-        ++taps;
-      }
-    }
-    float out = best;
-    if (mode != 0) {
-      const float count = include_pad ? (float)(KH * KW) : (float)taps;
-      out = count > 0.f ? sum / count : 0.f;
-    }
-    fe_st(y, i, out, dt);
-  }
-}
-extern "C" __global__ void fe_pool2d(const void* __restrict__ x, void* __restrict__ y, PoolParams p,
-                                     int mode, int last, int include_pad, int dt) {
-  const int64_t big = p.planes * p.H * p.W + (int64_t)gridDim.x * blockDim.x;
-  if (big < 0x7fffffffLL && p.planes * p.OH * p.OW < 0x7fffffffLL)
-    pool2d_impl<int>(x, y, p, mode, last, include_pad, dt);
-  else
-    pool2d_impl<int64_t>(x, y, p, mode, last, include_pad, dt);
-}
-
 __device__ __forceinline__ int64_t fe_bcast_offset(int64_t i, const BroadcastDims& b) {
   int64_t off = 0;
   for (int d = KMAXR - 1; d >= 0; --d) {
@@ -538,6 +479,11 @@ extern "C" __global__ void fe_attention_softmax(float* __restrict__ s, const flo
 }
 )";
 
+// Pooling, pad and concat (cuda_memory_bound_source.inc), compiled after kLibrarySource.
+const char* kMemoryBoundSource =
+#include "backends/cuda/cuda_memory_bound_source.inc"
+    ;
+
 // fe_act_k's kind of an activation code: 0 none, 1 ReLU, 2 any other row.
 int act_kind(int code) {
   if (code == 0) return 0;
@@ -580,7 +526,7 @@ bool broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t
 
 const char* library_source() {
   static const std::string source = std::string(cuda_prelude_source()) + scalar_helpers_source() +
-                                    cuda_activation_source() + kLibrarySource;
+                                    cuda_activation_source() + kLibrarySource + kMemoryBoundSource;
   return source.c_str();
 }
 
@@ -618,6 +564,8 @@ Expected<std::unique_ptr<LibraryKernels>> LibraryKernels::load(const CudaRuntime
              {"fe_bias_act_nhwc8", &lib->bias_act8_},
              {"fe_dwconv_nhwc8", &lib->dwconv8_},
              {"fe_tap_major", &lib->tap_major_},
+             {"fe_pad", &lib->pad_},
+             {"fe_concat16", &lib->concat_},
              {"fe_pool2d", &lib->pool_},
              {"fe_epilogue", &lib->epilogue_},
              {"fe_broadcast_fill", &lib->fill_},
@@ -747,6 +695,38 @@ Status LibraryKernels::epilogue(void* y, const void* bias, const void* residual,
   if (res) rb = *res;
   void* args[] = {&y, &bias, &residual, &rb, &rows, &cols, &code, &p0, &p1, &dt};
   return launch(epilogue_, grid_for(rows * cols, 256, sms_), 256, args);
+}
+
+Status LibraryKernels::pad(const void* x, void* y, const PadParams& p) {
+  PadParams q = p;
+  int64_t total = 1;
+  for (int d = 0; d < p.rank; ++d) total *= p.out_dims[d];
+  if (total == 0) return Status::ok();
+  void* args[] = {&x, &y, &q, &total};
+  return launch(pad_, grid_for(total, 256, sms_), 256, args);
+}
+
+Status LibraryKernels::concat16(const std::vector<const void*>& src,
+                                const std::vector<int64_t>& widths, int64_t rows, void* y) {
+  int64_t out_width = 0;
+  for (int64_t w : widths) out_width += w;
+  int64_t col = 0;
+  for (size_t first = 0; first < src.size(); first += kConcatMax) {
+    ConcatParams p{};
+    p.rows = rows;
+    p.out_width = out_width;
+    p.col0 = col;
+    p.n = static_cast<int>(std::min<size_t>(kConcatMax, src.size() - first));
+    for (int k = 0; k < p.n; ++k) {
+      p.src[k] = src[first + k];
+      p.start[k + 1] = p.start[k] + widths[first + k];
+    }
+    col += p.start[p.n];
+    if (rows * p.start[p.n] == 0) continue;
+    void* args[] = {&p, &y};
+    FERRITE_RETURN_IF_ERROR(launch(concat_, grid_for(rows * p.start[p.n], 256, sms_), 256, args));
+  }
+  return Status::ok();
 }
 
 Status LibraryKernels::broadcast_fill(void* y, const void* c, const BroadcastDims& bd,

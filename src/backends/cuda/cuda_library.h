@@ -36,6 +36,23 @@ struct PoolParams {
 };
 enum class PoolMode { kMax, kAverage };
 
+struct PadParams {
+  int64_t in_dims[kMaxRank];
+  int64_t out_dims[kMaxRank];
+  int64_t begin[kMaxRank];  // pads before each dim (negative: cropped)
+  unsigned long long fill;  // constant mode: the value's bytes (low esize bytes)
+  int rank, mode, esize;    // mode 0 constant, 1 reflect, 2 edge, 3 wrap
+};
+
+// One concat launch over at most kConcatMax inputs (16-byte units; see fe_concat16).
+inline constexpr int kConcatMax = 32;
+struct ConcatParams {
+  const void* src[kConcatMax];
+  int64_t start[kConcatMax + 1];
+  int64_t rows, out_width, col0;
+  int n;
+};
+
 struct SoftmaxParams {
   int64_t rows_per_batch, S, T;  // scores [batch, S, T]
   int64_t batch_rank;            // batch dims below (<= 4)
@@ -94,6 +111,12 @@ class LibraryKernels {
   Status epilogue(void* y, const void* bias, const void* residual, const BroadcastDims* res,
                   int64_t rows, int64_t cols, const Activation& act, DType dtype = DType::kF32,
                   bool residual_dense = false);
+  // Pad (cuda_memory_bound_source.inc): y of p.out_dims from x.
+  Status pad(const void* x, void* y, const PadParams& p);
+  // Concat of inputs viewed as [rows, width_k] 16-byte units into y [rows, sum of widths]; any
+  // number of inputs (one launch per kConcatMax). Pointers 16-byte aligned.
+  Status concat16(const std::vector<const void*>& src, const std::vector<int64_t>& widths,
+                  int64_t rows, void* y);
   // y (= [rows, cols]) = broadcast(c) * beta, both of `dtype`.
   Status broadcast_fill(void* y, const void* c, const BroadcastDims& bd, int64_t total, float beta,
                         DType dtype = DType::kF32);
@@ -106,9 +129,9 @@ class LibraryKernels {
   const CudaRuntime* rt_ = nullptr;
   std::unique_ptr<LoadedModule> module_;
   CUfunction conv_ = nullptr, im2col_ = nullptr, bias_act_ = nullptr, bias_act8_ = nullptr,
-             dwconv8_ = nullptr, tap_major_ = nullptr, pool_ = nullptr, epilogue_ = nullptr,
-             fill_ = nullptr, softmax_ = nullptr, unfold_ = nullptr, gather_ = nullptr,
-             binary_ = nullptr;
+             dwconv8_ = nullptr, tap_major_ = nullptr, pad_ = nullptr, concat_ = nullptr,
+             pool_ = nullptr, epilogue_ = nullptr, fill_ = nullptr, softmax_ = nullptr,
+             unfold_ = nullptr, gather_ = nullptr, binary_ = nullptr;
   CUfunction gather1_ = nullptr, gather2_ = nullptr, gather4_ = nullptr;  // by element size
   int sms_ = 1;
   int64_t launches_ = 0;

@@ -1,6 +1,8 @@
 #include "backends/cuda/cuda_native_ops.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "backends/cuda/cuda_nccl.h"
 #include "ops/conv_util.h"
@@ -303,6 +305,21 @@ Expected<bool> run_concat(const Node& node, NativeIO& io, CudaBackend& be) {
   FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, io.in[0]->dtype, od));
   const int64_t esize = static_cast<int64_t>(dtype_size(io.in[0]->dtype));
   const int64_t outer = prod(od, 0, axis), inner = prod(od, axis + 1) * esize;
+  // Rows of whole 16-byte units: one kernel for all inputs (channels-last concatenations have
+  // rows of a few dozen bytes, where a 2-D copy per input is slow).
+  bool vector = reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  std::vector<const void*> srcs;
+  std::vector<int64_t> widths;
+  for (const auto& v : io.in) {
+    const int64_t bytes = v->dims[axis] * inner;
+    vector = vector && bytes % 16 == 0 && reinterpret_cast<uintptr_t>(v->ptr) % 16 == 0;
+    srcs.push_back(v->ptr);
+    widths.push_back(bytes / 16);
+  }
+  if (vector) {
+    FERRITE_RETURN_IF_ERROR(be.lib->concat16(srcs, widths, outer, y));
+    return true;
+  }
   int64_t off = 0;
   for (const auto& v : io.in) {
     const int64_t len = v->dims[axis];
@@ -322,6 +339,72 @@ Expected<bool> run_concat(const Node& node, NativeIO& io, CudaBackend& be) {
     }
     off += len;
   }
+  return true;
+}
+
+// Pad (opset 2 attributes or opset 11+ inputs, with opset 18's axes): every mode, any element
+// size of 1-8 bytes, rank <= kMaxRank. Reflect needs pads < dim, wrap pads <= dim (else the host,
+// which reports the error or computes the case).
+Expected<bool> run_pad(const Node& node, NativeIO& io, CudaBackend& be) {
+  if (!io.in[0]) return false;
+  const auto& xd = io.in[0]->dims;
+  const int rank = static_cast<int>(xd.size());
+  const size_t esize = dtype_size(io.in[0]->dtype);
+  if (rank == 0 || rank > kMaxRank || (esize != 1 && esize != 2 && esize != 4 && esize != 8))
+    return false;
+  std::vector<int64_t> pads;
+  std::vector<int64_t> axes;
+  unsigned long long fill = 0;
+  if (node.opset < 11) {
+    pads = node.attr_ints("pads");
+    const float v = node.attr_float("value", 0.f);
+    if (io.in[0]->dtype != DType::kF32) return false;
+    std::memcpy(&fill, &v, sizeof v);
+  } else {
+    auto host_ints = [&](size_t i, std::vector<int64_t>* out) {
+      if (io.in.size() <= i || !io.in[i]) return true;  // absent
+      const Tensor* t = io.in[i]->host;
+      if (!t || (t->dtype() != DType::kI64 && t->dtype() != DType::kI32)) return false;
+      *out = t->to_int_vector();
+      return true;
+    };
+    if (!host_ints(1, &pads) || !host_ints(3, &axes)) return false;
+    if (io.in.size() > 2 && io.in[2]) {
+      const Tensor* c = io.in[2]->host;
+      if (!c || c->dtype() != io.in[0]->dtype || c->numel() != 1) return false;
+      std::memcpy(&fill, c->raw(), esize);
+    }
+  }
+  if (axes.empty())
+    for (int d = 0; d < rank; ++d) axes.push_back(d);
+  if (pads.size() != 2 * axes.size()) return false;
+  const std::string mode = node.attr_string("mode", "constant");
+  PadParams p{};
+  p.rank = rank;
+  p.esize = static_cast<int>(esize);
+  p.fill = fill;
+  p.mode = mode == "constant"  ? 0
+           : mode == "reflect" ? 1
+           : mode == "edge"    ? 2
+           : mode == "wrap"    ? 3
+                               : -1;
+  if (p.mode < 0) return false;
+  std::vector<int64_t> od = xd;
+  for (int d = 0; d < rank; ++d) p.in_dims[d] = xd[d];
+  for (size_t k = 0; k < axes.size(); ++k) {
+    int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
+    if (a < 0 || a >= rank) return false;
+    const int64_t b = pads[k], e = pads[k + axes.size()];
+    p.begin[a] = b;
+    od[a] = xd[a] + b + e;
+    if (od[a] < 0) return false;
+    if (p.mode != 0 && od[a] > 0 && xd[a] == 0) return false;
+    if (p.mode == 1 && (b >= xd[a] || e >= xd[a])) return false;
+    if (p.mode == 3 && (b > xd[a] || e > xd[a])) return false;
+  }
+  for (int d = 0; d < rank; ++d) p.out_dims[d] = od[d];
+  FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, io.in[0]->dtype, od));
+  FERRITE_RETURN_IF_ERROR(be.lib->pad(io.in[0]->ptr, y, p));
   return true;
 }
 
@@ -525,6 +608,7 @@ std::shared_ptr<const LibraryOps> cuda_library_ops() {
     t->add("ferrite", "Pool", op(on_backend<run_pool>, true));
     t->add("", "Split", op(on_backend<run_split>, false));
     t->add("", "Concat", op(on_backend<run_concat>, false));
+    t->add("", "Pad", op(on_backend<run_pad>, true));
     LibraryOp gather = op(on_backend<run_gather>, false);
     gather.prefer_device = large_table;
     gather.sets_error_flag = true;
