@@ -134,18 +134,22 @@ std::vector<std::string> emit_prologue(std::ostringstream& os, const Kernel& k,
   for (size_t i = 0; i < k.input_buffers.size(); ++i) {
     const Buffer& b = lg.buffers[k.input_buffers[i]];
     in_names.push_back("in" + std::to_string(i));
-    std::string qual = static_cast<int>(i) == k.in_place_slot ? "" : " " + g.em.restrict_keyword();
+    const bool alias = static_cast<int>(i) == k.in_place_slot || k.writes_input;
+    std::string qual = alias ? "" : " " + g.em.restrict_keyword();
     std::string ty = *g.em.type(b.dtype);
     os << "  const " << ty << "*" << qual << " in" << i << " = (const " << ty << "*)bufs[" << i
        << "];\n";
   }
   std::string oty = *g.em.type(k.out_dtype);
-  os << "  " << oty << "*" << (k.in_place_slot >= 0 ? "" : " " + g.em.restrict_keyword())
-     << " out = (" << oty << "*)bufs[" << k.input_buffers.size() << "];\n";
+  // An output stored into an input's memory (Kernel::writes_input) aliases it: no __restrict.
+  const std::string out_qual =
+      k.in_place_slot >= 0 || k.writes_input ? "" : " " + g.em.restrict_keyword();
+  os << "  " << oty << "*" << out_qual << " out = (" << oty << "*)bufs[" << k.input_buffers.size()
+     << "];\n";
   for (size_t x = 0; x < k.extra_outputs.size(); ++x) {
     std::string xty = *g.em.type(k.extra_outputs[x].dtype);
-    os << "  " << xty << "* " << g.em.restrict_keyword() << " out" << x + 1 << " = (" << xty
-       << "*)bufs[" << k.input_buffers.size() + 1 + x << "];\n";
+    os << "  " << xty << "*" << (k.writes_input ? "" : " " + g.em.restrict_keyword()) << " out"
+       << x + 1 << " = (" << xty << "*)bufs[" << k.input_buffers.size() + 1 + x << "];\n";
   }
   for (size_t s = 0; s < lg.symbols.size(); ++s)
     os << "  const int64_t s" << s << " = syms[" << s << "]; (void)s" << s << ";\n";

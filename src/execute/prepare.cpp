@@ -45,6 +45,13 @@ Expected<std::unique_ptr<PreparedModel>> prepare_model(const Graph& graph,
     return unsupported(name, ": the device has no compiler, so it cannot run generated kernels");
   FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph, config.lowering));
   if (config.in_place) mark_in_place_candidates(lg);  // before codegen: not __restrict
+  // Outputs the caller wants in its inputs: stored there by their kernels where safe, on devices
+  // whose memory is the caller's (elsewhere the executor copies them after the run).
+  if (!opts.outputs_into_inputs.empty() && parts->runtime && parts->runtime->host_memory()) {
+    int n = plan_outputs_into_inputs(lg, opts.outputs_into_inputs);
+    if (log_enabled("fusion"))
+      std::fprintf(stderr, "[fusion] %d graph outputs written straight into their inputs\n", n);
+  }
   if (log_enabled("fusion"))
     std::fprintf(stderr,
                  "[fusion] %zu nodes -> %d generated kernels (%d with reductions; %d nodes "
