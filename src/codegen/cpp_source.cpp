@@ -7,6 +7,7 @@
 
 #include "codegen/row_analysis.h"
 #include "codegen/scalar_emitter.h"
+#include "lower/multi_tensor.h"
 
 namespace ferrite {
 
@@ -314,6 +315,40 @@ void emit_row_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph
   os << "  }\n}\n";
 }
 
+// A multi-tensor kernel (Kernel::segments): each segment is emitted as a pointwise kernel of its
+// own, and the launched function runs, for its range of the concatenated rows, the part of each
+// segment that falls in it, with that segment's buffers.
+void emit_multi_tensor_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph& lg,
+                              const Gen& g) {
+  for (const Kernel& seg : k.segments) {
+    Kernel s = seg;
+    s.writes_input = s.writes_input || k.writes_input;
+    emit_pointwise_kernel(os, s, lg, g);
+  }
+  os << "\n// " << k.name << ": " << k.segments.size() << " segments in one launch\n"
+     << g.style.qualifier << " void " << k.name
+     << "(void* const* bufs, const int64_t* syms, int64_t row_begin, int64_t row_end) {\n";
+  const size_t inputs = k.input_buffers.size();
+  size_t in_at = 0, out_at = 0;
+  int64_t first = 0;
+  for (const Kernel& seg : k.segments) {
+    const int64_t end = first + segment_rows(seg);
+    os << "  {\n    const int64_t b = row_begin > " << first << " ? row_begin : " << first
+       << ", e = row_end < " << end << " ? row_end : " << end << ";\n"
+       << "    if (b < e) {\n      void* const seg[] = {";
+    const size_t outs = 1 + seg.extra_outputs.size();
+    for (size_t i = 0; i < seg.input_buffers.size(); ++i) os << "bufs[" << in_at + i << "], ";
+    for (size_t o = 0; o < outs; ++o)
+      os << "bufs[" << inputs + out_at + o << "]" << (o + 1 < outs ? ", " : "");
+    os << "};\n      " << seg.name << "(seg, syms, b - " << first << ", e - " << first
+       << ");\n    }\n  }\n";
+    in_at += seg.input_buffers.size();
+    out_at += outs;
+    first = end;
+  }
+  os << "}\n";
+}
+
 }  // namespace
 
 std::string generate_row_loop_source(const LoweredGraph& lg, const HostLoopStyle& style) {
@@ -324,7 +359,9 @@ std::string generate_row_loop_source(const LoweredGraph& lg, const HostLoopStyle
   Gen g{ScalarEmitter(style.spelling), style};
   for (const Step& s : lg.steps)
     if (s.kind == Step::Kind::kKernel) {
-      if (s.kernel.is_row())
+      if (!s.kernel.segments.empty())
+        emit_multi_tensor_kernel(os, s.kernel, lg, g);
+      else if (s.kernel.is_row())
         emit_row_kernel(os, s.kernel, lg, g);
       else
         emit_pointwise_kernel(os, s.kernel, lg, g);

@@ -108,6 +108,13 @@ struct Kernel {
   // written into a graph input, memory/in_place.h `plan_outputs_into_inputs`): no pointer of the
   // kernel may be declared non-aliasing.
   bool writes_input = false;
+  // A multi-tensor kernel (lower/multi_tensor.h): independent pointwise kernels over different
+  // iteration spaces run by one launch. Each segment is a whole pointwise kernel; this kernel's
+  // rows are the segments' rows one after another (its shape is [rows, mean row length], which
+  // only the launch heuristics read), its input_buffers are the segments' inputs in segment
+  // order and its outputs (output_buffer, then extra_outputs) the segments' outputs in segment
+  // order. Its own body is empty.
+  std::vector<Kernel> segments;
 };
 using PointwiseKernel = Kernel;  // the name before row kernels existed
 

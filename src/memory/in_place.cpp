@@ -102,8 +102,21 @@ int plan_outputs_into_inputs(LoweredGraph& lg, const std::vector<int>& requested
     const int w = kernel_writing(lg, ob);
     if (w < 0) continue;
     Kernel& k = lg.steps[w].kernel;
-    if (k.is_row() || last_read[ib] > w) continue;
-    if (last_read[ib] == w && !pointwise_in_place_ok(k, ib)) continue;
+    // Of a multi-tensor kernel, the segment storing the output; no other segment may read the
+    // input (segments run in any order).
+    const Kernel* seg = k.segments.empty() ? &k : nullptr;
+    bool other_reads = false;
+    for (const Kernel& s : k.segments) {
+      bool stores = s.output_buffer == ob;
+      for (const auto& x : s.extra_outputs) stores = stores || x.buffer == ob;
+      if (stores) {
+        seg = &s;
+      } else {
+        for (int b : s.input_buffers) other_reads = other_reads || b == ib;
+      }
+    }
+    if (!seg || other_reads || seg->is_row() || last_read[ib] > w) continue;
+    if (last_read[ib] == w && !pointwise_in_place_ok(*seg, ib)) continue;
     k.writes_input = true;
     lg.output_into_input[j] = i;
     target[i] = 1;

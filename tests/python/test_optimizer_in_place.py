@@ -206,3 +206,39 @@ def test_failed_compile_still_updates_the_parameters(monkeypatch, where):
         opt_eager.step()
         for p, q in zip(m.parameters(), eager.parameters()):
             assert_close(p, q)
+
+
+@pytest.mark.parametrize("foreach", [False, True], ids=["per-tensor", "foreach"])
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_parameters_of_all_shapes_share_multi_tensor_kernels(tmp_path, name, foreach):
+    # Twelve parameter tensors of ten shapes: one launch per level of the update (Adam: moments
+    # and step counts, bias corrections, parameters), not a few per shape; still in place and
+    # equal to eager.
+    import re
+
+    torch.manual_seed(0)
+    widths = [3, 5, 8, 4, 7, 6, 2]
+    m = nn.Sequential(*[nn.Linear(a, b) for a, b in zip(widths, widths[1:])])
+    eager = copy.deepcopy(m)
+    opt, opt_eager = OPTIMIZERS[name](m.parameters(), foreach), \
+        OPTIMIZERS[name](eager.parameters(), foreach)
+    options = {"device": "cpu", "fallback": "raise", "dump_dir": str(tmp_path)}
+    reports = []
+    step = torch.compile(opt.step, backend=functools.partial(ferrite_backend, options=options,
+                                                             _report=reports))
+    x = torch.randn(4, 3)
+    for _ in range(4):
+        for mod in (m, eager):
+            mod.zero_grad(set_to_none=True)
+            mod(x).square().sum().backward()
+        step()
+        opt_eager.step()
+        for p, q in zip(m.parameters(), eager.parameters()):
+            assert_close(p, q)
+    last = [p["partition"] for p in reports[-1][1].partitions]
+    plan = (tmp_path / last[0].name / "fusion_plan.txt").read_text()
+    kernels = int(re.search(r"-> (\d+) generated kernels", plan).group(1))
+    params = len(list(m.parameters()))
+    assert params == 12 and kernels <= 3, plan
+    stats = [cp.write_stats() for cp in last]
+    assert sum(s["outputs_in_place"] for s in stats) == sum(len(cp.writes) for cp in last), stats
