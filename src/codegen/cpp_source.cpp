@@ -179,12 +179,36 @@ void emit_row_index(std::ostringstream& os, size_t outer) {
   }
 }
 
+// The expressions of a pointwise kernel that do not depend on the loop variables: broadcast
+// loads of one element, constants and the math over them (an optimizer step's bias corrections,
+// pow and sqrt of the step count). They are computed once before the loops: in a kernel whose
+// output may alias an input (no __restrict) the compiler cannot hoist those loads, and calls
+// such as pow would run per element. Hoisting is safe there too: a kernel stores over an input
+// only where every load of that input reads the element being stored, never a fixed element.
+std::vector<bool> loop_invariant(const Kernel& k) {
+  std::vector<bool> inv(k.body.size(), false);
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    const ScalarExpr& e = k.body.at(static_cast<int>(i));
+    bool v = e.kind != ScalarKind::kReduce;
+    if (e.kind == ScalarKind::kLoad || e.kind == ScalarKind::kSymbol)
+      for (size_t d = 0; d < k.shape.size() && v; ++d) v = !e.address.uses(loop_var(d));
+    for (int a : e.args) v = v && inv[a];
+    inv[i] = v;
+  }
+  return inv;
+}
+
 void emit_pointwise_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph& lg,
                            const Gen& g) {
   Ident ident = symbol_ident(lg);
   std::vector<std::string> in_names = emit_prologue(os, k, lg, ident, g);
   size_t rank = k.shape.size();
   std::string inner = rank ? "d" + std::to_string(rank - 1) : "1";
+  std::vector<std::string> t(k.body.size());
+  for (size_t i = 0; i < k.body.size(); ++i) t[i] = "t" + std::to_string(i);
+  const std::vector<bool> inv = loop_invariant(k);
+  for (size_t i = 0; i < k.body.size(); ++i)
+    if (inv[i]) os << "  " << g.em.def(k, i, t, in_names, ident);
   os << "  for (int64_t row = row_begin; row < row_end; ++row) {\n";
   if (rank >= 2) {
     os << "    int64_t rem = row;\n";
@@ -198,9 +222,8 @@ void emit_pointwise_kernel(std::ostringstream& os, const Kernel& k, const Lowere
   std::string last = rank ? "x" + std::to_string(rank - 1) : "x_";
   os << "    for (int64_t " << last << " = 0; " << last << " < " << inner << "; ++" << last
      << ") {\n";
-  std::vector<std::string> t(k.body.size());
-  for (size_t i = 0; i < k.body.size(); ++i) t[i] = "t" + std::to_string(i);
-  for (size_t i = 0; i < k.body.size(); ++i) os << "      " << g.em.def(k, i, t, in_names, ident);
+  for (size_t i = 0; i < k.body.size(); ++i)
+    if (!inv[i]) os << "      " << g.em.def(k, i, t, in_names, ident);
   os << "      out[row * " << inner << " + " << last << "] = t" << k.root << ";\n";
   for (size_t x = 0; x < k.extra_outputs.size(); ++x)
     os << "      out" << x + 1 << "[row * " << inner << " + " << last << "] = t"
