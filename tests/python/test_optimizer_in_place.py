@@ -242,3 +242,18 @@ def test_parameters_of_all_shapes_share_multi_tensor_kernels(tmp_path, name, for
     assert params == 12 and kernels <= 3, plan
     stats = [cp.write_stats() for cp in last]
     assert sum(s["outputs_in_place"] for s in stats) == sum(len(cp.writes) for cp in last), stats
+
+
+def test_written_value_that_is_also_returned_keeps_its_own_memory():
+    # A value written into an input and also returned: both hold it (that write is an eager
+    # copy, so that the returned tensor does not alias the input).
+    def f(x):
+        y = x * 2
+        x.copy_(y)
+        return y
+
+    x = torch.arange(6.0)
+    with torch.no_grad():
+        out = _compile(f, [])(x)
+    assert_close(x, torch.arange(6.0) * 2)
+    assert_close(out, torch.arange(6.0) * 2)

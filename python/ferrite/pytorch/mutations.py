@@ -83,19 +83,21 @@ def restore_input_copies(fused: torch.fx.GraphModule, pairs: Pairs, num_outputs:
     after = [n for n in fused.graph.nodes if n.op == "placeholder"]
     pairs = [(after[before.index(dst)], src) for dst, src in pairs]
     order = {n: i for i, n in enumerate(fused.graph.nodes)}
+    kept = list(out.args[0])[:num_outputs]
     eager = []
     for (dst, _), value in zip(pairs, extras):
         cm, k = value, 0
         if value.op == "call_function" and value.target is operator.getitem:
             cm, k = value.args[0], value.args[1]
         cp = partition_of(cm.target) if cm.op == "call_module" else None
-        ok = cp is not None and dst in cm.args and k not in cp.writes and \
+        # A value the graph also returns keeps its own memory (the output must not alias the
+        # input): that write is an eager copy.
+        ok = cp is not None and dst in cm.args and k not in cp.writes and value not in kept and \
             all(order[u] < order[cm] for u in dst.users if u is not cm and u is not out)
         if ok:
             cp.writes[k] = list(cm.args).index(dst)
         else:
             eager.append((dst, value))
-    kept = list(out.args[0])[:num_outputs]
     out.args = (tuple(kept) if seq else kept[0],)
     with fused.graph.inserting_before(out):
         for dst, value in eager:
