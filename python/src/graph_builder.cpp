@@ -151,12 +151,19 @@ class GraphBuilder {
   std::unique_ptr<Session> build_session(const std::string& device, const std::string& precision,
                                          int threads, bool autotune,
                                          std::optional<std::vector<std::string>> passes,
-                                         std::optional<std::string> dump_dir) {
+                                         std::optional<std::string> dump_dir,
+                                         std::vector<int> outputs_into_inputs) {
     Graph& g = graph();
     if (g.outputs().empty()) check(err("graph '", g.name, "' has no outputs"));
     check(verify_graph(g));
     RunOptions o = make_options(precision, threads, autotune, passes, dump_dir);
     o.constant_mirrors = std::move(mirrors_);
+    if (!outputs_into_inputs.empty() && outputs_into_inputs.size() != g.outputs().size())
+      throw nb::value_error("outputs_into_inputs needs one entry per graph output (-1: none)");
+    for (int i : outputs_into_inputs)
+      if (i < -1 || i >= static_cast<int>(g.inputs().size()))
+        throw nb::value_error("outputs_into_inputs: an input index out of range");
+    o.outputs_into_inputs = std::move(outputs_into_inputs);
     values_.clear();
     return session_from_graph(std::move(g_), device, o);
   }
@@ -207,7 +214,8 @@ void bind_graph_builder(nb::module_& m) {
       .def("text", &GraphBuilder::text)
       .def("build_session", &GraphBuilder::build_session, nb::arg("device"),
            nb::arg("precision") = "f32", nb::arg("threads") = 0, nb::arg("autotune") = false,
-           nb::arg("passes") = nb::none(), nb::arg("dump_dir") = nb::none());
+           nb::arg("passes") = nb::none(), nb::arg("dump_dir") = nb::none(),
+           nb::arg("outputs_into_inputs") = std::vector<int>{});
 }
 
 }  // namespace ferrite::py

@@ -17,7 +17,6 @@ namespace ferrite::py {
 
 namespace {
 
-
 nb::list describe_values(const std::vector<Value*>& values) {
   nb::list out;
   for (const Value* v : values) {
@@ -44,6 +43,9 @@ nb::dict stats_to_dict(const Session& s) {
     m["in_place"] = st.memory->in_place;
     m["unplanned_buffers"] = st.memory->unplanned_buffers;
     m["arena_capacity_bytes"] = st.memory->arena_capacity_bytes;
+    m["outputs_in_place"] = st.memory->outputs_in_place;
+    m["outputs_copied_into_inputs"] = st.memory->outputs_copied_into_inputs;
+    m["output_bytes_copied_into_inputs"] = st.memory->output_bytes_copied_into_inputs;
     d["memory"] = m;
   }
   if (st.tuning) {
@@ -122,17 +124,18 @@ void run_device_session(Session& s, const std::vector<std::string>& names,
                              s.device().name() + "'")
                                 .c_str());
     if (d.device_id != 0)
-      throw nb::value_error((what + ": on GPU " + std::to_string(d.device_id) +
-                             ", but the session runs on GPU 0")
-                                .c_str());
+      throw nb::value_error(
+          (what + ": on GPU " + std::to_string(d.device_id) + ", but the session runs on GPU 0")
+              .c_str());
     // dtype and dims only: the bytes stay on the device (a one-byte stand-in is never read).
-    Tensor shape_only = unwrap(Tensor::over_storage(d.dtype, d.dims,
-                                                    std::shared_ptr<uint8_t[]>(new uint8_t[1])));
+    Tensor shape_only =
+        unwrap(Tensor::over_storage(d.dtype, d.dims, std::shared_ptr<uint8_t[]>(new uint8_t[1])));
     inputs.push_back({name, std::move(shape_only)});
     run.input_dev.push_back(d.data);
   }
   run.stream = reinterpret_cast<void*>(stream);
-  run.output = [&alloc](size_t i, DType dtype, const std::vector<int64_t>& dims) -> Expected<void*> {
+  run.output = [&alloc](size_t i, DType dtype,
+                        const std::vector<int64_t>& dims) -> Expected<void*> {
     nb::gil_scoped_acquire gil;
     try {
       nb::object r = alloc(i, nb::tuple(nb::cast(dims)), std::string(dtype_name(dtype)));
@@ -158,7 +161,9 @@ RunOptions make_options(const std::string& precision, int threads, bool autotune
                         const std::optional<std::string>& dump_dir) {
   RunOptions o;
   auto p = precision_from_name(precision);
-  if (!p) throw nb::value_error(("unknown precision '" + precision + "' (f32, tf32, bf16, fp16)").c_str());
+  if (!p)
+    throw nb::value_error(
+        ("unknown precision '" + precision + "' (f32, tf32, bf16, fp16)").c_str());
   o.precision = *p;
   if (threads < 0) throw nb::value_error("threads must be >= 0 (0: the device's default)");
   o.threads = threads;
@@ -191,8 +196,8 @@ void bind_session(nb::module_& m) {
             }();
             return unwrap(std::move(s));
           },
-          nb::arg("path"), nb::arg("device"), nb::arg("precision") = "f32",
-          nb::arg("threads") = 0, nb::arg("autotune") = false, nb::arg("passes") = nb::none(),
+          nb::arg("path"), nb::arg("device"), nb::arg("precision") = "f32", nb::arg("threads") = 0,
+          nb::arg("autotune") = false, nb::arg("passes") = nb::none(),
           nb::arg("dump_dir") = nb::none())
       .def_static(
           "from_bytes",
@@ -211,11 +216,10 @@ void bind_session(nb::module_& m) {
           nb::arg("threads") = 0, nb::arg("autotune") = false, nb::arg("passes") = nb::none(),
           nb::arg("dump_dir") = nb::none())
       .def("run", &run_session<Session>, nb::arg("names"), nb::arg("arrays"), nb::arg("framework"))
-      .def("run_device", &run_device_session, nb::arg("names"), nb::arg("arrays"),
-           nb::arg("alloc"), nb::arg("stream"))
+      .def("run_device", &run_device_session, nb::arg("names"), nb::arg("arrays"), nb::arg("alloc"),
+           nb::arg("stream"))
       .def_prop_ro("inputs", [](const Session& s) { return describe_values(s.graph().inputs()); })
-      .def_prop_ro("outputs",
-                   [](const Session& s) { return describe_values(s.graph().outputs()); })
+      .def_prop_ro("outputs", [](const Session& s) { return describe_values(s.graph().outputs()); })
       .def_prop_ro("device", [](const Session& s) { return s.device().name(); })
       .def_prop_ro("compiles", &Session::compiles)
       .def("stats", &stats_to_dict)
@@ -244,10 +248,12 @@ void bind_session(nb::module_& m) {
           nb::arg("dump_dir") = nb::none())
       .def("run", &run_session<TensorParallelSession>, nb::arg("names"), nb::arg("arrays"),
            nb::arg("framework"))
-      .def_prop_ro("inputs",
-                   [](TensorParallelSession& s) { return describe_values(s.rank(0).graph().inputs()); })
-      .def_prop_ro("outputs",
-                   [](TensorParallelSession& s) { return describe_values(s.rank(0).graph().outputs()); })
+      .def_prop_ro(
+          "inputs",
+          [](TensorParallelSession& s) { return describe_values(s.rank(0).graph().inputs()); })
+      .def_prop_ro(
+          "outputs",
+          [](TensorParallelSession& s) { return describe_values(s.rank(0).graph().outputs()); })
       .def_prop_ro("device", [](TensorParallelSession& s) { return s.rank(0).device().name(); })
       .def_prop_ro("compiles", [](TensorParallelSession& s) { return s.rank(0).compiles(); })
       .def_prop_ro("size", &TensorParallelSession::size)

@@ -7,6 +7,7 @@
 
 #include "codegen/row_analysis.h"
 #include "codegen/scalar_emitter.h"
+#include "lower/multi_tensor.h"
 
 namespace ferrite {
 
@@ -134,18 +135,22 @@ std::vector<std::string> emit_prologue(std::ostringstream& os, const Kernel& k,
   for (size_t i = 0; i < k.input_buffers.size(); ++i) {
     const Buffer& b = lg.buffers[k.input_buffers[i]];
     in_names.push_back("in" + std::to_string(i));
-    std::string qual = static_cast<int>(i) == k.in_place_slot ? "" : " " + g.em.restrict_keyword();
+    const bool alias = static_cast<int>(i) == k.in_place_slot || k.writes_input;
+    std::string qual = alias ? "" : " " + g.em.restrict_keyword();
     std::string ty = *g.em.type(b.dtype);
     os << "  const " << ty << "*" << qual << " in" << i << " = (const " << ty << "*)bufs[" << i
        << "];\n";
   }
   std::string oty = *g.em.type(k.out_dtype);
-  os << "  " << oty << "*" << (k.in_place_slot >= 0 ? "" : " " + g.em.restrict_keyword())
-     << " out = (" << oty << "*)bufs[" << k.input_buffers.size() << "];\n";
+  // An output stored into an input's memory (Kernel::writes_input) aliases it: no __restrict.
+  const std::string out_qual =
+      k.in_place_slot >= 0 || k.writes_input ? "" : " " + g.em.restrict_keyword();
+  os << "  " << oty << "*" << out_qual << " out = (" << oty << "*)bufs[" << k.input_buffers.size()
+     << "];\n";
   for (size_t x = 0; x < k.extra_outputs.size(); ++x) {
     std::string xty = *g.em.type(k.extra_outputs[x].dtype);
-    os << "  " << xty << "* " << g.em.restrict_keyword() << " out" << x + 1 << " = (" << xty
-       << "*)bufs[" << k.input_buffers.size() + 1 + x << "];\n";
+    os << "  " << xty << "*" << (k.writes_input ? "" : " " + g.em.restrict_keyword()) << " out"
+       << x + 1 << " = (" << xty << "*)bufs[" << k.input_buffers.size() + 1 + x << "];\n";
   }
   for (size_t s = 0; s < lg.symbols.size(); ++s)
     os << "  const int64_t s" << s << " = syms[" << s << "]; (void)s" << s << ";\n";
@@ -174,12 +179,36 @@ void emit_row_index(std::ostringstream& os, size_t outer) {
   }
 }
 
+// The expressions of a pointwise kernel that do not depend on the loop variables: broadcast
+// loads of one element, constants and the math over them (an optimizer step's bias corrections,
+// pow and sqrt of the step count). They are computed once before the loops: in a kernel whose
+// output may alias an input (no __restrict) the compiler cannot hoist those loads, and calls
+// such as pow would run per element. Hoisting is safe there too: a kernel stores over an input
+// only where every load of that input reads the element being stored, never a fixed element.
+std::vector<bool> loop_invariant(const Kernel& k) {
+  std::vector<bool> inv(k.body.size(), false);
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    const ScalarExpr& e = k.body.at(static_cast<int>(i));
+    bool v = e.kind != ScalarKind::kReduce;
+    if (e.kind == ScalarKind::kLoad || e.kind == ScalarKind::kSymbol)
+      for (size_t d = 0; d < k.shape.size() && v; ++d) v = !e.address.uses(loop_var(d));
+    for (int a : e.args) v = v && inv[a];
+    inv[i] = v;
+  }
+  return inv;
+}
+
 void emit_pointwise_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph& lg,
                            const Gen& g) {
   Ident ident = symbol_ident(lg);
   std::vector<std::string> in_names = emit_prologue(os, k, lg, ident, g);
   size_t rank = k.shape.size();
   std::string inner = rank ? "d" + std::to_string(rank - 1) : "1";
+  std::vector<std::string> t(k.body.size());
+  for (size_t i = 0; i < k.body.size(); ++i) t[i] = "t" + std::to_string(i);
+  const std::vector<bool> inv = loop_invariant(k);
+  for (size_t i = 0; i < k.body.size(); ++i)
+    if (inv[i]) os << "  " << g.em.def(k, i, t, in_names, ident);
   os << "  for (int64_t row = row_begin; row < row_end; ++row) {\n";
   if (rank >= 2) {
     os << "    int64_t rem = row;\n";
@@ -193,9 +222,8 @@ void emit_pointwise_kernel(std::ostringstream& os, const Kernel& k, const Lowere
   std::string last = rank ? "x" + std::to_string(rank - 1) : "x_";
   os << "    for (int64_t " << last << " = 0; " << last << " < " << inner << "; ++" << last
      << ") {\n";
-  std::vector<std::string> t(k.body.size());
-  for (size_t i = 0; i < k.body.size(); ++i) t[i] = "t" + std::to_string(i);
-  for (size_t i = 0; i < k.body.size(); ++i) os << "      " << g.em.def(k, i, t, in_names, ident);
+  for (size_t i = 0; i < k.body.size(); ++i)
+    if (!inv[i]) os << "      " << g.em.def(k, i, t, in_names, ident);
   os << "      out[row * " << inner << " + " << last << "] = t" << k.root << ";\n";
   for (size_t x = 0; x < k.extra_outputs.size(); ++x)
     os << "      out" << x + 1 << "[row * " << inner << " + " << last << "] = t"
@@ -310,6 +338,40 @@ void emit_row_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph
   os << "  }\n}\n";
 }
 
+// A multi-tensor kernel (Kernel::segments): each segment is emitted as a pointwise kernel of its
+// own, and the launched function runs, for its range of the concatenated rows, the part of each
+// segment that falls in it, with that segment's buffers.
+void emit_multi_tensor_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph& lg,
+                              const Gen& g) {
+  for (const Kernel& seg : k.segments) {
+    Kernel s = seg;
+    s.writes_input = s.writes_input || k.writes_input;
+    emit_pointwise_kernel(os, s, lg, g);
+  }
+  os << "\n// " << k.name << ": " << k.segments.size() << " segments in one launch\n"
+     << g.style.qualifier << " void " << k.name
+     << "(void* const* bufs, const int64_t* syms, int64_t row_begin, int64_t row_end) {\n";
+  const size_t inputs = k.input_buffers.size();
+  size_t in_at = 0, out_at = 0;
+  int64_t first = 0;
+  for (const Kernel& seg : k.segments) {
+    const int64_t end = first + segment_rows(seg);
+    os << "  {\n    const int64_t b = row_begin > " << first << " ? row_begin : " << first
+       << ", e = row_end < " << end << " ? row_end : " << end << ";\n"
+       << "    if (b < e) {\n      void* const seg[] = {";
+    const size_t outs = 1 + seg.extra_outputs.size();
+    for (size_t i = 0; i < seg.input_buffers.size(); ++i) os << "bufs[" << in_at + i << "], ";
+    for (size_t o = 0; o < outs; ++o)
+      os << "bufs[" << inputs + out_at + o << "]" << (o + 1 < outs ? ", " : "");
+    os << "};\n      " << seg.name << "(seg, syms, b - " << first << ", e - " << first
+       << ");\n    }\n  }\n";
+    in_at += seg.input_buffers.size();
+    out_at += outs;
+    first = end;
+  }
+  os << "}\n";
+}
+
 }  // namespace
 
 std::string generate_row_loop_source(const LoweredGraph& lg, const HostLoopStyle& style) {
@@ -320,7 +382,9 @@ std::string generate_row_loop_source(const LoweredGraph& lg, const HostLoopStyle
   Gen g{ScalarEmitter(style.spelling), style};
   for (const Step& s : lg.steps)
     if (s.kind == Step::Kind::kKernel) {
-      if (s.kernel.is_row())
+      if (!s.kernel.segments.empty())
+        emit_multi_tensor_kernel(os, s.kernel, lg, g);
+      else if (s.kernel.is_row())
         emit_row_kernel(os, s.kernel, lg, g);
       else
         emit_pointwise_kernel(os, s.kernel, lg, g);

@@ -124,11 +124,12 @@ std::vector<std::string> emit_prologue(std::ostringstream& os, const Kernel& k, 
   for (size_t i = 0; i < k.input_buffers.size(); ++i) {
     const Buffer& b = g.lg.buffers[k.input_buffers[i]];
     in_names.push_back("in" + std::to_string(i));
-    bool alias = static_cast<int>(i) == k.in_place_slot;
+    bool alias = static_cast<int>(i) == k.in_place_slot || k.writes_input;
     os << "const " << *g.em.type(b.dtype) << "*" << (alias ? " " : " __restrict__ ") << "in" << i
        << ", ";
   }
-  os << *g.em.type(k.out_dtype) << "*" << (k.in_place_slot >= 0 ? " " : " __restrict__ ") << "out";
+  const bool out_alias = k.in_place_slot >= 0 || k.writes_input;
+  os << *g.em.type(k.out_dtype) << "*" << (out_alias ? " " : " __restrict__ ") << "out";
   for (size_t s = 0; s < g.lg.symbols.size(); ++s) os << ", int64_t s" << s;
   os << ") {\n";
   for (size_t d = 0; d < k.shape.size(); ++d)

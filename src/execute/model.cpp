@@ -31,6 +31,8 @@ Model::Model(const Graph& g, LoweredGraph lg, std::unique_ptr<LoadedModule> modu
       capture_on_(rt_.capture() && !env_off("FERRITE_CUDA_GRAPHS") && !env_off("FERRITE_CAPTURE")),
       tf32_(opts.precision == Precision::kTF32) {
   mirrors_ = opts.constant_mirrors;
+  into_inputs_ = opts.outputs_into_inputs;
+  into_inputs_.resize(lg_.outputs.size(), -1);
   const bool profile = log_enabled("profile");
   if (profile || opts.trace)
     recorder_ = std::make_unique<StepRecorder>(rt_, name_, profile, opts.trace);
@@ -90,7 +92,11 @@ Expected<std::vector<Tensor>> Model::run(const std::vector<Tensor>& inputs) {
   if (cfg_.device_mutex) device_lock = std::unique_lock<std::mutex>(*cfg_.device_mutex);
   std::lock_guard<std::mutex> lock(mutex_);
   if (cfg_.enter) FERRITE_RETURN_IF_ERROR(cfg_.enter());
-  return run_locked(inputs);
+  prepare_into_inputs(inputs);
+  auto out = run_locked(inputs);
+  store_into_.clear();
+  if (out) FERRITE_RETURN_IF_ERROR(write_into_inputs(inputs, *out));
+  return out;
 }
 
 Expected<std::vector<Tensor>> Model::run_locked(const std::vector<Tensor>& inputs) {
@@ -320,6 +326,9 @@ ModelStats Model::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   ModelStats st;
   st.memory = memory_->stats();
+  st.memory->outputs_in_place = outputs_in_place_;
+  st.memory->outputs_copied_into_inputs = outputs_copied_;
+  st.memory->output_bytes_copied_into_inputs = output_bytes_copied_;
   st.tuning = launches_.stats();
   if (pool_stats_) st.device_memory = pool_->stats();
   return st;

@@ -97,6 +97,8 @@ class Model : public PreparedModel {
   void log_run() const;
 
   // model_memory.cpp
+  void prepare_into_inputs(const std::vector<Tensor>& inputs);
+  Status write_into_inputs(const std::vector<Tensor>& inputs, std::vector<Tensor>& out);
   void set_host(int b, Tensor t);
   Expected<void*> place(int b, DType dtype, const std::vector<int64_t>& dims);
   Expected<void*> device_ptr(int b);
@@ -148,6 +150,12 @@ class Model : public PreparedModel {
   std::vector<void*> scratch_;
   void* flag_ = nullptr;  // device int: data errors of library ops (Gather indices)
   RunStats run_stats_;
+  // RunOptions::outputs_into_inputs: per graph output, the input receiving it (or -1); per
+  // buffer, this run's input tensor its kernel stores into (empty Tensor: none, it is placed as
+  // usual and copied into the input after the run). Counts of the last run, for stats().
+  std::vector<int> into_inputs_;
+  std::vector<Tensor> store_into_;
+  int64_t outputs_in_place_ = 0, outputs_copied_ = 0, output_bytes_copied_ = 0;
   bool logged_ = false, capturing_ = false, capture_failed_ = false;
   const bool capture_on_;
   std::unique_ptr<StepRecorder> recorder_;

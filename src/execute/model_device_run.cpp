@@ -16,6 +16,11 @@ Status Model::run_device(const std::vector<Tensor>& inputs, const DeviceRun& run
     return err(name_, ": run_device got ", run.input_dev.size(), " device addresses for ",
                inputs.size(), " inputs");
   if (!run.output) return err(name_, ": run_device needs an output allocator");
+  for (int i : into_inputs_)
+    if (i >= 0)
+      return unsupported(name_,
+                         ": run_device does not write outputs into inputs "
+                         "(RunOptions::outputs_into_inputs); run() does");
   StreamOrder* order = rt_.stream_order();
   if (run.stream && !order)
     return unsupported(name_, ": this device cannot order its work on a caller's stream");

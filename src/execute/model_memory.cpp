@@ -1,5 +1,6 @@
 // Where each buffer of a run is (host, device, both) and the device memory behind it: the
 // planned arena (memory/lowered_memory.h), the runtime's pool or plain allocations.
+#include <cstring>
 #include <unordered_set>
 
 #include "execute/model.h"
@@ -76,6 +77,57 @@ void Model::put(void* p) {
   if (p && pool_) (void)pool_->put(p);
 }
 
+// RunOptions::outputs_into_inputs: the input tensors this run's planned outputs are stored
+// into. An input whose memory overlaps another input's (two views of one storage) is not written
+// during the run: a later step may read the other input, so that output is copied at the end.
+void Model::prepare_into_inputs(const std::vector<Tensor>& inputs) {
+  store_into_.clear();
+  if (!host_ || lg_.output_into_input.empty()) return;
+  auto range = [](const Tensor& t) {
+    auto* p = static_cast<const uint8_t*>(t.raw());
+    return std::make_pair(p, p + t.nbytes());
+  };
+  for (size_t j = 0; j < lg_.output_into_input.size(); ++j) {
+    const int i = lg_.output_into_input[j];
+    if (i < 0 || static_cast<size_t>(i) >= inputs.size() || inputs[i].nbytes() == 0) continue;
+    auto [lo, hi] = range(inputs[i]);
+    bool overlaps = false;
+    for (size_t k = 0; k < inputs.size() && !overlaps; ++k) {
+      if (k == static_cast<size_t>(i) || inputs[k].nbytes() == 0) continue;
+      auto [klo, khi] = range(inputs[k]);
+      overlaps = klo < hi && lo < khi;
+    }
+    if (overlaps) continue;
+    if (store_into_.empty()) store_into_.resize(lg_.buffers.size());
+    store_into_[lg_.outputs[j]] = inputs[i];
+  }
+}
+
+// After a run: each output the caller wants in an input that its kernel did not store there is
+// copied there (host memory: the outputs are host tensors by now).
+Status Model::write_into_inputs(const std::vector<Tensor>& inputs, std::vector<Tensor>& out) {
+  outputs_in_place_ = outputs_copied_ = output_bytes_copied_ = 0;
+  for (size_t j = 0; j < into_inputs_.size() && j < out.size(); ++j) {
+    const int i = into_inputs_[j];
+    if (i < 0) continue;
+    if (static_cast<size_t>(i) >= inputs.size())
+      return err(name_, ": output ", j, " is to be written into input ", i, " of ", inputs.size());
+    const Tensor& dst = inputs[i];
+    if (out[j].raw() == dst.raw()) {
+      ++outputs_in_place_;
+      continue;
+    }
+    if (out[j].dtype() != dst.dtype() || out[j].nbytes() != dst.nbytes())
+      return err(name_, ": output ", j, " (", dims_to_string(out[j].dims()),
+                 ") cannot be written into input ", i, " (", dims_to_string(dst.dims()), ")");
+    if (dst.nbytes()) std::memcpy(const_cast<void*>(dst.raw()), out[j].raw(), dst.nbytes());
+    out[j] = dst;
+    ++outputs_copied_;
+    output_bytes_copied_ += static_cast<int64_t>(dst.nbytes());
+  }
+  return Status::ok();
+}
+
 void Model::set_host(int b, Tensor t) {
   Slot& s = slots_[b];
   s.dtype = t.dtype();
@@ -100,6 +152,11 @@ Expected<void*> Model::place(int b, DType dtype, const std::vector<int64_t>& dim
   if (too_large(dtype, dims))
     return err(name_, ": value '", lg_.buffers[b].name, "' of dims ", dims_to_string(dims),
                " is too large to allocate");
+  if (host_ && !store_into_.empty() && store_into_[b].raw() && store_into_[b].dtype() == dtype &&
+      store_into_[b].dims() == dims) {
+    set_host(b, store_into_[b]);  // a planned output into an input (prepare_into_inputs)
+    return s.dev;
+  }
   if (host_) {
     auto t = memory_->allocate(b, dtype, dims, /*zero=*/false);
     if (!t) return t.status().with_context(str_cat("value '", lg_.buffers[b].name, "'"));

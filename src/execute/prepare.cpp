@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "execute/model.h"
+#include "lower/multi_tensor.h"
 #include "memory/in_place.h"
 
 namespace ferrite {
@@ -44,7 +45,22 @@ Expected<std::unique_ptr<PreparedModel>> prepare_model(const Graph& graph,
   if (!parts->compiler && !config.build)
     return unsupported(name, ": the device has no compiler, so it cannot run generated kernels");
   FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph, config.lowering));
+  // An update graph (it writes its inputs: an optimizer step) runs its independent pointwise
+  // kernels as few multi-tensor launches. FERRITE_MULTI_TENSOR=0 turns that off (measurements).
+  const char* mt = std::getenv("FERRITE_MULTI_TENSOR");
+  if (config.multi_tensor && !opts.outputs_into_inputs.empty() && !(mt && std::string(mt) == "0")) {
+    int merged = fuse_multi_tensor(lg);
+    if (log_enabled("fusion"))
+      std::fprintf(stderr, "[fusion] multi-tensor: %d kernels merged into others\n", merged);
+  }
   if (config.in_place) mark_in_place_candidates(lg);  // before codegen: not __restrict
+  // Outputs the caller wants in its inputs: stored there by their kernels where safe, on devices
+  // whose memory is the caller's (elsewhere the executor copies them after the run).
+  if (!opts.outputs_into_inputs.empty() && parts->runtime && parts->runtime->host_memory()) {
+    int n = plan_outputs_into_inputs(lg, opts.outputs_into_inputs);
+    if (log_enabled("fusion"))
+      std::fprintf(stderr, "[fusion] %d graph outputs written straight into their inputs\n", n);
+  }
   if (log_enabled("fusion"))
     std::fprintf(stderr,
                  "[fusion] %zu nodes -> %d generated kernels (%d with reductions; %d nodes "

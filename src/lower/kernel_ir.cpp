@@ -4,7 +4,9 @@
 
 namespace ferrite {
 
-std::string loop_var(size_t i) { return "__loop_" + std::to_string(i); }
+std::string loop_var(size_t i) {
+  return "__loop_" + std::to_string(i);
+}
 
 bool is_loop_var(const std::string& symbol, size_t* index) {
   static const std::string prefix = "__loop_";
@@ -68,6 +70,12 @@ int KernelBody::reduce(const std::string& fn, int a) {
 
 std::string print_kernel(const Kernel& k) {
   std::ostringstream os;
+  if (!k.segments.empty()) {
+    os << "kernel " << k.name << " multi-tensor [" << k.shape[0].to_string() << " rows], "
+       << k.segments.size() << " segments:\n";
+    for (const Kernel& s : k.segments) os << "  segment " << print_kernel(s);
+    return os.str();
+  }
   os << "kernel " << k.name << (k.is_row() ? " row [" : " pointwise [");
   for (size_t i = 0; i < k.shape.size(); ++i) {
     if (k.is_row() && i == k.outer_rank())
@@ -89,7 +97,9 @@ std::string print_kernel(const Kernel& k) {
       case ScalarKind::kLoad:
         os << "load buf" << k.input_buffers[e.input] << "[" << e.address.to_string() << "]";
         break;
-      case ScalarKind::kConst: os << e.value; break;
+      case ScalarKind::kConst:
+        os << e.value;
+        break;
       case ScalarKind::kSymbol:
         os << "sym(" << e.address.to_string() << ")";
         break;

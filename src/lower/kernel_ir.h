@@ -44,9 +44,9 @@ struct ScalarExpr {
   DType dtype;     // result dtype (kReduce: the accumulator's)
   std::string fn;  // kUnary / kBinary / kReduce: "add", "exp", "sum"... (see codegen)
   std::vector<int> args;
-  int input = -1;     // kLoad: kernel input slot
-  SymExpr address;    // kLoad: element offset; kSymbol: the value
-  double value = 0;   // kConst
+  int input = -1;              // kLoad: kernel input slot
+  SymExpr address;             // kLoad: element offset; kSymbol: the value
+  double value = 0;            // kConst
   std::vector<double> params;  // extra constants of parameterised functions (alpha, ...)
 };
 
@@ -81,8 +81,8 @@ struct Kernel {
   bool per_row = false;    // row kernels: root stored once per row
   DType out_dtype = DType::kUndefined;
   KernelBody body;
-  int root = -1;                     // the expression stored to the output
-  std::vector<int> input_buffers;    // buffer id per input slot
+  int root = -1;                   // the expression stored to the output
+  std::vector<int> input_buffers;  // buffer id per input slot
   int output_buffer = -1;
   // Horizontal fusion (lower/horizontal_fusion.h): further values of a pointwise kernel stored
   // at the same index as the root, each to its own buffer (bufs after the main output).
@@ -104,6 +104,17 @@ struct Kernel {
   // Input slot whose storage the output may share (memory planning may run the kernel in place,
   // see memory/in_place.h), so code generators must not declare those two pointers non-aliasing.
   int in_place_slot = -1;
+  // An output of this kernel is stored into the memory of one of its inputs (a graph output
+  // written into a graph input, memory/in_place.h `plan_outputs_into_inputs`): no pointer of the
+  // kernel may be declared non-aliasing.
+  bool writes_input = false;
+  // A multi-tensor kernel (lower/multi_tensor.h): independent pointwise kernels over different
+  // iteration spaces run by one launch. Each segment is a whole pointwise kernel; this kernel's
+  // rows are the segments' rows one after another (its shape is [rows, mean row length], which
+  // only the launch heuristics read), its input_buffers are the segments' inputs in segment
+  // order and its outputs (output_buffer, then extra_outputs) the segments' outputs in segment
+  // order. Its own body is empty.
+  std::vector<Kernel> segments;
 };
 using PointwiseKernel = Kernel;  // the name before row kernels existed
 

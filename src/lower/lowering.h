@@ -24,33 +24,36 @@ namespace ferrite {
 struct Buffer {
   enum class Kind { kInput, kConstant, kIntermediate, kOutput } kind;
   DType dtype;
-  Shape shape;                 // dims may be symbolic; unknown only after data-dependent ops
+  Shape shape;                   // dims may be symbolic; unknown only after data-dependent ops
   const Value* value = nullptr;  // the graph value it holds (null for internal copies)
   std::string name;
 };
 
 struct Step {
   enum class Kind { kKernel, kLibrary } kind;
-  Kernel kernel;                  // kKernel
-  const Node* node = nullptr;     // kLibrary: run node->schema->kernel
-  std::vector<int> inputs;        // kLibrary: contiguous input buffers (-1 for omitted)
+  Kernel kernel;               // kKernel
+  const Node* node = nullptr;  // kLibrary: run node->schema->kernel
+  std::vector<int> inputs;     // kLibrary: contiguous input buffers (-1 for omitted)
   // kLibrary: the dims each input is viewed with (a Reshape view shares its buffer); empty when
   // the dims are only known at run time (then the buffer's own dims apply).
   std::vector<std::optional<std::vector<Dim>>> input_dims;
-  std::vector<int> outputs;       // kLibrary: output buffers (-1 for omitted)
+  std::vector<int> outputs;  // kLibrary: output buffers (-1 for omitted)
 };
 
 struct LoweredGraph {
   std::vector<Buffer> buffers;
   std::vector<Step> steps;
-  std::vector<int> inputs;             // buffer per graph input
-  std::vector<int> outputs;            // buffer per graph output
-  std::vector<std::string> symbols;    // shape symbols the kernels take, in argument order
+  std::vector<int> inputs;   // buffer per graph input
+  std::vector<int> outputs;  // buffer per graph output
+  // Per graph output: the graph input whose memory the run writes it into (an optimizer step's
+  // new parameter values, memory/in_place.h `plan_outputs_into_inputs`), or -1. Empty: none.
+  std::vector<int> output_into_input;
+  std::vector<std::string> symbols;  // shape symbols the kernels take, in argument order
   // Statistics for reports.
-  int fused_nodes = 0;                 // graph nodes folded into generated kernels
+  int fused_nodes = 0;  // graph nodes folded into generated kernels
   int library_steps = 0;
   int kernels = 0;
-  int row_kernels = 0;  // of `kernels`, those with reductions
+  int row_kernels = 0;        // of `kernels`, those with reductions
   int horizontal_merges = 0;  // kernels merged into another by horizontal fusion
 };
 

@@ -25,4 +25,14 @@ bool pointwise_in_place_ok(const PointwiseKernel& k, int buffer);
 // Returns the number of kernels marked.
 int mark_in_place_candidates(LoweredGraph& lg);
 
+// Graph outputs that a run writes into graph inputs (RunOptions::outputs_into_inputs: an
+// optimizer step's new parameters, moments and step counts). Sets lg.output_into_input[j] = i
+// where output j may be stored straight into input i's memory: one generated pointwise kernel
+// writes output j, j's dtype is i's, and nothing reads input i after that kernel, which itself
+// reads input i only at the element it stores (pointwise_in_place_ok), so every old element is
+// read before it is overwritten. That kernel is marked `writes_input` (no __restrict). Requests
+// that do not qualify are left to the executor, which copies the output into the input after the
+// run. Returns the number of outputs planned in place.
+int plan_outputs_into_inputs(LoweredGraph& lg, const std::vector<int>& requested);
+
 }  // namespace ferrite

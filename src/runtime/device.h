@@ -14,8 +14,8 @@
 
 #include "backend_api/capabilities.h"
 #include "backend_api/properties.h"
-#include "ops/communicator.h"
 #include "ir/graph.h"
+#include "ops/communicator.h"
 #include "runtime/precision.h"
 #include "support/status.h"
 
@@ -54,6 +54,12 @@ struct RunOptions {
     const void* address = nullptr;
   };
   std::map<const void*, DeviceMirror> constant_mirrors;
+  // Per graph output: the graph input (index) that receives the output's value at the end of
+  // every run, or -1 (an optimizer step's new parameters and states, which the caller would
+  // otherwise copy back into the inputs). Devices that run on host memory write the output's
+  // kernel straight into the input's memory where that is safe (memory/in_place.h) and copy it
+  // there otherwise; others ignore it. Empty: no output is written into an input.
+  std::vector<int> outputs_into_inputs;
 };
 
 // Memory of the intermediate buffers of the last run, for devices that plan it.
@@ -65,6 +71,11 @@ struct MemoryStats {
   int64_t in_place = 0;              // buffers written over an input that died there
   int64_t unplanned_buffers = 0;     // intermediates allocated on the heap (unknown size, ...)
   int64_t arena_capacity_bytes = 0;  // arena kept across runs
+  // RunOptions::outputs_into_inputs in the last run: outputs stored by their kernels straight
+  // into the inputs' memory, and those copied there after the run (with their bytes).
+  int64_t outputs_in_place = 0;
+  int64_t outputs_copied_into_inputs = 0;
+  int64_t output_bytes_copied_into_inputs = 0;
 };
 
 // Launch autotuning of the last run (RunOptions::autotune; tune/autotuner.h).
@@ -147,8 +158,8 @@ class Device {
   // Optional: which unit of a device with several ("cuda:1" is GPU 1). Called by the registry
   // right after creation, before anything else. Default: the device has no units to choose.
   virtual Status select(int index) {
-    return unsupported("device '", name(), "' has no units to choose from (", name(), ":",
-                       index, ")");
+    return unsupported("device '", name(), "' has no units to choose from (", name(), ":", index,
+                       ")");
   }
   // Optional: a communicator group of `size` ranks for tensor-parallel runs, rank r on unit r
   // (`name:r`), over the device's own collectives library (NCCL on cuda). Default: none, and a

@@ -100,6 +100,7 @@ def ferrite_backend(gm: torch.fx.GraphModule, example_inputs: List[Any],
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
+    from .mutations import clone, has_input_copies
     from .partition import PartitionReport, partition_and_compile
 
     outer_static = _static_indices(example_inputs)
@@ -110,6 +111,9 @@ def ferrite_backend(gm: torch.fx.GraphModule, example_inputs: List[Any],
     def compile_graph(kind: str, aten_gm: torch.fx.GraphModule, static: Set[int]) -> Callable:
         name = graph_name if kind == "inference" else f"{graph_name}_{_SUFFIX[kind]}"
         report = PartitionReport(kind=kind) if _report is not None else None
+        # Partitioning moves the graph's writes into its inputs (mutations.py): keep the graph
+        # as it came for the eager fallback.
+        eager_gm = clone(aten_gm) if has_input_copies(aten_gm) else aten_gm
         try:
             compiled = partition_and_compile(aten_gm, static, opts, name, report)
         except Exception as e:  # never break the user's model: run this graph in eager
@@ -120,7 +124,7 @@ def ferrite_backend(gm: torch.fx.GraphModule, example_inputs: List[Any],
                               f"{type(e).__name__}: {e}", RuntimeWarning)
             if report is not None:
                 report.errors.append(f"{type(e).__name__}: {e}")
-            compiled = aten_gm
+            compiled = eager_gm
         if _report is not None:
             _report.append((name, report))
         return make_boxed_func(compiled)
@@ -146,6 +150,9 @@ def ferrite_backend(gm: torch.fx.GraphModule, example_inputs: List[Any],
             _dump_saved(f"{opts.dump_dir}/{graph_name}_bw_saved.txt", saved)
         return compiled
 
+    # keep_inference_input_mutations: an optimizer step's writes to its parameters and states
+    # stay in the graph (copy_ into the inputs) for ferrite to do in place, instead of
+    # AOTAutograd returning the new values and copying them back (mutations.py).
     return aot_autograd(fw_compiler=compile_forward, bw_compiler=compile_backward,
-                        inference_compiler=compile_inference,
-                        decompositions=_decompositions())(gm, example_inputs)
+                        inference_compiler=compile_inference, decompositions=_decompositions(),
+                        keep_inference_input_mutations=True)(gm, example_inputs)

@@ -59,6 +59,15 @@ class CompiledPartition:
         self._eager = False  # compile failed: run the FX module itself
         self.builds = 0
         self.device: Optional[str] = None
+        # Writes into inputs (mutations.py): FX output k is the new value of placeholder a. The
+        # Session stores those it can into the input's memory (`_into`: ferrite output -> feed);
+        # the rest are copied here after the run. Counts over all runs: `ferrite_writes` left in
+        # the input by the Session (write_stats() tells its kernels' from its copies) and
+        # `python_copies` copied here.
+        self.writes: Dict[int, int] = {}
+        self._into: Dict[int, int] = {}
+        self.ferrite_writes = 0
+        self.python_copies = 0
         out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
         self._tuple_out = isinstance(out.args[0], (list, tuple))
 
@@ -86,15 +95,53 @@ class CompiledPartition:
         device = o.device or _default_device(args)
         statics = {i: args[i] for i in self.static_indices if isinstance(args[i], torch.Tensor)}
         imported = import_graph(self.gm, statics, self.name, mirror=_mirror_device(device))
+        into = self._plan_writes(imported, device)
         self._session = imported.builder.build_session(
             device=device, precision=o.precision, threads=o.threads, autotune=o.autotune,
             passes=list(o.passes) if o.passes is not None else None,
-            dump_dir=f"{o.dump_dir}/{self.name}" if o.dump_dir else None)
+            dump_dir=f"{o.dump_dir}/{self.name}" if o.dump_dir else None,
+            outputs_into_inputs=into)
         self._imported = imported
         self._statics = statics  # the Session may read these in place: keep them alive
         self._remember_statics(args)
         self.device = device
         self.builds += 1
+
+    def _plan_writes(self, imp: ImportedGraph, device: str) -> List[int]:
+        """The Session's outputs_into_inputs: per ferrite output, the feed it is written into.
+        Only on cpu, whose Session reads the caller's tensors in place and whose kernels can
+        store into them; f32 storage only (other precisions convert the inputs)."""
+        self._into = {}
+        if not self.writes or device != "cpu" or self.options.precision != "f32":
+            return []
+        into = [-1] * sum(1 for kind, _ in imp.outputs if kind == "out")
+        for k, a in self.writes.items():
+            kind, v = imp.outputs[k]
+            if kind == "out" and ("arg", a) in imp.feeds:
+                into[v] = imp.feeds.index(("arg", a))
+                self._into[k] = into[v]
+        return into if self._into else []
+
+    def _copy_writes(self, args: Sequence[Any], result: Sequence[Any], done: Any = ()) -> None:
+        """Writes each new input value that ferrite did not (`done`: FX outputs written)."""
+        with torch.no_grad():
+            for k, a in self.writes.items():
+                if k in done:
+                    continue
+                args[a].detach().copy_(result[k])
+                self.python_copies += 1
+
+    def _run_eager(self, args: Sequence[Any]) -> Any:
+        result = self.gm(*args)
+        if self.writes:
+            self._copy_writes(args, result if self._tuple_out else (result,))
+        return result
+
+    def write_stats(self) -> Dict[str, int]:
+        """The last run's writes into inputs as the Session counted them (0s before a run)."""
+        m = self._session.stats().get("memory", {}) if self._session is not None else {}
+        return {k: int(m.get(k, 0)) for k in ("outputs_in_place", "outputs_copied_into_inputs",
+                                              "output_bytes_copied_into_inputs")}
 
     def _stale(self, args: Sequence[Any]) -> bool:
         # On every call, over hundreds of parameters: the data pointers in one C++ call (as
@@ -132,18 +179,19 @@ class CompiledPartition:
 
     def __call__(self, *args: Any) -> Any:
         if self._eager:
-            return self.gm(*args)
+            return self._run_eager(args)
         if self._session is None or self._stale(args):
             try:
                 self._build(args)
             except (_core.FerriteError, TranslationError, NotImplementedError, ValueError,
                     KeyError, TypeError) as e:
                 self._fall_back(e)
-                return self.gm(*args)
+                return self._run_eager(args)
         imp = self._imported
         feeds = []
         out_device = None
         resident = self.device == "cuda"  # CUDA tensors stay on the GPU
+        into = self._into
         for kind, i in imp.feeds:
             a = args[i]
             if kind == "sym":
@@ -155,8 +203,12 @@ class CompiledPartition:
                 out_device = a.device
                 if not (resident and a.device.type == "cuda"):
                     a = a.cpu()  # staged: this device's Session reads host memory
-            # Sessions read dense row-major tensors; a strided view (x.T, a slice) is packed once.
-            feeds.append(a if a.is_contiguous() else a.contiguous())
+            # Sessions read dense row-major tensors; a strided view (x.T, a slice) is packed once
+            # (then a write into it must be copied back: not counted as done in place).
+            if not a.is_contiguous():
+                a = a.contiguous()
+                into = {}
+            feeds.append(a)
         try:
             if resident and out_device is not None:
                 outs = self._run_on_gpu(feeds, out_device)
@@ -167,7 +219,7 @@ class CompiledPartition:
             if self.options.fallback == "raise":
                 raise
             self._fall_back(e)
-            return self.gm(*args)
+            return self._run_eager(args)
         result = []
         for kind, v in imp.outputs:
             if kind == "out":
@@ -177,4 +229,10 @@ class CompiledPartition:
                 result.append(args[v])
             else:
                 result.append(v)
+        if self.writes:
+            # The Session hands back the input it wrote (its memory): anything else (an input
+            # that reached it as a copy) is copied here.
+            done = {k for k in into if result[k].data_ptr() == args[self.writes[k]].data_ptr()}
+            self.ferrite_writes += len(done)
+            self._copy_writes(args, result, done)
         return tuple(result) if self._tuple_out else result[0]

@@ -15,6 +15,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 from .aten_table import why_unsupported
 from .compiled import CompiledPartition
 from .fx_importer import fake_value
+from .mutations import restore_input_copies, strip_input_copies
 from .options import CompileOptions
 
 A = torch.ops.aten
@@ -64,6 +65,8 @@ class PartitionReport:
     partitions: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
     eager_ops: Dict[str, Dict[str, Any]] = dataclasses.field(default_factory=dict)
     errors: List[str] = dataclasses.field(default_factory=list)
+    # input mutations (copy_ into a graph input) left to eager copies (mutations.py)
+    eager_input_copies: int = 0
 
     def add_eager(self, node: torch.fx.Node, reason: str) -> None:
         key = str(node.target)
@@ -74,7 +77,10 @@ class PartitionReport:
 def partition_and_compile(gm: torch.fx.GraphModule, static_indices: Set[int],
                           options: CompileOptions, graph_name: str,
                           report: Optional[PartitionReport] = None) -> torch.fx.GraphModule:
-    """Replaces each supported region of `gm` by a CompiledPartition; the rest stays eager."""
+    """Replaces each supported region of `gm` by a CompiledPartition; the rest stays eager.
+    Writes into graph inputs (AOTAutograd's kept input mutations) go to the partition computing
+    the new value where that is safe (mutations.py). `gm` is changed in place."""
+    pairs, num_outputs, seq = strip_input_copies(gm)
     support = _Support()
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     proposed = partitioner.propose_partitions()
@@ -109,6 +115,13 @@ def partition_and_compile(gm: torch.fx.GraphModule, static_indices: Set[int],
             report.partitions.append({"name": name, "nodes": sum(ops.values()),
                                       "inputs": len(n.args), "static_inputs": len(static),
                                       "ops": dict(ops), "partition": cp})
+    if pairs:
+        copies = restore_input_copies(fused, pairs, num_outputs, seq,
+                                      lambda target: getattr(getattr(fused, target), "cp", None))
+        if report is not None:
+            report.eager_input_copies = copies
+            for p in report.partitions:
+                p["writes"] = len(p["partition"].writes)
     fused.recompile()
     return fused
 

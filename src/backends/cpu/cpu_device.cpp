@@ -60,6 +60,7 @@ class CpuDevice : public Device {
     cfg.lowering.horizontal_fusion = true;
     cfg.lowering.low_precision_kernels = true;
     cfg.in_place = true;
+    cfg.multi_tensor = true;
     cfg.compiler_label = "C++ compile";
     ThreadPool* pool = &state->pool;
     cfg.launch = [pool](void* fn, const LaunchConfig& c, const std::vector<void*>& bufs,
