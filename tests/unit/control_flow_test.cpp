@@ -374,6 +374,21 @@ agraph (bool c, float[2] x) => (float[2] y) {
   EXPECT_TRUE(failed_with(undefined, {"(If)", "subgraph 't'", "'nowhere' is not defined"}));
 }
 
+TEST(ControlFlowErrors, BranchRedefinesACapturedName) {
+  // then_branch reads the outer x; else_branch defines a value of its own named x.
+  auto g = import_bytes(text_bytes(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+agraph (bool c, float[2] x, float[2] z) => (float[2] y) {
+  y = If (c) <
+    then_branch = t () => (float[2] a) { a = Identity (x) },
+    else_branch = e () => (float[2] x) { x = Neg (z) }
+  >
+}
+)"));
+  EXPECT_TRUE(
+      failed_with(g, {"(If)", "subgraph 'e' redefines 'x', a value of an enclosing graph"}));
+}
+
 TEST(ControlFlowErrors, LoopCondAndScanAttributes) {
   auto cond = import_bytes(text_bytes(R"(
 <ir_version: 8, opset_import: ["" : 17]>
