@@ -1,9 +1,9 @@
 #include "execute/step_plan.h"
 
-#include "ops/op_schema.h"
-
 #include <climits>
 #include <cstdlib>
+
+#include "ops/op_schema.h"
 
 namespace ferrite {
 
