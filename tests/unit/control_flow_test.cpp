@@ -2,6 +2,7 @@
 // printing, copying, inference, the passes and the kernels on `reference` and `cpu`; malformed
 // bodies are errors naming the node.
 #include "passes/pass.h"
+#include "runtime/device.h"
 #include "runtime/guards.h"
 #include "test_util.h"
 
@@ -155,6 +156,33 @@ agraph (float[2,3] x, float[2,5] z) => (float[2,5] y) {
 )"));
   ASSERT_TRUE(known) << known.status().message();
   EXPECT_EQ(find_op(**known, "If")->outputs[0]->type.to_string(), "f32[2,5]");
+}
+
+// The If's branches differ in length, so its output (and the Concat after it) has an unknown dim:
+// known only once the If ran, which devices with library ops must not read as 0.
+TEST(ControlFlow, UnknownDimsAfterAnIfRunOnEveryDevice) {
+  std::string bytes = text_bytes(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+agraph (bool c, float[2] x, float[3] z, float[1] w) => (float[?] y) {
+  v = If (c) <
+    then_branch = t () => (float[2] a) { a = Identity (x) },
+    else_branch = e () => (float[3] b) { b = Identity (z) }
+  >
+  y = Concat <axis = 0> (v, w)
+}
+)");
+  std::vector<std::string> devices{"reference", "cpu", "null"};
+  std::string gxu = DeviceRegistry::global().origin("gxu");
+  if (!gxu.empty() && gxu != "built-in") devices.push_back("gxu");
+  for (const std::string& dev : devices) {
+    auto out = run_on(bytes, dev,
+                      {{"c", Tensor::scalar<bool>(false)},
+                       {"x", Tensor::from_vector<float>({1, 2}, {2})},
+                       {"z", Tensor::from_vector<float>({3, 4, 5}, {3})},
+                       {"w", Tensor::from_vector<float>({6}, {1})}});
+    ASSERT_TRUE(out) << dev << ": " << out.status().message();
+    EXPECT_EQ(values_of<float>((*out)[0]), std::vector<float>({3, 4, 5, 6})) << dev;
+  }
 }
 
 // Counts up to M = 10 but stops once i reaches 3 (the body's cond is i < 3): 4 iterations.
