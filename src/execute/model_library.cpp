@@ -150,6 +150,14 @@ Status Model::run_host_library(size_t si) {
 Expected<bool> Model::run_device_library(size_t si, const LibraryOp& op) {
   const Step& s = lg_.steps[si];
   const Node& node = *s.node;
+  // A device op is handed its output dims up front (call.output_dims); an output whose dims are
+  // known only once computed (after a Loop or an If of unequal branches) runs on the host.
+  for (const Value* v : node.outputs) {
+    if (!v) continue;
+    if (!v->type.shape.rank_known()) return false;
+    for (const Dim& d : v->type.shape.dims())
+      if (!d.is_known()) return false;
+  }
   DeviceCall call;
   for (size_t i = 0; i < s.inputs.size(); ++i) {
     if (s.inputs[i] < 0) {

@@ -1,9 +1,9 @@
 #include "execute/step_plan.h"
 
-#include "ops/op_schema.h"
-
 #include <climits>
 #include <cstdlib>
+
+#include "ops/op_schema.h"
 
 namespace ferrite {
 
@@ -144,6 +144,7 @@ Expected<std::vector<int64_t>> eval_dims(const std::vector<Dim>& dims, const Sym
   std::vector<int64_t> out;
   out.reserve(dims.size());
   for (const Dim& d : dims) {
+    if (!d.is_known()) return err(device, ": cannot evaluate the unknown dim of a shape");
     auto v = d.expr().evaluate(bind);
     if (!v || *v < 0) return err(device, ": cannot evaluate dim ", d.to_string());
     out.push_back(*v);

@@ -32,8 +32,8 @@ struct Value {
 struct Node {
   std::string name;
   std::string op_type;
-  std::string domain;  // "" is the default ONNX domain
-  int opset = 0;       // opset version of the node's domain in the model
+  std::string domain;           // "" is the default ONNX domain
+  int opset = 0;                // opset version of the node's domain in the model
   std::vector<Value*> inputs;   // nullptr for an omitted optional input
   std::vector<Value*> outputs;  // nullptr for an omitted optional output
   AttributeMap attrs;
@@ -49,6 +49,14 @@ struct Node {
   std::vector<float> attr_floats(const std::string& n, std::vector<float> def = {}) const;
   Value* input(size_t i) const { return i < inputs.size() ? inputs[i] : nullptr; }
   Value* output(size_t i) const { return i < outputs.size() ? outputs[i] : nullptr; }
+  // The subgraphs of the node's graph attributes (If's branches, Loop's and Scan's bodies).
+  std::vector<Graph*> subgraphs() const;
+  // How many trailing inputs bind the subgraphs' captures: every subgraph of a node has the same
+  // capture list (the values of enclosing scopes any of them reads), so that one input serves
+  // all of them. 0 for a node without subgraphs.
+  size_t num_captured_inputs() const;
+  // Inputs before the captured ones: the op's own (ONNX) inputs.
+  size_t num_explicit_inputs() const { return inputs.size() - num_captured_inputs(); }
   // "node 'name' (OpType)" for messages.
   std::string describe() const;
 };
@@ -69,6 +77,11 @@ class Graph {
   const std::vector<Value*>& outputs() const { return outputs_; }
   std::vector<Value*>& initializers() { return initializers_; }
   const std::vector<Value*>& initializers() const { return initializers_; }
+  // A subgraph's values of enclosing scopes (ONNX lexical scoping): each is a value of this graph
+  // named as the outer value, bound at run time to the owning node's trailing inputs in order
+  // (Node::num_captured_inputs). Empty for a top-level graph.
+  std::vector<Value*>& captures() { return captures_; }
+  const std::vector<Value*>& captures() const { return captures_; }
   const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
   std::vector<std::unique_ptr<Node>>& nodes() { return nodes_; }
   size_t num_values() const { return values_.size(); }
@@ -76,6 +89,9 @@ class Graph {
   std::map<std::string, int>& opsets() { return opsets_; }
   const std::map<std::string, int>& opsets() const { return opsets_; }
   std::string name;
+
+  // A deep copy (subgraphs included) with the same names, types, constants and order.
+  std::unique_ptr<Graph> clone() const;
 
   // --- Editing (graph_edit.cpp); passes use these and never touch the vectors' invariants. ---
   // Redirects every use of `old` (node inputs and graph outputs) to `repl`. A graph output keeps
@@ -97,13 +113,14 @@ class Graph {
  private:
   std::vector<std::unique_ptr<Value>> values_;
   std::vector<std::unique_ptr<Node>> nodes_;
-  std::vector<Value*> inputs_, outputs_, initializers_;
+  std::vector<Value*> inputs_, outputs_, initializers_, captures_;
   std::map<std::string, Value*> by_name_;
   std::map<std::string, int> opsets_;
   int64_t name_counter_ = 0;
 };
 
-// SSA, acyclicity (topological order), defined uses, consistent types.
+// SSA, acyclicity (topological order), defined uses, consistent types; subgraphs too (each
+// node's subgraphs capture as many values as it has captured inputs, of the same types).
 Status verify_graph(const Graph& g);
 
 // Readable text form for `ferrite info --ir` and golden tests.

@@ -34,14 +34,16 @@ void Graph::erase_nodes(const std::vector<const Node*>& dead) {
     for (Value* v : n->outputs)
       if (v) v->producer = nullptr, v->producer_output = -1;
   }
-  nodes_.erase(std::remove_if(nodes_.begin(), nodes_.end(),
-                              [&](const std::unique_ptr<Node>& n) { return set.count(n.get()) != 0; }),
-               nodes_.end());
+  nodes_.erase(
+      std::remove_if(nodes_.begin(), nodes_.end(),
+                     [&](const std::unique_ptr<Node>& n) { return set.count(n.get()) != 0; }),
+      nodes_.end());
 }
 
 void Graph::compact() {
   std::unordered_set<const Value*> used;
   for (const Value* v : inputs_) used.insert(v);
+  for (const Value* v : captures_) used.insert(v);
   for (const Value* v : outputs_) used.insert(v);
   for (const auto& n : nodes_) {
     for (const Value* v : n->inputs) used.insert(v);
@@ -52,12 +54,15 @@ void Graph::compact() {
                       initializers_.end());
   for (const Value* v : initializers_) used.insert(v);
   for (auto it = by_name_.begin(); it != by_name_.end();) {
-    if (!used.count(it->second)) it = by_name_.erase(it);
-    else ++it;
+    if (!used.count(it->second))
+      it = by_name_.erase(it);
+    else
+      ++it;
   }
-  values_.erase(std::remove_if(values_.begin(), values_.end(),
-                               [&](const std::unique_ptr<Value>& v) { return !used.count(v.get()); }),
-                values_.end());
+  values_.erase(
+      std::remove_if(values_.begin(), values_.end(),
+                     [&](const std::unique_ptr<Value>& v) { return !used.count(v.get()); }),
+      values_.end());
 }
 
 std::string Graph::unique_name(const std::string& prefix) {

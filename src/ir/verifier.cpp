@@ -23,9 +23,33 @@ Status check_constant_type(const Value& v) {
                v.type.to_string());
   return Status::ok();
 }
-}  // namespace
 
-Status verify_graph(const Graph& g) {
+// A node's subgraphs bind their captures to the node's trailing inputs.
+Status check_captures(const Node& node) {
+  std::vector<Graph*> subs = node.subgraphs();
+  if (subs.empty()) return Status::ok();
+  size_t n = subs[0]->captures().size();
+  if (n > node.inputs.size())
+    return err(node.describe(), ": its subgraphs capture ", n, " values but it has ",
+               node.inputs.size(), " inputs");
+  size_t first = node.inputs.size() - n;
+  for (const Graph* sg : subs) {
+    if (sg->captures().size() != n)
+      return err(node.describe(), ": its subgraphs capture different numbers of values");
+    for (size_t i = 0; i < n; ++i) {
+      const Value* c = sg->captures()[i];
+      const Value* in = node.inputs[first + i];
+      if (!c || !in) return err(node.describe(), ": a captured value is null");
+      if (c->type.dtype != DType::kUndefined && c->type.dtype != in->type.dtype)
+        return err(node.describe(), ": subgraph '", sg->name, "' captures '", c->name, "' as ",
+                   dtype_name(c->type.dtype), " but the outer value '", in->name, "' is ",
+                   dtype_name(in->type.dtype));
+    }
+  }
+  return Status::ok();
+}
+
+Status verify_one(const Graph& g) {
   std::unordered_set<const Value*> defined;
   std::unordered_set<std::string> names;
   auto define = [&](const Value* v, const std::string& who) -> Status {
@@ -42,6 +66,11 @@ Status verify_graph(const Graph& g) {
     if (v->producer) return err("graph input '", v->name, "' has a producer");
     FERRITE_RETURN_IF_ERROR(check_constant_type(*v));
   }
+  for (const Value* v : g.captures()) {
+    if (!v) return err("a captured value is null");
+    FERRITE_RETURN_IF_ERROR(define(v, "captured value"));
+    if (v->producer) return err("captured value '", v->name, "' has a producer");
+  }
   for (const Value* v : g.initializers()) {
     if (!v) return err("an initializer is null");
     if (defined.count(v)) continue;  // an initializer may double as a graph input (IR < 4 style)
@@ -57,6 +86,7 @@ Status verify_graph(const Graph& g) {
         return err(node->describe(), ": input '", in->name,
                    "' is not defined before use (undefined value or cycle)");
     }
+    FERRITE_RETURN_IF_ERROR(check_captures(*node));
     for (size_t i = 0; i < node->outputs.size(); ++i) {
       const Value* out = node->outputs[i];
       if (!out) continue;
@@ -76,6 +106,21 @@ Status verify_graph(const Graph& g) {
     for (const Value* out : node->outputs)
       if (out && out->type.dtype == DType::kUndefined)
         return err(node->describe(), ": output '", out->name, "' has no inferred dtype");
+  }
+  return Status::ok();
+}
+}  // namespace
+
+// Subgraphs through a worklist: nesting depth never becomes stack depth.
+Status verify_graph(const Graph& root) {
+  std::vector<const Graph*> work{&root};
+  while (!work.empty()) {
+    const Graph* g = work.back();
+    work.pop_back();
+    Status s = verify_one(*g);
+    if (!s.is_ok()) return g == &root ? s : s.with_context("subgraph '" + g->name + "'");
+    for (const auto& node : g->nodes())
+      for (const Graph* sg : node->subgraphs()) work.push_back(sg);
   }
   return Status::ok();
 }

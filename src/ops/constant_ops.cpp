@@ -111,7 +111,8 @@ Status infer_range(InferContext& ctx) {
   DType dt = ctx.input_dtype(0);
   for (size_t i = 0; i < 3; ++i) {
     const Shape& s = ctx.input_shape(i);
-    if (s.rank_known() && s.rank() != 0 && !(s.rank() == 1 && s[0].value() == 1))
+    // A 1-d input of unknown length (an If's merged branches) is checked at run time.
+    if (s.rank_known() && s.rank() != 0 && !(s.rank() == 1 && (!s[0].value() || s[0].value() == 1)))
       return ctx.error("input ", i, " must be a scalar, got ", s.to_string());
   }
   Dim n;

@@ -1,6 +1,25 @@
 #include "ops/context.h"
 
+#include <atomic>
+
 namespace ferrite {
+
+namespace {
+std::atomic<SubgraphInferFn> g_subgraph_inferrer{nullptr};
+}  // namespace
+
+void set_subgraph_inferrer(SubgraphInferFn f) {
+  g_subgraph_inferrer.store(f);
+}
+
+Status infer_subgraph(Graph& g) {
+  if (SubgraphInferFn f = g_subgraph_inferrer.load()) return f(g);
+  for (const auto& node : g.nodes()) {
+    if (!node->schema) return err(node->describe(), ": no schema");
+    FERRITE_RETURN_IF_ERROR(infer_node(*node));
+  }
+  return Status::ok();
+}
 
 const Tensor* InferContext::input_constant(size_t i) const {
   const Value* v = node_.input(i);
@@ -130,7 +149,7 @@ Status fold_small_constants(Node& node) {
   bool all_outputs_constant = true;
   for (const Value* v : node.outputs)
     all_outputs_constant = all_outputs_constant && (!v || v->constant);
-  if (all_outputs_constant) return Status::ok();  // e.g. Constant, folded by its own inference
+  if (all_outputs_constant) return Status::ok();    // e.g. Constant, folded by its own inference
   if (!node.schema->foldable) return Status::ok();  // a collective: its result is the group's
   std::vector<const Tensor*> inputs;
   int64_t in_elements = 0;

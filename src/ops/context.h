@@ -93,4 +93,12 @@ class KernelContext {
 // defaults and runs the schema's inference. Errors name the node.
 Status infer_node(Node& node);
 
+// Infers a subgraph's nodes in order, for the inference of its control-flow node (If, Loop,
+// Scan). The ONNX importer installs the version converter's upgrade_and_infer, which also
+// upgrades the nodes of a model below opset 13; until then each node is inferred with its
+// schema.
+using SubgraphInferFn = Status (*)(Graph&);
+void set_subgraph_inferrer(SubgraphInferFn f);
+Status infer_subgraph(Graph& g);
+
 }  // namespace ferrite

@@ -41,6 +41,7 @@ const OpRegistry& OpRegistry::global() {
     register_misc_ops(r);
     register_fused_ops(r);
     register_collective_ops(r);
+    register_control_flow_ops(r);
     return r;
   }();
   return registry;

@@ -71,9 +71,17 @@ class OpSchemaBuilder {
     s_.last_version = last;
     return *this;
   }
-  OpSchemaBuilder& inputs(int min, int max) { s_.min_inputs = min; s_.max_inputs = max; return *this; }
+  OpSchemaBuilder& inputs(int min, int max) {
+    s_.min_inputs = min;
+    s_.max_inputs = max;
+    return *this;
+  }
   OpSchemaBuilder& inputs(int n) { return inputs(n, n); }
-  OpSchemaBuilder& outputs(int min, int max) { s_.min_outputs = min; s_.max_outputs = max; return *this; }
+  OpSchemaBuilder& outputs(int min, int max) {
+    s_.min_outputs = min;
+    s_.max_outputs = max;
+    return *this;
+  }
   OpSchemaBuilder& outputs(int n) { return outputs(n, n); }
   OpSchemaBuilder& attr(std::string name, AttrType t, Attribute def) {
     s_.attrs.push_back({std::move(name), t, false, std::move(def)});
@@ -92,10 +100,22 @@ class OpSchemaBuilder {
     s_.type_constraints.push_back({std::move(name), std::move(inputs), allowed, same});
     return *this;
   }
-  OpSchemaBuilder& infer(InferFn f) { s_.infer = std::move(f); return *this; }
-  OpSchemaBuilder& kernel(KernelFn f) { s_.kernel = std::move(f); return *this; }
-  OpSchemaBuilder& doc(std::string d) { s_.doc = std::move(d); return *this; }
-  OpSchemaBuilder& not_foldable() { s_.foldable = false; return *this; }
+  OpSchemaBuilder& infer(InferFn f) {
+    s_.infer = std::move(f);
+    return *this;
+  }
+  OpSchemaBuilder& kernel(KernelFn f) {
+    s_.kernel = std::move(f);
+    return *this;
+  }
+  OpSchemaBuilder& doc(std::string d) {
+    s_.doc = std::move(d);
+    return *this;
+  }
+  OpSchemaBuilder& not_foldable() {
+    s_.foldable = false;
+    return *this;
+  }
   OpSchema build() { return std::move(s_); }
 
  private:
@@ -121,17 +141,18 @@ class OpRegistry {
 };
 
 // One function per op family (src/ops/<family>.cpp); OpRegistry::global() calls them all.
-void register_elementwise_ops(OpRegistry& r);   // binary arithmetic, comparison, logic, Where
-void register_activation_ops(OpRegistry& r);    // unary math and activations, Cast, Clip
-void register_math_ops(OpRegistry& r);          // MatMul, Gemm, Einsum
-void register_conv_ops(OpRegistry& r);          // Conv, ConvTranspose
-void register_pool_ops(OpRegistry& r);          // MaxPool, AveragePool, Global*Pool
-void register_normalization_ops(OpRegistry& r); // Batch/Layer/Instance/GroupNormalization
-void register_reduction_ops(OpRegistry& r);     // Reduce*, ArgMax/ArgMin, Softmax, LogSoftmax
-void register_shape_ops(OpRegistry& r);         // Reshape, Transpose, Concat, Slice, Pad, ...
-void register_indexing_ops(OpRegistry& r);      // Gather*, Scatter*, Trilu, Where-free indexing
-void register_misc_ops(OpRegistry& r);          // CumSum, TopK, Resize, Dropout, Range, ...
+void register_elementwise_ops(OpRegistry& r);    // binary arithmetic, comparison, logic, Where
+void register_activation_ops(OpRegistry& r);     // unary math and activations, Cast, Clip
+void register_math_ops(OpRegistry& r);           // MatMul, Gemm, Einsum
+void register_conv_ops(OpRegistry& r);           // Conv, ConvTranspose
+void register_pool_ops(OpRegistry& r);           // MaxPool, AveragePool, Global*Pool
+void register_normalization_ops(OpRegistry& r);  // Batch/Layer/Instance/GroupNormalization
+void register_reduction_ops(OpRegistry& r);      // Reduce*, ArgMax/ArgMin, Softmax, LogSoftmax
+void register_shape_ops(OpRegistry& r);          // Reshape, Transpose, Concat, Slice, Pad, ...
+void register_indexing_ops(OpRegistry& r);       // Gather*, Scatter*, Trilu, Where-free indexing
+void register_misc_ops(OpRegistry& r);           // CumSum, TopK, Resize, Dropout, Range, ...
 void register_fused_ops(OpRegistry& r);         // internal "ferrite" domain: FusedMatMul, Attention
 void register_collective_ops(OpRegistry& r);    // com.microsoft AllReduce, AllGather, ReduceScatter
+void register_control_flow_ops(OpRegistry& r);  // If, Loop, Scan (subgraph bodies)
 
 }  // namespace ferrite

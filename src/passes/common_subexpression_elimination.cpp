@@ -1,5 +1,6 @@
 // common-subexpression-elimination: merges nodes that compute the same op with the same attributes
 // on the same inputs, and initializers with identical contents (so that their users can merge).
+// Values a subgraph reads are inputs of its node (captures), so merging their producers is safe.
 #include <cstring>
 #include <map>
 
@@ -40,7 +41,9 @@ class CommonSubexpressionElimination : public Pass {
     std::map<std::string, Node*> seen;
     std::vector<const Node*> dead;
     for (auto& n : g.nodes()) {
-      if (n->outputs.empty()) continue;
+      // Subgraph bodies are left alone: two control-flow nodes merge only if their bodies are
+      // the same, which the attributes' one-line form does not show.
+      if (n->outputs.empty() || !n->subgraphs().empty()) continue;
       auto [it, inserted] = seen.emplace(node_key(*n), n.get());
       if (inserted) continue;
       Node* keep = it->second;

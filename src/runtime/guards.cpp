@@ -204,39 +204,7 @@ std::string GuardSet::to_string() const {
 }
 
 std::unique_ptr<Graph> copy_graph(const Graph& g) {
-  auto out = std::make_unique<Graph>();
-  out->name = g.name;
-  out->opsets() = g.opsets();
-  std::unordered_map<const Value*, Value*> map;
-  auto value = [&](const Value* v) -> Value* {
-    if (!v) return nullptr;
-    auto it = map.find(v);
-    if (it != map.end()) return it->second;
-    Value* c = out->add_value(v->name, v->type);
-    c->producer_output = v->producer_output;
-    c->constant = v->constant;
-    c->is_graph_input = v->is_graph_input;
-    c->sym_value = v->sym_value;
-    map.emplace(v, c);
-    return c;
-  };
-  for (const Value* v : g.inputs()) out->inputs().push_back(value(v));
-  for (const Value* v : g.initializers()) out->initializers().push_back(value(v));
-  for (const auto& n : g.nodes()) {
-    Node* c = out->add_node(n->op_type, n->name);
-    c->domain = n->domain;
-    c->opset = n->opset;
-    c->attrs = n->attrs;
-    c->schema = n->schema;
-    for (const Value* v : n->inputs) c->inputs.push_back(value(v));
-    for (const Value* v : n->outputs) {
-      Value* o = value(v);
-      if (o) o->producer = c;
-      c->outputs.push_back(o);
-    }
-  }
-  for (const Value* v : g.outputs()) out->outputs().push_back(value(v));
-  return out;
+  return g.clone();
 }
 
 }  // namespace ferrite

@@ -535,7 +535,7 @@ TEST(OnnxImport, ControlCharactersInNamesAreRefused) {
   EXPECT_TRUE(failed_with(import_bytes(d.bytes()), {"initializer name 'w\\x00'"}));
 }
 
-TEST(OnnxImport, SubgraphAttributeIsUnsupported) {
+TEST(OnnxImport, IfWithoutElseBranchIsAnError) {
   ModelBuilder b;
   b.input("c", kOnnxBool, {});
   auto* n = b.node("If", {"c"}, {"y"}, "branch");
@@ -544,8 +544,8 @@ TEST(OnnxImport, SubgraphAttributeIsUnsupported) {
   a->set_type(onnx::AttributeProto::GRAPH);
   a->mutable_g()->set_name("then");
   b.output("y");
-  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"node 'branch' (If)", "control flow"},
-                          StatusCode::kUnsupported));
+  EXPECT_TRUE(failed_with(import_bytes(b.bytes()),
+                          {"node 'branch' (If)", "missing required attribute 'else_branch'"}));
 }
 
 TEST(OnnxImport, SparseInitializerIsRefused) {

@@ -3,6 +3,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <climits>
 #include <deque>
 #include <new>
@@ -29,13 +30,17 @@ Status check_name(const std::string& name, const char* what) {
   return Status::ok();
 }
 
-Expected<TensorType> import_type(const onnx::ValueInfoProto& vi) {
+Expected<TensorType> import_type(const onnx::ValueInfoProto& vi, bool untyped_ok = false) {
+  // A subgraph's inputs may leave their type to the node (Loop's and Scan's bodies).
+  if (untyped_ok && !vi.has_type()) return TensorType{};
   if (!vi.type().has_tensor_type())
-    return unsupported("value '", vi.name(), "' is not a tensor (sequences and maps are not supported)");
+    return unsupported("value '", vi.name(),
+                       "' is not a tensor (sequences and maps are not supported)");
   const auto& tt = vi.type().tensor_type();
   auto dtype = dtype_from_onnx(tt.elem_type());
   if (!dtype) {
-    if (tt.elem_type() > 0 && tt.elem_type() <= 23)  // a valid ONNX type ferrite lacks (string, fp8...)
+    if (tt.elem_type() > 0 &&
+        tt.elem_type() <= 23)  // a valid ONNX type ferrite lacks (string, fp8...)
       return unsupported("value '", vi.name(), "': elem_type ",
                          onnx_dtype_description(tt.elem_type()), " is not supported");
     return err("value '", vi.name(), "': invalid elem_type ", tt.elem_type());
@@ -62,9 +67,12 @@ Expected<Attribute> import_attribute(const onnx::AttributeProto& a, const std::s
   auto bad = [&](const char* why) { return err(where, ": attribute '", a.name(), "' ", why); };
   if (!a.ref_attr_name().empty()) return bad("refers to a function attribute (not supported)");
   switch (a.type()) {
-    case onnx::AttributeProto::INT: return Attribute(static_cast<int64_t>(a.i()));
-    case onnx::AttributeProto::FLOAT: return Attribute(a.f());
-    case onnx::AttributeProto::STRING: return Attribute(a.s());
+    case onnx::AttributeProto::INT:
+      return Attribute(static_cast<int64_t>(a.i()));
+    case onnx::AttributeProto::FLOAT:
+      return Attribute(a.f());
+    case onnx::AttributeProto::STRING:
+      return Attribute(a.s());
     case onnx::AttributeProto::INTS:
       return Attribute(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
     case onnx::AttributeProto::FLOATS:
@@ -82,8 +90,9 @@ Expected<Attribute> import_attribute(const onnx::AttributeProto& a, const std::s
       return unsupported(where, ": attribute '", a.name(), "' is a sparse tensor (not supported)");
     case onnx::AttributeProto::GRAPH:
     case onnx::AttributeProto::GRAPHS:
-      return unsupported(where, ": attribute '", a.name(), "' is a subgraph (control flow is not supported yet)");
-    default: return bad("has an unsupported or missing type");
+      return bad("is a subgraph where none is expected");  // GraphImporter imports subgraphs
+    default:
+      return bad("has an unsupported or missing type");
   }
 }
 
@@ -94,14 +103,18 @@ std::string node_label(const onnx::NodeProto& n, int index) {
 
 // Orders nodes so that producers come first (Kahn's algorithm, iterative); reports cycles and
 // undefined inputs by node.
-Expected<std::vector<int>> topological_order(const onnx::GraphProto& g,
-                                             const std::unordered_map<std::string, int>& producer,
-                                             const std::unordered_map<std::string, bool>& defined) {
+// `implicit[i]` lists the outer-scope names node i's subgraphs read: dependencies like inputs.
+Expected<std::vector<int>> topological_order(
+    const onnx::GraphProto& g, const std::unordered_map<std::string, int>& producer,
+    const std::unordered_map<std::string, bool>& defined,
+    const std::vector<std::vector<std::string>>& implicit) {
   int n = g.node_size();
   std::vector<int> pending(n, 0);
   std::vector<std::vector<int>> users(n);
   for (int i = 0; i < n; ++i) {
-    for (const auto& in : g.node(i).input()) {
+    std::vector<std::string> uses(g.node(i).input().begin(), g.node(i).input().end());
+    uses.insert(uses.end(), implicit[i].begin(), implicit[i].end());
+    for (const auto& in : uses) {
       if (in.empty()) continue;
       auto p = producer.find(in);
       if (p != producer.end()) {
@@ -130,6 +143,273 @@ Expected<std::vector<int>> topological_order(const onnx::GraphProto& g,
       if (pending[i] > 0) return err("the graph has a cycle through ", node_label(g.node(i), i));
   }
   return order;
+}
+
+// Names defined by the enclosing graphs of a subgraph, innermost first.
+struct Scope {
+  const std::unordered_map<std::string, bool>* names;
+  const Scope* parent;
+  bool has(const std::string& n) const {
+    for (const Scope* s = this; s; s = s->parent)
+      if (s->names->count(n)) return true;
+    return false;
+  }
+};
+
+// Imports a GraphProto into a Graph: the model's graph, and recursively (one level of C++
+// recursion per level of nesting, bounded by protobuf's recursion limit) the subgraphs of its
+// nodes' graph attributes. A subgraph's uses of enclosing-scope names become its captures; the
+// owning node takes those values as trailing inputs, so that passes, liveness and the executors
+// see every use as an ordinary input.
+class GraphImporter {
+ public:
+  GraphImporter(const ImportOptions& opts, ImportReport* report, TensorProtoOptions topts,
+                bool upgrade)
+      : opts_(opts), report_(report), topts_(std::move(topts)), upgrade_(upgrade) {}
+
+  Status import_graph(const onnx::GraphProto& gp, Graph& g, const Scope* outer);
+
+ private:
+  Status import_values(const onnx::GraphProto& gp, Graph& g, bool sub,
+                       std::unordered_map<std::string, bool>& defined);
+  Status check_nodes(const onnx::GraphProto& gp,
+                     const std::unordered_map<std::string, bool>& defined,
+                     std::unordered_map<std::string, int>& producer);
+  // Imports node i's attributes, subgraphs included; `implicit` gets the union of the names its
+  // subgraphs capture.
+  Status import_attributes(const onnx::NodeProto& np, const std::string& label, const Graph& g,
+                           const Scope& here, AttributeMap& attrs,
+                           std::vector<std::string>& implicit);
+  Status add_node(const onnx::NodeProto& np, int idx, Graph& g, AttributeMap attrs,
+                  const std::vector<std::string>& implicit);
+
+  const ImportOptions& opts_;
+  ImportReport* report_;
+  TensorProtoOptions topts_;
+  bool upgrade_;
+};
+
+Status GraphImporter::import_values(const onnx::GraphProto& gp, Graph& g, bool sub,
+                                    std::unordered_map<std::string, bool>& defined) {
+  std::unordered_map<std::string, Tensor> init_data;
+  for (const auto& init : gp.initializer()) {
+    if (init.name().empty()) return err("an initializer has an empty name");
+    FERRITE_RETURN_IF_ERROR(check_name(init.name(), "initializer"));
+    if (init_data.count(init.name()))
+      return err("initializer '", init.name(), "' is defined twice");
+    TensorProtoOptions o = topts_;
+    o.label = "initializer '" + init.name() + "'";
+    FERRITE_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(init, o));
+    init_data.emplace(init.name(), std::move(t));
+  }
+  for (const auto& sp : gp.sparse_initializer())
+    return err("sparse initializer '", sp.values().name(), "' is not supported");
+  // Graph inputs (an input may carry a default via a same-named initializer).
+  for (const auto& vi : gp.input()) {
+    if (vi.name().empty()) return err("a graph input has an empty name");
+    FERRITE_RETURN_IF_ERROR(check_name(vi.name(), "graph input"));
+    if (defined.count(vi.name())) return err("graph input '", vi.name(), "' is declared twice");
+    FERRITE_ASSIGN_OR_RETURN(TensorType type, import_type(vi, sub));
+    Value* v = g.add_value(vi.name(), type);
+    v->is_graph_input = true;
+    auto it = init_data.find(vi.name());
+    if (it != init_data.end()) {
+      v->constant = std::move(it->second);
+      init_data.erase(it);
+    }
+    g.inputs().push_back(v);
+    defined[vi.name()] = true;
+  }
+  for (const auto& init : gp.initializer()) {
+    auto it = init_data.find(init.name());
+    if (it == init_data.end()) continue;  // consumed as an input default
+    Tensor& t = it->second;
+    Value* v = g.add_value(init.name(), TensorType{t.dtype(), Shape::of(t.dims())});
+    v->constant = std::move(t);
+    g.initializers().push_back(v);
+    defined[init.name()] = true;
+  }
+  return Status::ok();
+}
+
+// Producers: one per name. Names are checked first so that every later message is one line.
+Status GraphImporter::check_nodes(const onnx::GraphProto& gp,
+                                  const std::unordered_map<std::string, bool>& defined,
+                                  std::unordered_map<std::string, int>& producer) {
+  for (int i = 0; i < gp.node_size(); ++i) {
+    const onnx::NodeProto& np = gp.node(i);
+    FERRITE_RETURN_IF_ERROR(check_name(np.name(), "node"));
+    FERRITE_RETURN_IF_ERROR(check_name(np.op_type(), "op type"));
+    FERRITE_RETURN_IF_ERROR(check_name(np.domain(), "domain"));
+    if (np.op_type().empty()) return err(node_label(np, i), ": node has no op_type");
+    for (const auto& in : np.input()) FERRITE_RETURN_IF_ERROR(check_name(in, "value"));
+    for (const auto& a : np.attribute()) FERRITE_RETURN_IF_ERROR(check_name(a.name(), "attribute"));
+    for (const auto& out : np.output()) {
+      if (out.empty()) continue;
+      FERRITE_RETURN_IF_ERROR(check_name(out, "value"));
+      if (defined.count(out))
+        return err(node_label(np, i), ": output '", out,
+                   "' is already defined as a graph input or initializer");
+      auto [it, inserted] = producer.emplace(out, i);
+      if (!inserted) {
+        if (it->second == i) return err(node_label(np, i), ": lists output '", out, "' twice");
+        return err(node_label(np, i), ": output '", out, "' is also produced by ",
+                   node_label(gp.node(it->second), it->second));
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Status GraphImporter::import_attributes(const onnx::NodeProto& np, const std::string& label,
+                                        const Graph& g, const Scope& here, AttributeMap& attrs,
+                                        std::vector<std::string>& implicit) {
+  auto import_sub = [&](const onnx::GraphProto& sgp) -> Expected<SubgraphAttr> {
+    auto sub = std::make_unique<Graph>();
+    sub->name = sgp.name();
+    sub->opsets() = g.opsets();
+    FERRITE_RETURN_IF_ERROR(import_graph(sgp, *sub, &here)
+                                .with_context(str_cat(label, ": subgraph '", sgp.name(), "'")));
+    for (const Value* c : sub->captures())
+      if (std::find(implicit.begin(), implicit.end(), c->name) == implicit.end())
+        implicit.push_back(c->name);
+    return SubgraphAttr(std::move(sub));
+  };
+  for (const auto& a : np.attribute()) {
+    if (attrs.count(a.name())) return err(label, ": attribute '", a.name(), "' is repeated");
+    if (a.type() == onnx::AttributeProto::GRAPH) {
+      if (!a.ref_attr_name().empty())
+        return err(label, ": attribute '", a.name(),
+                   "' refers to a function attribute (not supported)");
+      FERRITE_ASSIGN_OR_RETURN(SubgraphAttr sg, import_sub(a.g()));
+      attrs.emplace(a.name(), Attribute(std::move(sg)));
+    } else if (a.type() == onnx::AttributeProto::GRAPHS) {
+      std::vector<SubgraphAttr> gs;
+      for (const auto& sgp : a.graphs()) {
+        FERRITE_ASSIGN_OR_RETURN(SubgraphAttr sg, import_sub(sgp));
+        gs.push_back(std::move(sg));
+      }
+      attrs.emplace(a.name(), Attribute(std::move(gs)));
+    } else {
+      FERRITE_ASSIGN_OR_RETURN(Attribute attr, import_attribute(a, label, topts_));
+      attrs.emplace(a.name(), std::move(attr));
+    }
+  }
+  // Every subgraph of the node captures the same list (the union), bound to the same inputs.
+  for (auto& [name, a] : attrs) {
+    std::vector<Graph*> subs;
+    if (a.type() == AttrType::kGraph) subs.push_back(&a.g());
+    if (a.type() == AttrType::kGraphs)
+      for (const auto& sg : a.graphs()) subs.push_back(&sg.graph());
+    for (Graph* sub : subs) {
+      std::vector<Value*> caps;
+      for (const std::string& n : implicit) {
+        Value* v = sub->find_value(n);
+        if (v &&
+            std::find(sub->captures().begin(), sub->captures().end(), v) == sub->captures().end())
+          return err(label, ": subgraph '", sub->name, "' redefines '", n,
+                     "', a value of an enclosing graph");
+        caps.push_back(v ? v : sub->add_value(n));
+      }
+      sub->captures() = std::move(caps);
+    }
+  }
+  return Status::ok();
+}
+
+Status GraphImporter::add_node(const onnx::NodeProto& np, int idx, Graph& g, AttributeMap attrs,
+                               const std::vector<std::string>& implicit) {
+  const OpRegistry& registry = OpRegistry::global();
+  std::string label = node_label(np, idx);
+  std::string domain = np.domain() == "ai.onnx" ? "" : np.domain();
+  auto ops = g.opsets().find(domain);
+  if (ops == g.opsets().end())
+    return err(label, ": domain '", domain, "' is not imported by the model");
+  Node* node =
+      g.add_node(np.op_type(), np.name().empty() ? str_cat(np.op_type(), "_", idx) : np.name());
+  node->domain = domain;
+  node->opset = ops->second;
+  Status upgradable = Status::ok();
+  if (upgrade_ && domain.empty())
+    upgradable = check_upgradable(np.op_type(), node->opset);
+  else
+    node->schema = registry.find(domain, np.op_type(), node->opset);
+  if (!upgradable.is_ok()) {
+    if (!opts_.allow_unknown_ops) return upgradable.with_context(label);
+    if (report_) report_->unsupported_ops.push_back(str_cat(np.op_type(), " (", label, ")"));
+  } else if (!node->schema && !(upgrade_ && domain.empty())) {
+    std::string what;
+    if (registry.knows(domain, np.op_type()))
+      what = str_cat("op '", np.op_type(), "' is not supported at opset ", node->opset);
+    else
+      what = str_cat("unsupported op '", domain.empty() ? "" : domain + ".", np.op_type(), "'");
+    if (!opts_.allow_unknown_ops) return unsupported(label, ": ", what);
+    if (report_) report_->unsupported_ops.push_back(str_cat(np.op_type(), " (", label, ")"));
+  }
+  node->attrs = std::move(attrs);
+  for (const auto& in : np.input()) node->inputs.push_back(in.empty() ? nullptr : g.find_value(in));
+  for (const auto& in : implicit) node->inputs.push_back(g.find_value(in));
+  // Trailing omitted outputs are dropped; interior ones stay as null.
+  int nout = np.output_size();
+  while (nout > 0 && np.output(nout - 1).empty()) --nout;
+  for (int k = 0; k < nout; ++k) {
+    const std::string& out = np.output(k);
+    if (out.empty()) {
+      node->outputs.push_back(nullptr);
+      continue;
+    }
+    Value* v = g.add_value(out);
+    v->producer = node;
+    v->producer_output = k;
+    node->outputs.push_back(v);
+  }
+  return Status::ok();
+}
+
+Status GraphImporter::import_graph(const onnx::GraphProto& gp, Graph& g, const Scope* outer) {
+  std::unordered_map<std::string, bool> defined;
+  FERRITE_RETURN_IF_ERROR(import_values(gp, g, outer != nullptr, defined));
+  std::unordered_map<std::string, int> producer;
+  FERRITE_RETURN_IF_ERROR(check_nodes(gp, defined, producer));
+  // Every name of this graph, for the subgraphs' lookups.
+  std::unordered_map<std::string, bool> here_names = defined;
+  for (const auto& [name, i] : producer) here_names[name] = true;
+  Scope here{&here_names, outer};
+  std::vector<AttributeMap> attrs(gp.node_size());
+  std::vector<std::vector<std::string>> implicit(gp.node_size());
+  for (int i = 0; i < gp.node_size(); ++i)
+    FERRITE_RETURN_IF_ERROR(
+        import_attributes(gp.node(i), node_label(gp.node(i), i), g, here, attrs[i], implicit[i]));
+  if (outer) {
+    // Names of enclosing graphs this subgraph reads become its captures.
+    auto capture = [&](const std::string& n, const std::string& who) -> Status {
+      if (n.empty() || here_names.count(n)) return Status::ok();
+      if (!outer->has(n))
+        return err(who, ": '", n, "' is not defined by any node, graph input, initializer or ",
+                   "enclosing graph");
+      here_names[n] = true;
+      defined[n] = true;
+      g.captures().push_back(g.add_value(n));
+      return Status::ok();
+    };
+    for (int i = 0; i < gp.node_size(); ++i) {
+      std::string label = node_label(gp.node(i), i);
+      for (const auto& in : gp.node(i).input()) FERRITE_RETURN_IF_ERROR(capture(in, label));
+      for (const auto& in : implicit[i]) FERRITE_RETURN_IF_ERROR(capture(in, label));
+    }
+    for (const auto& vi : gp.output()) FERRITE_RETURN_IF_ERROR(capture(vi.name(), "graph output"));
+  }
+  FERRITE_ASSIGN_OR_RETURN(std::vector<int> order,
+                           topological_order(gp, producer, defined, implicit));
+  for (int idx : order)
+    FERRITE_RETURN_IF_ERROR(add_node(gp.node(idx), idx, g, std::move(attrs[idx]), implicit[idx]));
+  for (const auto& vi : gp.output()) {
+    FERRITE_RETURN_IF_ERROR(check_name(vi.name(), "graph output"));
+    Value* v = g.find_value(vi.name());
+    if (!v) return err("graph output '", vi.name(), "' is not produced by any node");
+    g.outputs().push_back(v);
+  }
+  return Status::ok();
 }
 
 Expected<std::unique_ptr<Graph>> import_model(const onnx::ModelProto& model,
@@ -165,137 +445,17 @@ Expected<std::unique_ptr<Graph>> import_model(const onnx::ModelProto& model,
                        kMinConvertibleOpset, " to ", kMaxOnnxOpset, " (below ", kMinOnnxOpset,
                        " through the version converter)");
   // Default-domain nodes of an older model get their schema from the version converter, which
-  // upgrades them while inferring (its adapters need their inputs' types).
+  // upgrades them while inferring (its adapters need their inputs' types); subgraphs too, when
+  // their node's inference infers them.
   const bool upgrade = def != g.opsets().end() && def->second < kMinOnnxOpset;
+  set_subgraph_inferrer(&upgrade_and_infer);
 
   const onnx::GraphProto& gp = model.graph();
   g.name = gp.name();
   TensorProtoOptions topts;
   topts.external_data_dir = model_dir;
-
-  std::unordered_map<std::string, bool> defined;
-  // Initializers.
-  std::unordered_map<std::string, Tensor> init_data;
-  for (const auto& init : gp.initializer()) {
-    if (init.name().empty()) return err("an initializer has an empty name");
-    FERRITE_RETURN_IF_ERROR(check_name(init.name(), "initializer"));
-    if (init_data.count(init.name())) return err("initializer '", init.name(), "' is defined twice");
-    TensorProtoOptions o = topts;
-    o.label = "initializer '" + init.name() + "'";
-    FERRITE_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(init, o));
-    init_data.emplace(init.name(), std::move(t));
-  }
-  for (const auto& sp : gp.sparse_initializer())
-    return err("sparse initializer '", sp.values().name(), "' is not supported");
-  // Graph inputs (an input may carry a default via a same-named initializer).
-  for (const auto& vi : gp.input()) {
-    if (vi.name().empty()) return err("a graph input has an empty name");
-    FERRITE_RETURN_IF_ERROR(check_name(vi.name(), "graph input"));
-    if (defined.count(vi.name())) return err("graph input '", vi.name(), "' is declared twice");
-    FERRITE_ASSIGN_OR_RETURN(TensorType type, import_type(vi));
-    Value* v = g.add_value(vi.name(), type);
-    v->is_graph_input = true;
-    auto it = init_data.find(vi.name());
-    if (it != init_data.end()) {
-      v->constant = std::move(it->second);
-      init_data.erase(it);
-    }
-    g.inputs().push_back(v);
-    defined[vi.name()] = true;
-  }
-  for (const auto& init : gp.initializer()) {
-    auto it = init_data.find(init.name());
-    if (it == init_data.end()) continue;  // consumed as an input default
-    Tensor& t = it->second;
-    Value* v = g.add_value(init.name(), TensorType{t.dtype(), Shape::of(t.dims())});
-    v->constant = std::move(t);
-    g.initializers().push_back(v);
-    defined[init.name()] = true;
-  }
-
-  // Producers: one per name. Names are checked first so that every later message is one line.
-  std::unordered_map<std::string, int> producer;
-  for (int i = 0; i < gp.node_size(); ++i) {
-    const onnx::NodeProto& np = gp.node(i);
-    FERRITE_RETURN_IF_ERROR(check_name(np.name(), "node"));
-    FERRITE_RETURN_IF_ERROR(check_name(np.op_type(), "op type"));
-    FERRITE_RETURN_IF_ERROR(check_name(np.domain(), "domain"));
-    if (np.op_type().empty()) return err(node_label(np, i), ": node has no op_type");
-    for (const auto& in : np.input()) FERRITE_RETURN_IF_ERROR(check_name(in, "value"));
-    for (const auto& a : np.attribute()) FERRITE_RETURN_IF_ERROR(check_name(a.name(), "attribute"));
-    for (const auto& out : np.output()) {
-      if (out.empty()) continue;
-      FERRITE_RETURN_IF_ERROR(check_name(out, "value"));
-      if (defined.count(out))
-        return err(node_label(np, i), ": output '", out,
-                   "' is already defined as a graph input or initializer");
-      auto [it, inserted] = producer.emplace(out, i);
-      if (!inserted) {
-        if (it->second == i) return err(node_label(np, i), ": lists output '", out, "' twice");
-        return err(node_label(np, i), ": output '", out, "' is also produced by ",
-                   node_label(gp.node(it->second), it->second));
-      }
-    }
-  }
-  FERRITE_ASSIGN_OR_RETURN(std::vector<int> order, topological_order(gp, producer, defined));
-
-  const OpRegistry& registry = OpRegistry::global();
-  for (int idx : order) {
-    const onnx::NodeProto& np = gp.node(idx);
-    std::string label = node_label(np, idx);
-    std::string domain = np.domain() == "ai.onnx" ? "" : np.domain();
-    auto ops = g.opsets().find(domain);
-    if (ops == g.opsets().end())
-      return err(label, ": domain '", domain, "' is not imported by the model");
-    Node* node = g.add_node(np.op_type(), np.name().empty() ? str_cat(np.op_type(), "_", idx) : np.name());
-    node->domain = domain;
-    node->opset = ops->second;
-    Status upgradable = Status::ok();
-    if (upgrade && domain.empty())
-      upgradable = check_upgradable(np.op_type(), node->opset);
-    else
-      node->schema = registry.find(domain, np.op_type(), node->opset);
-    if (!upgradable.is_ok()) {
-      if (!opts.allow_unknown_ops) return upgradable.with_context(label);
-      if (report) report->unsupported_ops.push_back(str_cat(np.op_type(), " (", label, ")"));
-    } else if (!node->schema && !(upgrade && domain.empty())) {
-      std::string what;
-      if (np.op_type() == "If" || np.op_type() == "Loop" || np.op_type() == "Scan")
-        what = "control flow (" + np.op_type() + ") is not supported yet";
-      else if (registry.knows(domain, np.op_type()))
-        what = str_cat("op '", np.op_type(), "' is not supported at opset ", node->opset);
-      else
-        what = str_cat("unsupported op '", domain.empty() ? "" : domain + ".", np.op_type(), "'");
-      if (!opts.allow_unknown_ops) return unsupported(label, ": ", what);
-      if (report) report->unsupported_ops.push_back(str_cat(np.op_type(), " (", label, ")"));
-    }
-    for (const auto& a : np.attribute()) {
-      if (node->attrs.count(a.name())) return err(label, ": attribute '", a.name(), "' is repeated");
-      FERRITE_ASSIGN_OR_RETURN(Attribute attr, import_attribute(a, label, topts));
-      node->attrs.emplace(a.name(), std::move(attr));
-    }
-    for (const auto& in : np.input()) node->inputs.push_back(in.empty() ? nullptr : g.find_value(in));
-    // Trailing omitted outputs are dropped; interior ones stay as null.
-    int nout = np.output_size();
-    while (nout > 0 && np.output(nout - 1).empty()) --nout;
-    for (int k = 0; k < nout; ++k) {
-      const std::string& out = np.output(k);
-      if (out.empty()) {
-        node->outputs.push_back(nullptr);
-        continue;
-      }
-      Value* v = g.add_value(out);
-      v->producer = node;
-      v->producer_output = k;
-      node->outputs.push_back(v);
-    }
-  }
-  for (const auto& vi : gp.output()) {
-    FERRITE_RETURN_IF_ERROR(check_name(vi.name(), "graph output"));
-    Value* v = g.find_value(vi.name());
-    if (!v) return err("graph output '", vi.name(), "' is not produced by any node");
-    g.outputs().push_back(v);
-  }
+  GraphImporter importer(opts, report, topts, upgrade);
+  FERRITE_RETURN_IF_ERROR(importer.import_graph(gp, g, nullptr));
   if (g.outputs().empty()) return err("model has no outputs");
   if (opts.allow_unknown_ops && report && !report->unsupported_ops.empty()) return graph;
   FERRITE_RETURN_IF_ERROR(upgrade ? upgrade_and_infer(g) : infer_graph(g));
@@ -337,11 +497,10 @@ Expected<std::unique_ptr<Graph>> import_onnx_bytes(const std::string& bytes,
 }
 
 Expected<std::unique_ptr<Graph>> import_onnx_file(const std::filesystem::path& path,
-                                                  const ImportOptions& opts,
-                                                  ImportReport* report) {
+                                                  const ImportOptions& opts, ImportReport* report) {
   FERRITE_ASSIGN_OR_RETURN(std::string bytes, read_file_bytes(path, kMaxModelBytes));
-  auto g = import_onnx_bytes(bytes, path.parent_path().empty() ? "." : path.parent_path(), opts,
-                             report);
+  auto g =
+      import_onnx_bytes(bytes, path.parent_path().empty() ? "." : path.parent_path(), opts, report);
   if (!g) return g.status().with_context(path.string());
   return g;
 }

@@ -347,6 +347,63 @@ Status scatter_to_scatter_elements(UpgradeContext& c) {
   return Status::ok();
 }
 
+// Scan-8 scans axis 1 of inputs that all have a leading batch axis (states included), with
+// optional per-batch sequence lengths. Scan-9 has no batch axis: the node becomes a Scan-9 over
+// the batch axis whose body runs a Scan-9 of the original body over the sequence (axis 0 once
+// the batch axis is gone). Both bodies capture what the original one captured. Sequence lengths
+// (padding semantics) have no Scan-9 equivalent and are refused.
+Status scan8_batch_to_nested_scan(UpgradeContext& c) {
+  Node& n = c.node();
+  if (n.input(0)) return c.unsupported_here("sequence_lens (per-batch lengths) has no Scan-9 form");
+  auto body_it = n.attrs.find("body");
+  FERRITE_ASSIGN_OR_RETURN(const Attribute* m_attr, c.attr("num_scan_inputs", AttrType::kInt));
+  if (body_it == n.attrs.end() || body_it->second.type() != AttrType::kGraph || !m_attr)
+    return err(n.describe(), ": Scan-8 needs the graph attribute 'body' and 'num_scan_inputs'");
+  FERRITE_ASSIGN_OR_RETURN(const Attribute* dirs, c.attr("directions", AttrType::kInts));
+  const Graph& body = body_it->second.g();
+  size_t nexp = n.num_explicit_inputs();
+  int64_t m = m_attr->i();
+  if (nexp < 1 || m < 1 || static_cast<size_t>(m) > nexp - 1)
+    return err(n.describe(), ": num_scan_inputs is ", m, " but the node has ", nexp - 1,
+               " state and scan inputs");
+  size_t ns = nexp - 1 - static_cast<size_t>(m);
+  if (body.outputs().size() < ns)
+    return err(n.describe(), ": subgraph 'body' has fewer outputs than the ", ns, " states");
+  // The per-batch-element body: one inner Scan over the original body.
+  auto outer = std::make_unique<Graph>();
+  outer->name = n.name + "_batch_element";
+  outer->opsets() = body.opsets();
+  Node* inner = outer->add_node("Scan", n.name + "_sequence");
+  inner->opset = kConvertTargetOpset;
+  inner->schema = OpRegistry::global().find("", "Scan", kConvertTargetOpset);
+  for (size_t i = 0; i + 1 < nexp; ++i) {
+    Value* v = outer->add_value(str_cat(n.name, "_element_", i));
+    outer->inputs().push_back(v);
+    inner->inputs.push_back(v);
+  }
+  for (const Value* cap : body.captures()) {
+    Value* v = outer->add_value(cap->name);
+    outer->captures().push_back(v);
+    inner->inputs.push_back(v);
+  }
+  for (size_t k = 0; k < body.outputs().size(); ++k) {
+    Value* v = outer->add_value(str_cat(n.name, "_element_out_", k));
+    v->producer = inner;
+    v->producer_output = static_cast<int>(k);
+    inner->outputs.push_back(v);
+    outer->outputs().push_back(v);
+  }
+  inner->attrs.emplace("num_scan_inputs", Attribute(m));
+  if (dirs) inner->attrs.emplace("scan_input_directions", *dirs);
+  inner->attrs.emplace("body", std::move(body_it->second));
+  // The node itself scans the batch axis of every state and scan input; outputs stack on it.
+  n.attrs.clear();
+  n.attrs.emplace("body", Attribute(SubgraphAttr(std::move(outer))));
+  n.attrs.emplace("num_scan_inputs", Attribute(static_cast<int64_t>(nexp - 1)));
+  n.inputs.erase(n.inputs.begin());
+  return Status::ok();
+}
+
 // ---- the table --------------------------------------------------------------------------------
 
 // Ops unchanged from their first version to 13 apart from added types or attributes whose
@@ -510,6 +567,12 @@ const std::map<std::string, OpHistory>& history_table() {
     // RoiAlign-10's coordinates are what opset 16 calls output_half_pixel; the op table reads
     // the attribute's default from the node's opset, so the node keeps the old behaviour.
     t["RoiAlign"] = {10, {}};
+    // Control flow: If-11 and Loop-11 let the branches' and iterations' shapes differ (what the
+    // op table infers anyway), later versions add sequence and optional types. Scan-8 had a
+    // batch axis, which Scan-9 dropped (scan8_batch_to_nested_scan).
+    t["If"] = {1, {}};
+    t["Loop"] = {1, {}};
+    t["Scan"] = {8, {{9, scan8_batch_to_nested_scan}}};
     return t;
   }();
   return table;
@@ -521,8 +584,6 @@ Status check_upgradable(const std::string& op, int from_opset) {
   const auto& table = history_table();
   auto it = table.find(op);
   if (it == table.end()) {
-    if (op == "If" || op == "Loop" || op == "Scan")
-      return unsupported("control flow (", op, ") is not supported yet");
     if (!OpRegistry::global().knows("", op)) return unsupported("unsupported op '", op, "'");
     return unsupported("op '", op, "' at opset ", from_opset, " has no version adapter to opset ",
                        kConvertTargetOpset);
