@@ -101,7 +101,8 @@ std::vector<nb::object> run_session(S& s, const std::vector<std::string>& names,
 
 // Session::run_device from Python: arrays in the device's memory stay there (host arrays are
 // accepted beside them); `alloc(i, dims, dtype_name)` returns the device address of output i
-// (the caller keeps that memory); `stream` is the caller's stream handle (0: the device's own).
+// (the caller keeps that memory); `stream` is the caller's stream handle, which the run is
+// ordered with (0 is CUDA's legacy default stream, PyTorch's default current stream).
 void run_device_session(Session& s, const std::vector<std::string>& names,
                         const std::vector<nb::ndarray<>>& arrays, nb::callable alloc,
                         uintptr_t stream) {
@@ -134,6 +135,7 @@ void run_device_session(Session& s, const std::vector<std::string>& names,
     run.input_dev.push_back(d.data);
   }
   run.stream = reinterpret_cast<void*>(stream);
+  run.caller_stream = true;
   run.output = [&alloc](size_t i, DType dtype,
                         const std::vector<int64_t>& dims) -> Expected<void*> {
     nb::gil_scoped_acquire gil;

@@ -22,17 +22,19 @@ Status Model::run_device(const std::vector<Tensor>& inputs, const DeviceRun& run
                          ": run_device does not write outputs into inputs "
                          "(RunOptions::outputs_into_inputs); run() does");
   StreamOrder* order = rt_.stream_order();
-  if (run.stream && !order)
+  // A device without streams (synchronous) has nothing to order with the legacy default stream.
+  const bool ordered = run.stream || (run.caller_stream && order);
+  if (ordered && !order)
     return unsupported(name_, ": this device cannot order its work on a caller's stream");
   std::unique_lock<std::mutex> device_lock;
   if (cfg_.device_mutex) device_lock = std::unique_lock<std::mutex>(*cfg_.device_mutex);
   std::lock_guard<std::mutex> lock(mutex_);
   if (cfg_.enter) FERRITE_RETURN_IF_ERROR(cfg_.enter());
   FERRITE_RETURN_IF_ERROR(bind(inputs));
-  if (run.stream) FERRITE_RETURN_IF_ERROR(order->after(run.stream));
+  if (ordered) FERRITE_RETURN_IF_ERROR(order->after(run.stream));
   Status s = run_device_locked(inputs, run);
   // Also after an error: the caller's later work must not overtake what was queued.
-  if (run.stream) {
+  if (ordered) {
     Status o = order->before(run.stream);
     if (s) s = o;
   }

@@ -107,9 +107,13 @@ struct DeviceRun {
   std::vector<const void*> input_dev;
   // Device memory of the caller for output i (it keeps the memory); called once per output.
   std::function<Expected<void*>(size_t i, DType dtype, const std::vector<int64_t>& dims)> output;
-  // The caller's stream (a CUstream on cuda; null: the device's default order). The run starts
-  // after the work queued on it so far and work queued on it later starts after the run.
+  // The caller's stream (a CUstream on cuda). The run starts after the work queued on it so far
+  // and work queued on it later starts after the run. Null with caller_stream false: the
+  // device's default order; null with caller_stream true: CUDA's legacy default stream (handle
+  // 0, PyTorch's default current stream), which a non-blocking device stream does not otherwise
+  // wait for.
   void* stream = nullptr;
+  bool caller_stream = false;
 };
 
 // A graph prepared for one device. Inputs are in graph-input order, already validated.

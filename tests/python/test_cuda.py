@@ -62,14 +62,17 @@ def test_session_keeps_cuda_tensors_on_the_gpu(tmp_path):
     assert s.compiles == 1
 
 
-def test_session_is_ordered_on_the_current_stream(tmp_path):
-    """The input is written by work still queued on a side stream when ferrite is called, and
-    the output is read by work queued after it: no host synchronisation in between."""
+@pytest.mark.parametrize("stream", ["side", "default"])
+def test_session_is_ordered_on_the_current_stream(tmp_path, stream):
+    """The input is written by work still queued on the current stream when ferrite is called,
+    and the output is read by work queued after it: no host synchronisation in between. The
+    default stream is PyTorch's usual current stream, CUDA's legacy stream with handle 0 (which
+    once counted as "no stream", leaving ferrite's non-blocking stream unordered with it)."""
     import ferrite
 
     m, path = _two_layer(tmp_path)
     s = ferrite.Session(path, device="cuda")
-    side = torch.cuda.Stream()
+    side = torch.cuda.Stream() if stream == "side" else torch.cuda.default_stream()
     big = torch.randn(4096, 4096, device="cuda")
     torch.cuda.synchronize()
     for _ in range(3):
