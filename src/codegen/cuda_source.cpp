@@ -1,6 +1,7 @@
 #include "codegen/cuda_source.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <functional>
 #include <sstream>
@@ -653,6 +654,14 @@ std::string cuda_activation_source() {
       "// Epilogue activations, one case per row of the scalar-function table (act = 1 + row).\n"
       "__device__ __forceinline__ float fe_act(float v, int act, float p0, float p1) {\n"
       "  switch (act) {\n";
+  // FE_ACT_<NAME>: a kernel specialised on one activation passes the constant, so the switch
+  // folds away.
+  for (const ScalarFunction& f : scalar_functions()) {
+    if (!f.epilogue) continue;
+    std::string name = f.epilogue;
+    for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    s = "#define FE_ACT_" + name + " " + std::to_string(f.index() + 1) + "\n" + s;
+  }
   for (const ScalarFunction& f : scalar_functions()) {
     if (!f.epilogue) continue;
     SpellContext c;

@@ -85,7 +85,33 @@ SymExpr SymExpr::operator+(const SymExpr& o) const {
   SymExpr r = *this;
   for (const auto& [k, a] : o.atoms_) r.atoms_[k] = a;
   for (const auto& [m, c] : o.terms_) r.add_term(m, c);
+  r.fold_div_mod();
   return r;
+}
+void SymExpr::fold_div_mod() {
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto& [m, k] : terms_) {
+      if (m.size() != 1) continue;
+      const SymAtom& mod = *atoms_.at(m[0]);
+      auto b = mod.b.constant();
+      if (mod.kind != SymAtom::Kind::kMod || !b) continue;
+      SymAtom div;
+      div.kind = SymAtom::Kind::kFloorDiv;
+      div.a = mod.a;
+      div.b = mod.b;
+      auto f = terms_.find(Monomial{div.key()});
+      if (f == terms_.end() || f->second != wrap_mul(k, *b)) continue;
+      const int64_t coeff = k;
+      const SymExpr a = mod.a;
+      terms_.erase(f);
+      terms_.erase(Monomial{m});
+      for (const auto& [key, atom] : a.atoms_) atoms_[key] = atom;
+      for (const auto& [ma, ca] : a.terms_) add_term(ma, wrap_mul(ca, coeff));
+      changed = true;
+      break;
+    }
+  }
 }
 SymExpr SymExpr::operator-() const {
   SymExpr r = *this;

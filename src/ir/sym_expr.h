@@ -71,6 +71,9 @@ class SymExpr {
 
   static SymExpr from_atom(std::shared_ptr<const SymAtom> atom);
   void add_term(const Monomial& m, int64_t c);
+  // k*(a // b)*b + k*(a % b) == k*a for a constant b: folded so that a Reshape that splits and
+  // re-merges a dim indexes with the plain linear index again.
+  void fold_div_mod();
 };
 
 struct SymAtom {

@@ -10,6 +10,7 @@
 #include "lower/lowered_value.h"
 #include "lower/pointwise_ops.h"
 #include "lower/row_ops.h"
+#include "lower/view_ops.h"
 
 namespace ferrite {
 
@@ -224,9 +225,12 @@ class Lowerer {
       std::vector<int> map(l.dims.size());
       size_t off = out_dims->size() - l.dims.size();
       for (size_t d = 0; d < l.dims.size(); ++d) {
-        if (l.dims[d] == (*out_dims)[off + d]) map[d] = static_cast<int>(off + d);
-        else if (l.dims[d].value() == 1) map[d] = -1;
-        else return false;  // symbolic broadcast the kernel cannot decide statically
+        if (l.dims[d] == (*out_dims)[off + d])
+          map[d] = static_cast<int>(off + d);
+        else if (l.dims[d].value() == 1)
+          map[d] = -1;
+        else
+          return false;  // symbolic broadcast the kernel cannot decide statically
       }
       ins.push_back(for_closure(l));
       consumed.push_back(v);
@@ -249,7 +253,7 @@ class Lowerer {
     r.nodes.push_back(n.name);
     const Node* node = &n;
     r.emit = [ins, maps, op, node, dtype = r.dtype](EmitContext& ctx,
-                                                  const std::vector<SymExpr>& idx) {
+                                                    const std::vector<SymExpr>& idx) {
       std::vector<int> args;
       for (size_t i = 0; i < ins.size(); ++i) {
         std::vector<SymExpr> sub;
@@ -336,13 +340,8 @@ class Lowerer {
 
   // View ops remap indices of their input; on a realized input they stay a strided view.
   bool lower_view(const Node& n) {
-    static const char* kViews[] = {"Transpose", "Expand",  "Unsqueeze", "Squeeze", "Slice",
-                                   "Reshape",   "Flatten", "Identity",  "Dropout"};
-    if (!n.domain.empty() || std::find_if(std::begin(kViews), std::end(kViews), [&](const char* s) {
-                               return n.op_type == s;
-                             }) == std::end(kViews))
+    if (!n.domain.empty() || n.outputs.empty() || !n.outputs[0] || n.inputs.empty() || !n.inputs[0])
       return false;
-    if (n.outputs.empty() || !n.outputs[0] || !n.inputs[0]) return false;
     if (n.op_type == "Dropout") {
       for (size_t i = 1; i < n.outputs.size(); ++i)
         if (n.outputs[i] && uses_[n.outputs[i]]) return false;
@@ -353,123 +352,110 @@ class Lowerer {
     auto out_dims = known_dims(out->type.shape);
     const Lowered& src = values_.at(in);
     if (!out_dims || !src.dims_known || !kernel_dtype(src.dtype)) return false;
-    // Index map: input index expressions in terms of output index (for inline values), plus
-    // the equivalent stride transform for realized ones.
-    std::vector<Dim> idims = src.dims;
-    std::vector<Dim> odims = *out_dims;
-    std::function<std::vector<SymExpr>(const std::vector<SymExpr>&)> to_input;
-    if (n.op_type == "Identity" || n.op_type == "Dropout") {
-      to_input = [](const std::vector<SymExpr>& o) { return o; };
-    } else if (n.op_type == "Transpose") {
-      auto perm = n.attr_ints("perm");
-      if (perm.empty())
-        for (int64_t i = static_cast<int64_t>(idims.size()) - 1; i >= 0; --i) perm.push_back(i);
-      to_input = [perm](const std::vector<SymExpr>& o) {
-        std::vector<SymExpr> i(o.size());
-        for (size_t k = 0; k < perm.size(); ++k) i[perm[k]] = o[k];
-        return i;
-      };
-    } else if (n.op_type == "Expand") {
-      size_t off = odims.size() - idims.size();
-      for (size_t d = 0; d < idims.size(); ++d)
-        if (idims[d] != odims[off + d] && idims[d].value() != 1) return false;
-      to_input = [idims, odims, off](const std::vector<SymExpr>& o) {
-        std::vector<SymExpr> i(idims.size());
-        for (size_t d = 0; d < idims.size(); ++d)
-          i[d] = idims[d] == odims[off + d] ? o[off + d] : SymExpr(0);
-        return i;
-      };
-    } else if (n.op_type == "Unsqueeze" || n.op_type == "Squeeze") {
-      // Dims of size 1 come and go; the others keep their order.
-      std::vector<int> keep_out;  // output dim for each non-1 input dim, in order
-      size_t o = 0;
-      for (size_t d = 0; d < idims.size(); ++d) {
-        if (n.op_type == "Squeeze" && idims[d].value() == 1 && idims.size() != odims.size()) {
-          keep_out.push_back(-1);
-          continue;
-        }
-        while (o < odims.size() && odims[o] != idims[d]) ++o;
-        if (o == odims.size()) return false;
-        keep_out.push_back(static_cast<int>(o++));
-      }
-      to_input = [keep_out](const std::vector<SymExpr>& out_idx) {
-        std::vector<SymExpr> i;
-        for (int k : keep_out) i.push_back(k < 0 ? SymExpr(0) : out_idx[k]);
-        return i;
-      };
-    } else if (n.op_type == "Slice") {
-      auto starts = const_ints(n, 1), ends = const_ints(n, 2);
-      auto axes = n.inputs.size() > 3 && n.inputs[3] ? const_ints(n, 3) : std::optional<std::vector<int64_t>>();
-      auto steps = n.inputs.size() > 4 && n.inputs[4] ? const_ints(n, 4) : std::optional<std::vector<int64_t>>();
-      if (!starts || !ends || (n.inputs.size() > 3 && n.inputs[3] && !axes) ||
-          (n.inputs.size() > 4 && n.inputs[4] && !steps))
-        return false;
-      std::vector<SymExpr> start(idims.size(), SymExpr(0)), step(idims.size(), SymExpr(1));
-      for (size_t k = 0; k < starts->size(); ++k) {
-        int64_t ax = axes ? (*axes)[k] : static_cast<int64_t>(k);
-        if (ax < 0) ax += static_cast<int64_t>(idims.size());
-        int64_t st = steps ? (*steps)[k] : 1;
-        int64_t s = (*starts)[k];
-        auto dim = idims[ax].value();
-        // Static dims only: clamping a start against a symbolic dim needs a run-time min/max.
-        if (!dim || st <= 0) return false;
-        if (s < 0) s += *dim;
-        s = std::clamp<int64_t>(s, 0, *dim);
-        start[ax] = SymExpr(s);
-        step[ax] = SymExpr(st);
-      }
-      to_input = [start, step](const std::vector<SymExpr>& o) {
-        std::vector<SymExpr> i(o.size());
-        for (size_t d = 0; d < o.size(); ++d) i[d] = start[d] + o[d] * step[d];
-        return i;
-      };
-    } else if (n.op_type == "Reshape" || n.op_type == "Flatten") {
-      // A reshape is free on a contiguous buffer: new contiguous strides over the same storage.
-      if (is_output(out) && !src.realized()) return false;
-      auto b = realize_contiguous(in);
-      if (!b) return false;
-      Lowered r = values_.at(in);
-      r.dims = odims;
-      r.strides = contiguous(odims);
-      values_[out] = std::move(r);
-      return true;
+    if (n.op_type == "Reshape" || n.op_type == "Flatten") return lower_reshape(n, *out_dims);
+    auto map = lower_impl::affine_view_map(
+        n, src.dims, *out_dims, [this](const Node& m, size_t i) { return const_ints(m, i); });
+    if (!map) return false;
+    Lowered r;
+    if (src.realized()) {
+      r = strided_view(src, *out_dims, *map);
     } else {
-      return false;
+      r = inline_view(src, *out_dims, *map);
     }
+    finish_view(n, std::move(r));
+    return true;
+  }
+
+  // A Reshape is free on a contiguous buffer (new contiguous strides over the same storage) and
+  // on a strided view whose merged dims are contiguous among themselves; otherwise it folds into
+  // its reader through each dim group's linear index, so that `select` + `view` + `transpose`
+  // chains (attention's q, k, v) cost one copy into the library op that needs them contiguous.
+  bool lower_reshape(const Node& n, const std::vector<Dim>& odims) {
+    const Value* in = n.inputs[0];
+    const Value* out = n.outputs[0];
+    const Lowered& src = values_.at(in);
+    auto groups = lower_impl::reshape_groups(src.dims, odims);
+    bool contiguous_src = src.realized() && is_contiguous(src);
+    if (!contiguous_src && groups && !is_output(out)) {
+      if (src.realized()) {
+        if (auto st = lower_impl::reshape_view_strides(src.dims, src.strides, odims, *groups)) {
+          Lowered r = for_closure_copy(src);
+          r.dims = odims;
+          r.strides = *st;
+          finish_view(n, std::move(r));
+          return true;
+        }
+      }
+      finish_view(n,
+                  inline_view(src, odims, lower_impl::reshape_index_map(src.dims, odims, *groups)));
+      return true;
+    }
+    if (is_output(out) && !src.realized()) return false;
+    auto b = realize_contiguous(in);
+    if (!b) return false;
+    Lowered r = values_.at(in);
+    r.dims = odims;
+    r.strides = contiguous(odims);
+    values_[out] = std::move(r);
+    return true;
+  }
+
+  static Lowered for_closure_copy(const Lowered& src) {
+    Lowered r;
+    r.dtype = src.dtype;
+    r.dims_known = true;
+    r.buffer = src.buffer;
+    r.offset = src.offset;
+    r.strides = src.strides;
+    return r;
+  }
+
+  // Stride transform of an affine index map: each output dim's stride through the map.
+  static Lowered strided_view(const Lowered& src, const std::vector<Dim>& odims,
+                              const lower_impl::IndexMap& to_input) {
+    Lowered r = for_closure_copy(src);
+    r.dims = odims;
+    std::vector<SymExpr> zeros(odims.size(), SymExpr(0));
+    std::vector<SymExpr> in_at_zero = to_input(zeros);
+    for (size_t d = 0; d < src.dims.size(); ++d)
+      r.offset = r.offset + in_at_zero[d] * src.strides[d];
+    r.strides.assign(odims.size(), SymExpr(0));
+    for (size_t k = 0; k < odims.size(); ++k) {
+      std::vector<SymExpr> unit = zeros;
+      unit[k] = SymExpr(1);
+      std::vector<SymExpr> in_at_unit = to_input(unit);
+      SymExpr s(0);
+      for (size_t d = 0; d < src.dims.size(); ++d)
+        s = s + (in_at_unit[d] - in_at_zero[d]) * src.strides[d];
+      r.strides[k] = s;
+    }
+    return r;
+  }
+
+  // The view as an expression its reader inlines (any index map, affine or not).
+  static Lowered inline_view(const Lowered& src, const std::vector<Dim>& odims,
+                             lower_impl::IndexMap to_input) {
     Lowered r;
     r.dtype = src.dtype;
     r.dims_known = true;
     r.dims = odims;
-    if (src.realized()) {
-      // Stride transform: express each output dim's stride through the index map.
-      r.buffer = src.buffer;
-      std::vector<SymExpr> zeros(odims.size(), SymExpr(0));
-      std::vector<SymExpr> in_at_zero = to_input(zeros);
-      r.offset = src.offset;
-      for (size_t d = 0; d < idims.size(); ++d) r.offset = r.offset + in_at_zero[d] * src.strides[d];
-      r.strides.resize(odims.size());
-      for (size_t k = 0; k < odims.size(); ++k) {
-        std::vector<SymExpr> unit = zeros;
-        unit[k] = SymExpr(1);
-        std::vector<SymExpr> in_at_unit = to_input(unit);
-        SymExpr s(0);
-        for (size_t d = 0; d < idims.size(); ++d) s = s + (in_at_unit[d] - in_at_zero[d]) * src.strides[d];
-        r.strides[k] = s;
-      }
-    } else {
-      r.cost = src.cost;
-      r.nodes = src.nodes;
-      r.emit = [in_l = for_closure(src), to_input](EmitContext& ctx,
-                                                    const std::vector<SymExpr>& idx) {
-        return emit_value(*in_l, ctx, to_input(idx));
-      };
-    }
+    r.cost = src.cost;
+    r.nodes = src.nodes;
+    r.emit = [in_l = for_closure(src), to_input = std::move(to_input)](
+                 EmitContext& ctx, const std::vector<SymExpr>& idx) {
+      return emit_value(*in_l, ctx, to_input(idx));
+    };
+    return r;
+  }
+
+  void finish_view(const Node& n, Lowered r) {
+    const Value* in = n.inputs[0];
+    const Value* out = n.outputs[0];
     r.nodes.push_back(n.name);
     bool realize = !r.realized() && uses_[out] > 1;
     values_[out] = std::move(r);
     forget_nodes(in);
     if (realize) materialize(values_[out], Buffer::Kind::kIntermediate, out, out->name);
-    return true;
   }
 
   std::optional<std::vector<int64_t>> const_ints(const Node& n, size_t i) const {

@@ -1,6 +1,8 @@
 // remove-noops: drops nodes that return their input unchanged — Identity, inference-mode Dropout,
 // Cast to the same dtype, Reshape/Expand/Squeeze/Unsqueeze/Flatten to the same shape, Transpose
-// with the identity permutation, single-input Concat/Sum/Max/Min/Mean.
+// with the identity permutation, single-input Concat/Sum/Max/Min/Mean, Pad by zeros everywhere
+// (Swin's and PatchMerging's F.pad when the size is already a multiple), Slice of everything with
+// unit steps.
 #include "passes/pass.h"
 
 namespace ferrite {
@@ -42,6 +44,25 @@ int passthrough_input(const Node& n,
     for (size_t i = 0; i < perm.size(); ++i)
       if (perm[i] != static_cast<int64_t>(i)) return -1;
     return in.shape.rank_known() && !perm.empty() ? 0 : -1;
+  }
+  if (op == "Pad") {
+    // All pads zero: the mode and the value do not matter.
+    const Value* pads = n.input(1);
+    if (!same_type || !pads || !pads->constant || pads->is_graph_input) return -1;
+    for (int64_t p : pads->constant->to_int_vector())
+      if (p != 0) return -1;
+    return 0;
+  }
+  if (op == "Slice") {
+    // Same shape with unit steps: every start is 0 (a shifted window would lose elements).
+    if (!same_type) return -1;
+    const Value* steps = n.input(4);
+    if (steps) {
+      if (!steps->constant || steps->is_graph_input) return -1;
+      for (int64_t st : steps->constant->to_int_vector())
+        if (st != 1) return -1;
+    }
+    return 0;
   }
   if ((op == "Concat" || op == "Sum" || op == "Max" || op == "Min" || op == "Mean") &&
       n.inputs.size() == 1)

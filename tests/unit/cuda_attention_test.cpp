@@ -99,6 +99,28 @@ TEST(CudaCodegen, TensorCoreFlashConfig) {
   EXPECT_EQ(cuda::choose_flash_tc_config(big, DType::kBF16, "sm_90", 227 << 10).dp, 128);
 }
 
+TEST(CudaCodegen, PipelinedFlashAttentionNeedsAlignedRows) {
+  // The cp.async variant: 16-byte aligned operands, head dims and batch strides on 8 elements.
+  auto p = problem({32, 12}, 197, 197, 64, 64);
+  p.q_bs = p.k_bs = p.v_bs = {12 * 197 * 64, 197 * 64};
+  auto c = cuda::choose_flash_tc_config(p, DType::kBF16, "sm_90", 227 << 10, true);
+  EXPECT_TRUE(c.pipelined);
+  EXPECT_EQ(c.smem, 2 * 5 * 64 * (64 + 8));
+  EXPECT_EQ(cuda::flash_tc_kernel_name(c.dp, c.pipelined), "fe_flash_pipe_d64");
+  EXPECT_FALSE(cuda::choose_flash_tc_config(p, DType::kBF16, "sm_90", 227 << 10, false).pipelined);
+  auto odd = p;
+  odd.D = odd.Dv = 60;  // 120-byte rows
+  EXPECT_FALSE(cuda::choose_flash_tc_config(odd, DType::kBF16, "sm_90", 227 << 10, true).pipelined);
+  auto stride = p;
+  stride.k_bs[1] = 197 * 64 + 4;
+  EXPECT_FALSE(
+      cuda::choose_flash_tc_config(stride, DType::kBF16, "sm_90", 227 << 10, true).pipelined);
+  // Head dim 128: 87 KiB, only with the opt-in.
+  auto big = problem({2}, 100, 100, 128, 128);
+  EXPECT_FALSE(cuda::choose_flash_tc_config(big, DType::kBF16, "sm_90", 64 << 10, true).pipelined);
+  EXPECT_TRUE(cuda::choose_flash_tc_config(big, DType::kBF16, "sm_90", 227 << 10, true).pipelined);
+}
+
 TEST(CudaCodegen, FlashConfigFollowsDeviceLimits) {
   std::string why;
   // Small problems (bert_base of the zoo: 2 x 12 heads, S 64) take small row tiles so that the
@@ -304,10 +326,24 @@ struct GpuBuffers {
   }
 };
 
+void check_half_attention(cuda::CudaBackend& backend, int64_t D);
+
 TEST(CudaDevice, FusedAttentionHalfStorage) {
   auto be = cuda::open_cuda_backend(0);
   if (!be) GTEST_SKIP() << "no GPU: " << be.status().message();
-  const int64_t B = 2, H = 3, S = 45, T = 71, D = 64;
+  // Both tensor-core variants (the pipelined one takes these aligned calls unless turned off),
+  // head dims 32, 64 and 128 (87 KiB of shared memory in the pipelined kernel).
+  for (const char* pipe : {"1", "0"})
+    for (int64_t D : {32, 64, 128}) {
+      SCOPED_TRACE(std::string("FERRITE_CUDA_FLASH_PIPE=") + pipe + " D " + std::to_string(D));
+      setenv("FERRITE_CUDA_FLASH_PIPE", pipe, 1);
+      check_half_attention(**be, D);
+    }
+  unsetenv("FERRITE_CUDA_FLASH_PIPE");
+}
+
+void check_half_attention(cuda::CudaBackend& backend, int64_t D) {
+  const int64_t B = 2, H = 3, S = 45, T = 71;
   const char* text = R"(<ir_version: 8, opset_import: ["" : 17, "ferrite" : 1]>
 g (float[b,h,s,d] q, float[b,h,t,d] k, float[b,h,t,d] v, float[b,1,1,t] m) => (float[b,h,s,d] y) {
   y = ferrite.Attention<causal = 1>(q, k, v, m)
@@ -334,7 +370,7 @@ g (float[b,h,s,d] q, float[b,h,t,d] k, float[b,h,t,d] v, float[b,1,1,t] m) => (f
     Tensor m = round(random_f32({B, 1, 1, T}, rng, 0), &mb);
     auto want = (*ref)->run({{"q", q}, {"k", k}, {"v", v}, {"m", m}});
     ASSERT_TRUE(want) << want.status().message();
-    GpuBuffers g{(*be)->rt(), {}};
+    GpuBuffers g{backend.rt(), {}};
     void* dq = g.upload(qb.data(), qb.size() * 2);
     void* dk = g.upload(kb.data(), kb.size() * 2);
     void* dv = g.upload(vb.data(), vb.size() * 2);
@@ -347,10 +383,10 @@ g (float[b,h,s,d] q, float[b,h,t,d] k, float[b,h,t,d] v, float[b,1,1,t] m) => (f
     p.m_s = 0, p.m_t = 1;
     p.has_mask = p.causal = true;
     p.scale = static_cast<float>(1 / std::sqrt(double(D)));
-    ASSERT_EQ((*be)->flash->unsupported(p, dt), "");
-    ASSERT_TRUE((*be)->flash->run(p, dt, dq, dk, dv, dm, dy).is_ok());
+    ASSERT_EQ(backend.flash->unsupported(p, dt), "");
+    ASSERT_TRUE(backend.flash->run(p, dt, dq, dk, dv, dm, dy).is_ok());
     std::vector<uint16_t> yb(B * H * S * D);
-    ASSERT_TRUE((*be)->rt()->copy_to_host(yb.data(), dy, yb.size() * 2).is_ok());
+    ASSERT_TRUE(backend.rt()->copy_to_host(yb.data(), dy, yb.size() * 2).is_ok());
     Tensor got = Tensor::zeros(DType::kF32, {B, H, S, D});
     for (size_t i = 0; i < yb.size(); ++i)
       got.data<float>()[i] = bf ? from_bf16(yb[i]) : from_f16(yb[i]);

@@ -130,4 +130,15 @@ TEST(SymExpr, UsesCountsOnlyPresentTerms) {
   EXPECT_TRUE(x.floordiv(n).uses("n"));
   EXPECT_FALSE(SymExpr(7).uses("x"));
 }
+// A dim split by a Reshape and merged again indexes with the plain linear index.
+TEST(SymExpr, SplitAndMergedDimFoldsBack) {
+  SymExpr x = SymExpr::symbol("x"), b = SymExpr::symbol("b");
+  EXPECT_EQ(x.floordiv(6) * 6 + x.mod(6), x);
+  EXPECT_EQ(b * 24 + x.mod(6) + x.floordiv(6) * 6, b * 24 + x);
+  EXPECT_EQ(x.mod(6) * 3 + x.floordiv(6) * 18 + 1, x * 3 + 1);
+  // Not an identity: different divisors, or a coefficient that does not match.
+  EXPECT_NE(x.floordiv(6) * 4 + x.mod(6), x);
+  EXPECT_NE(x.floordiv(4) * 6 + x.mod(6), x);
+}
+
 }  // namespace ferrite

@@ -15,6 +15,9 @@ const char* kFlashSource =
 const char* kFlashTcSource =
 #include "backends/cuda/cuda_attention_tc_source.inc"
     ;
+const char* kFlashPipeSource =
+#include "backends/cuda/cuda_attention_pipelined_source.inc"
+    ;
 
 bool log_on(const char* topic) {
   const char* v = std::getenv("FERRITE_LOG");
@@ -51,28 +54,38 @@ int64_t tc_smem_bytes(int dp) {
   return 2 * (int64_t{2} * kFlashTcRows * (dp + 8) + int64_t{dp} * (kFlashTcRows + 8));
 }
 
+// The pipelined variant: Q [64][dp + 8] and two buffers each of K and V [64][dp + 8], 2-byte.
+int64_t pipe_smem_bytes(int dp) {
+  return 2 * int64_t{5} * kFlashTcRows * (dp + 8);
+}
+
+bool env_off(const char* name) {
+  const char* env = std::getenv(name);
+  return env && (std::string(env) == "0" || std::string(env) == "off");
+}
+
 int sm_version(const std::string& arch) {
   return arch.rfind("sm_", 0) == 0 ? std::atoi(arch.c_str() + 3) : 0;
 }
 
 }  // namespace
 
-std::string flash_tc_kernel_name(int dp) {
-  return "fe_flash_tc_d" + std::to_string(dp);
+std::string flash_tc_kernel_name(int dp, bool pipelined) {
+  return (pipelined ? "fe_flash_pipe_d" : "fe_flash_tc_d") + std::to_string(dp);
 }
 
 std::string flash_tc_module_source(DType dtype, int dp) {
   if (dtype != DType::kBF16 && dtype != DType::kF16) return {};
   return std::string("#define FE_T ") + storage_type(dtype) + "\n#define FE_TC_BF16 " +
          (dtype == DType::kBF16 ? "1" : "0") + "\n" + kFlashSource + kFlashTcSource +
-         "FE_FLASH_TC(" + std::to_string(dp) + ")\n";
+         kFlashPipeSource + "FE_FLASH_TC(" + std::to_string(dp) + ")\nFE_FLASH_PIPE(" +
+         std::to_string(dp) + ")\n";
 }
 
 FlashConfig choose_flash_tc_config(const FlashProblem& p, DType dtype, const std::string& arch,
-                                   int64_t smem_limit) {
+                                   int64_t smem_limit, bool aligned16) {
   FlashConfig c;
-  const char* env = std::getenv("FERRITE_CUDA_FLASH_TC");
-  if (env && (std::string(env) == "0" || std::string(env) == "off")) return c;
+  if (env_off("FERRITE_CUDA_FLASH_TC")) return c;
   if ((dtype != DType::kBF16 && dtype != DType::kF16) || sm_version(arch) < 80) return c;
   const int64_t dmax = std::max(p.D, p.Dv);
   if (dmax > kFlashMaxHeadDim || p.batch.size() > 4) return c;
@@ -83,6 +96,14 @@ FlashConfig choose_flash_tc_config(const FlashProblem& p, DType dtype, const std
   const int64_t grid = nb * ((p.S + kFlashTcRows - 1) / kFlashTcRows);
   if (grid > 0x7fffffff) return c;
   c.dp = dp, c.bm = kFlashTcRows, c.bn = 64, c.smem = tc_smem_bytes(dp), c.grid = grid;
+  // 16-byte copies need every row and batch offset on 8 elements.
+  bool rows8 = aligned16 && p.D % 8 == 0 && p.Dv % 8 == 0;
+  for (size_t d = 0; d < p.batch.size() && rows8; ++d)
+    rows8 = p.q_bs[d] % 8 == 0 && p.k_bs[d] % 8 == 0 && p.v_bs[d] % 8 == 0;
+  if (rows8 && pipe_smem_bytes(dp) <= smem_limit && !env_off("FERRITE_CUDA_FLASH_PIPE")) {
+    c.pipelined = true;
+    c.smem = pipe_smem_bytes(dp);
+  }
   return c;
 }
 
@@ -177,7 +198,9 @@ Status FlashAttention::run(const FlashProblem& p, DType dtype, const void* q, co
     return err("cuda: fused attention cannot run this call: ",
                why.empty() ? "dtype " + std::string(dtype_name(dtype)) : why);
   // bf16 / f16 on sm_80+: the tensor-core kernel, else the f32 CUDA-core one.
-  const FlashConfig tc = choose_flash_tc_config(p, dtype, arch_, smem_limit_);
+  auto on16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  const FlashConfig tc = choose_flash_tc_config(p, dtype, arch_, smem_limit_,
+                                                on16(q) && on16(k) && on16(v) && on16(out));
   const FlashConfig& use = tc.bm ? tc : c;
   FlashParams fp{};
   fp.nb = 1;
@@ -202,7 +225,8 @@ Status FlashAttention::run(const FlashProblem& p, DType dtype, const void* q, co
            reinterpret_cast<uintptr_t>(k) % align == 0 &&
            reinterpret_cast<uintptr_t>(v) % align == 0;
 
-  const std::string name = tc.bm ? flash_tc_kernel_name(tc.dp) : flash_kernel_name(c.dp, c.bm);
+  const std::string name =
+      tc.bm ? flash_tc_kernel_name(tc.dp, tc.pipelined) : flash_kernel_name(c.dp, c.bm);
   const std::string key = std::string(dtype_name(dtype)) + ":" + name;
   CUfunction fn = nullptr;
   {

@@ -48,11 +48,12 @@ struct FlashProblem {
 
 // Tile choice of one call.
 struct FlashConfig {
-  int dp = 0;        // head-dim bucket: 32, 64, 96 or 128 (>= max(D, Dv))
-  int bm = 0;        // query rows per block: 16, 32 or 64
-  int bn = 0;        // keys per K/V tile (64 up to dp 64, else 32)
-  int64_t smem = 0;  // dynamic shared memory, bytes
-  int64_t grid = 0;  // blocks
+  int dp = 0;              // head-dim bucket: 32, 64, 96 or 128 (>= max(D, Dv))
+  int bm = 0;              // query rows per block: 16, 32 or 64
+  int bn = 0;              // keys per K/V tile (64 up to dp 64, else 32)
+  int64_t smem = 0;        // dynamic shared memory, bytes
+  int64_t grid = 0;        // blocks
+  bool pipelined = false;  // tensor-core kernel: the cp.async / ldmatrix variant
 };
 
 inline constexpr int kFlashThreads = 128;
@@ -72,10 +73,14 @@ std::string flash_kernel_name(int dp, int bm);
 // The tensor-core kernel (bf16 / f16 storage, mma.sync m16n8k16, sm_80 and later; f32
 // accumulation, P rounded to the storage type): its tiles for `p`, or bm == 0 when it does not
 // take the call (dtype, architecture, head dim > 128, shared memory, FERRITE_CUDA_FLASH_TC=0).
+// `aligned16`: q, k and v start on 16 bytes; with head dims and batch strides that are multiples
+// of 8 the call takes the pipelined variant (cp.async double buffering of K and V, ldmatrix
+// operands; FERRITE_CUDA_FLASH_PIPE=0 turns it off).
 FlashConfig choose_flash_tc_config(const FlashProblem& p, DType dtype, const std::string& arch,
-                                   int64_t smem_limit);
+                                   int64_t smem_limit, bool aligned16 = false);
+// The module holds both tensor-core variants for one head-dim bucket.
 std::string flash_tc_module_source(DType dtype, int dp);
-std::string flash_tc_kernel_name(int dp);
+std::string flash_tc_kernel_name(int dp, bool pipelined = false);
 
 class FlashAttention {
  public:

@@ -209,6 +209,7 @@ template <int KIND>
 __device__ __forceinline__ float fe_act_k(float v, int act, float lo, float hi) {
   if (KIND == 0) return v;
   if (KIND == 1) return v < 0.f ? 0.f : v;  // NaN stays NaN, as the table's Relu
+  if (KIND == 3) return fe_act(v, FE_ACT_GELU, lo, hi);  // the transformers' MLP
   return fe_act(v, act, lo, hi);
 }
 
@@ -249,9 +250,11 @@ extern "C" __global__ void fe_bias_act_nhwc8(void* __restrict__ y, const void* _
                                              int res_after, int dt) {
 #define FE_NHWC8(K, D) bias_act_nhwc8_impl<K, D>(y, bias, res, groups, channels, act, lo, hi, res_after)
   if (dt == 1) {
-    if (kind == 0) FE_NHWC8(0, 1); else if (kind == 1) FE_NHWC8(1, 1); else FE_NHWC8(2, 1);
+    if (kind == 0) FE_NHWC8(0, 1); else if (kind == 1) FE_NHWC8(1, 1);
+    else if (kind == 3) FE_NHWC8(3, 1); else FE_NHWC8(2, 1);
   } else {
-    if (kind == 0) FE_NHWC8(0, 2); else if (kind == 1) FE_NHWC8(1, 2); else FE_NHWC8(2, 2);
+    if (kind == 0) FE_NHWC8(0, 2); else if (kind == 1) FE_NHWC8(1, 2);
+    else if (kind == 3) FE_NHWC8(3, 2); else FE_NHWC8(2, 2);
   }
 #undef FE_NHWC8
 }
@@ -485,14 +488,17 @@ const char* kMemoryBoundSource =
     ;
 
 // fe_act_k's kind of an activation code: 0 none, 1 ReLU, 2 any other row.
+// The specialisations of the 16-bit epilogue kernels: 0 none, 1 ReLU, 3 exact GELU, 2 any other
+// row through fe_act's switch (a kernel without a case for 3 takes it as 2).
 int act_kind(int code) {
   if (code == 0) return 0;
-  static const int relu = [] {
+  auto code_of = [](const char* name) {
     for (const ScalarFunction& f : scalar_functions())
-      if (f.epilogue && std::string(f.epilogue) == "relu") return f.index() + 1;
+      if (f.epilogue && std::string(f.epilogue) == name) return f.index() + 1;
     return -1;
-  }();
-  return code == relu ? 1 : 2;
+  };
+  static const int relu = code_of("relu"), gelu = code_of("gelu");
+  return code == relu ? 1 : code == gelu ? 3 : 2;
 }
 
 int64_t grid_for(int64_t total, int64_t block, int sms) {
