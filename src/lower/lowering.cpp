@@ -353,6 +353,11 @@ class Lowerer {
     const Lowered& src = values_.at(in);
     if (!out_dims || !src.dims_known || !kernel_dtype(src.dtype)) return false;
     if (n.op_type == "Reshape" || n.op_type == "Flatten") return lower_reshape(n, *out_dims);
+    // A Gather of integers is shape arithmetic, which the executor keeps on the host (computed
+    // once per shape binding); only data selections become views.
+    if (n.op_type == "Gather" && compute_dtype(src.dtype) != DType::kF32 &&
+        src.dtype != DType::kF64)
+      return false;
     auto map = lower_impl::affine_view_map(
         n, src.dims, *out_dims, [this](const Node& m, size_t i) { return const_ints(m, i); });
     if (!map) return false;

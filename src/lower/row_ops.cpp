@@ -29,25 +29,26 @@ Lowered pending(const Lowered& x, std::vector<Dim> dims, RowPlan plan, EmitFn em
   return r;
 }
 
-// Softmax / LogSoftmax over the last axis: max, sum of exp(x - max), then the store. exp runs
-// in the input type, the sum in double.
+// Softmax / LogSoftmax over the last axis: max, sum of exp(x - max), then the store. exp and
+// the sum run in the compute type (f32 for f32 / bf16 / f16: the terms are in [0, 1], and f64
+// arithmetic and conversions made the row kernels compute-bound on GPUs).
 std::optional<Lowered> softmax(const Node& n, const Lowered& x) {
   int64_t rank = static_cast<int64_t>(x.dims.size());
   int64_t axis = n.attr_int("axis", -1);
   if (rank == 0 || (axis != -1 && axis != rank - 1)) return std::nullopt;  // other axes: library
   bool log = n.op_type == "LogSoftmax";
   RowPlan plan{x.dims, 1, false, loop_vars(x.dims.size())};
-  return pending(
-      x, x.dims, std::move(plan), [x, log](EmitContext& ctx, const std::vector<SymExpr>& idx) {
-        KernelBody& b = ctx.body;
-        DType t = compute_dtype(x.dtype);
-        int v = emit_value(x, ctx, idx);
-        int shifted = b.binary("sub", v, b.reduce("max", v), t);
-        int e = b.unary("exp", shifted, t);
-        int sum = b.reduce("sum", b.cast(e, DType::kF64));
-        if (log) return b.binary("sub", shifted, b.cast(b.unary("log", sum, DType::kF64), t), t);
-        return b.binary("div", e, b.cast(sum, t), t);
-      });
+  return pending(x, x.dims, std::move(plan),
+                 [x, log](EmitContext& ctx, const std::vector<SymExpr>& idx) {
+                   KernelBody& b = ctx.body;
+                   DType t = compute_dtype(x.dtype);
+                   int v = emit_value(x, ctx, idx);
+                   int shifted = b.binary("sub", v, b.reduce("max", v), t);
+                   int e = b.unary("exp", shifted, t);
+                   int sum = b.reduce("sum", e);
+                   if (log) return b.binary("sub", shifted, b.unary("log", sum, t), t);
+                   return b.binary("div", e, sum, t);
+                 });
 }
 
 // Index map of LayerNormalization's Scale / B onto the iteration: right-aligned against the
@@ -78,8 +79,10 @@ struct Param {
   }
 };
 
-// LayerNormalization over dims [axis, rank): mean, then variance (two passes, in double as the
-// reference computes them), then (x - mean) * rstd * scale + bias.
+// LayerNormalization over dims [axis, rank): mean, then variance of the centred values (two
+// passes, so no cancellation), then (x - mean) * rstd * scale + bias; in the compute type, as
+// PyTorch and ONNX Runtime do (f32 for 16-bit storage). The reference computes in double; the
+// two-pass f32 result is within a few ulps of it.
 std::optional<Lowered> layernorm(const Node& n, const std::vector<const Lowered*>& in,
                                  const Lowered& x) {
   int64_t rank = static_cast<int64_t>(x.dims.size());
@@ -100,26 +103,28 @@ std::optional<Lowered> layernorm(const Node& n, const std::vector<const Lowered*
   double eps = n.attr_float("epsilon", 1e-5f);
   SymExpr count = product(x.dims, axis, x.dims.size());
   RowPlan plan{x.dims, norm.size(), false, loop_vars(x.dims.size())};
-  return pending(
-      x, x.dims, std::move(plan),
-      [x, params, eps, count](EmitContext& ctx, const std::vector<SymExpr>& idx) {
-        KernelBody& b = ctx.body;
-        const DType d = DType::kF64;
-        int v = b.cast(emit_value(x, ctx, idx), d);
-        int cnt = b.symbol(d, count);
-        int mean = b.binary("div", b.reduce("sum", v), cnt, d);
-        int centered = b.binary("sub", v, mean, d);
-        int var = b.binary("div", b.reduce("sum", b.binary("mul", centered, centered, d)), cnt, d);
-        // One call per statement: the calls number the expressions (and so spell the generated
-        // source and its cache key), which must not follow the compiler's argument order.
-        int root = b.unary("sqrt", b.binary("add", var, b.constant(d, eps), d), d);
-        int one = b.constant(d, 1.0);
-        int rstd = b.binary("div", one, root, d);
-        int y = b.binary("mul", centered, rstd, d);
-        y = b.binary("mul", y, b.cast(params[0].emit(ctx, idx), d), d);
-        if (params.size() > 1) y = b.binary("add", y, b.cast(params[1].emit(ctx, idx), d), d);
-        return b.cast(y, compute_dtype(x.dtype));
-      });
+  return pending(x, x.dims, std::move(plan),
+                 [x, params, eps, count](EmitContext& ctx, const std::vector<SymExpr>& idx) {
+                   KernelBody& b = ctx.body;
+                   const DType d = compute_dtype(x.dtype);
+                   int v = emit_value(x, ctx, idx);
+                   int cnt = b.symbol(d, count);
+                   int mean = b.binary("div", b.reduce("sum", v), cnt, d);
+                   int centered = b.binary("sub", v, mean, d);
+                   int var = b.binary(
+                       "div", b.reduce("sum", b.binary("mul", centered, centered, d)), cnt, d);
+                   // One call per statement: the calls number the expressions (and so spell the
+                   // generated source and its cache key), which must not follow the compiler's
+                   // argument order.
+                   int root = b.unary("sqrt", b.binary("add", var, b.constant(d, eps), d), d);
+                   int one = b.constant(d, 1.0);
+                   int rstd = b.binary("div", one, root, d);
+                   int y = b.binary("mul", centered, rstd, d);
+                   y = b.binary("mul", y, b.cast(params[0].emit(ctx, idx), d), d);
+                   if (params.size() > 1)
+                     y = b.binary("add", y, b.cast(params[1].emit(ctx, idx), d), d);
+                   return y;
+                 });
 }
 
 // Which dims of a rank-`rank` input a Reduce* / GlobalAveragePool node reduces; nullopt when
@@ -319,26 +324,26 @@ std::optional<Lowered> lower_matmul(const Node& n, const std::vector<const Lower
   Lowered A = a, B = b;
   std::optional<Lowered> C;
   if (c) C = *c;
-  Lowered r = pending(lead, out, std::move(plan),
-                      [A, B, C, ia, ib, ic, alpha, beta](EmitContext& ctx,
-                                                         const std::vector<SymExpr>&) {
-                        KernelBody& bd = ctx.body;
-                        const DType t = compute_dtype(A.dtype), d = DType::kF64;
-                        // One operand per statement, B first: the emission order numbers the
-                        // expressions, so it must not be left to the compiler (see layernorm).
-                        int bv = bd.cast(emit_value(B, ctx, ib), d);
-                        int av = bd.cast(emit_value(A, ctx, ia), d);
-                        int prod = bd.binary("mul", av, bv, d);
-                        int acc = bd.reduce("sum", prod);
-                        if (alpha != 1.0f) acc = bd.binary("mul", acc, bd.constant(d, alpha), d);
-                        int v = bd.cast(acc, t);
-                        if (C) {
-                          int cv = emit_value(*C, ctx, ic);
-                          if (beta != 1.0f) cv = bd.binary("mul", cv, bd.constant(t, beta), t);
-                          v = bd.binary("add", v, cv, t);
-                        }
-                        return v;
-                      });
+  Lowered r =
+      pending(lead, out, std::move(plan),
+              [A, B, C, ia, ib, ic, alpha, beta](EmitContext& ctx, const std::vector<SymExpr>&) {
+                KernelBody& bd = ctx.body;
+                const DType t = compute_dtype(A.dtype), d = DType::kF64;
+                // One operand per statement, B first: the emission order numbers the
+                // expressions, so it must not be left to the compiler (see layernorm).
+                int bv = bd.cast(emit_value(B, ctx, ib), d);
+                int av = bd.cast(emit_value(A, ctx, ia), d);
+                int prod = bd.binary("mul", av, bv, d);
+                int acc = bd.reduce("sum", prod);
+                if (alpha != 1.0f) acc = bd.binary("mul", acc, bd.constant(d, alpha), d);
+                int v = bd.cast(acc, t);
+                if (C) {
+                  int cv = emit_value(*C, ctx, ic);
+                  if (beta != 1.0f) cv = bd.binary("mul", cv, bd.constant(t, beta), t);
+                  v = bd.binary("add", v, cv, t);
+                }
+                return v;
+              });
   r.nodes.push_back(n.name);
   return r;
 }
