@@ -1,5 +1,6 @@
 #include "frontend/onnx/tensor_proto.h"
 
+#include <onnx/onnx-data_pb.h>  // SequenceProto, OptionalProto (test data)
 #include <onnx/onnx_pb.h>
 
 #include <cstdio>
@@ -236,6 +237,53 @@ Expected<NamedTensor> read_tensor_file(const std::filesystem::path& path) {
   auto t = tensor_from_proto(proto, {});
   if (!t) return t.status().with_context(path.string());
   return NamedTensor{proto.name(), std::move(t).value()};
+}
+
+namespace {
+Expected<Tensor> sequence_from_proto(const onnx::SequenceProto& sp, DType elem,
+                                     const std::string& where) {
+  if (sp.elem_type() != onnx::SequenceProto::TENSOR)
+    return unsupported(where, ": a sequence of non-tensors (elem_type ", sp.elem_type(),
+                       ") is not supported");
+  std::vector<Tensor> items;
+  for (const auto& tp : sp.tensor_values()) {
+    FERRITE_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(tp, {}));
+    if (elem != DType::kUndefined && t.dtype() != elem)
+      return err(where, ": sequence element is ", t.type_string(), ", declared ", dtype_name(elem));
+    elem = t.dtype();
+    items.push_back(std::move(t));
+  }
+  return Tensor::sequence(elem, std::move(items));
+}
+}  // namespace
+
+Expected<NamedTensor> read_value_file(const std::filesystem::path& path, ValueKind kind,
+                                      DType elem) {
+  if (kind == ValueKind::kTensor) return read_tensor_file(path);
+  FERRITE_ASSIGN_OR_RETURN(std::string bytes, read_file_bytes(path, size_t{1} << 31));
+  const std::string where = path.string();
+  if (kind == ValueKind::kSequence) {
+    onnx::SequenceProto sp;
+    if (!sp.ParseFromString(bytes)) return err("'", where, "' is not a valid SequenceProto file");
+    FERRITE_ASSIGN_OR_RETURN(Tensor t, sequence_from_proto(sp, elem, where));
+    return NamedTensor{sp.name(), std::move(t)};
+  }
+  onnx::OptionalProto op;
+  if (!op.ParseFromString(bytes)) return err("'", where, "' is not a valid OptionalProto file");
+  std::optional<Tensor> value;
+  if (op.has_tensor_value()) {
+    if (kind != ValueKind::kOptionalTensor)
+      return err(where, ": optional holds a tensor, declared a sequence");
+    FERRITE_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(op.tensor_value(), {}));
+    value = std::move(t);
+  } else if (op.has_sequence_value()) {
+    if (kind != ValueKind::kOptionalSequence)
+      return err(where, ": optional holds a sequence, declared a tensor");
+    FERRITE_ASSIGN_OR_RETURN(Tensor t, sequence_from_proto(op.sequence_value(), elem, where));
+    value = std::move(t);
+  }
+  if (value && elem == DType::kUndefined) elem = value->dtype();
+  return NamedTensor{op.name(), Tensor::optional(kind, elem, std::move(value))};
 }
 
 Expected<std::string> encode_tensor_file(const std::string& name, const Tensor& t) {
