@@ -448,7 +448,7 @@ Status optional_get_element_kernel(KernelContext& ctx) {
 // tensor results (SequenceAt, ConcatFromSequence) have sequence inputs that are not either.
 // clang-format off
 void register_sequence_ops(OpRegistry& r) {
-  const DTypeSet kElem = kNumeric | DTypeSet{DType::kBool};
+  const DTypeSet kElem = dtypes::kNumeric | DTypeSet{DType::kBool};
   r.add(OpSchemaBuilder("SequenceEmpty").versions(11).inputs(0).outputs(1)
             .optional_attr("dtype", AttrType::kInt).any_value_kind().not_foldable()
             .infer(infer_sequence_empty).kernel(sequence_empty_kernel)
