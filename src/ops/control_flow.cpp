@@ -148,9 +148,13 @@ Status infer_if(InferContext& ctx) {
       ctx.set_output(i, first.outputs()[i]->type);
       continue;
     }
-    if (a.dtype != b.dtype || !kinds_compatible(a.kind, b.kind))
-      return ctx.error("output ", i, " is ", a.to_string(), " in then_branch but ", b.to_string(),
-                       " in else_branch");
+    if (a.dtype != b.dtype || !kinds_compatible(a.kind, b.kind)) {
+      bool kinds = a.kind != b.kind;  // else only the dtypes differ
+      return ctx.error("output ", i, " is ",
+                       kinds ? a.to_string() : std::string(dtype_name(a.dtype)),
+                       " in then_branch but ",
+                       kinds ? b.to_string() : std::string(dtype_name(b.dtype)), " in else_branch");
+    }
     TensorType t = known ? (known->int_at(0) ? a : b) : merge_types(a, b);
     if (!known) t.kind = joined_kind(a.kind, b.kind);
     ctx.set_output(i, std::move(t));

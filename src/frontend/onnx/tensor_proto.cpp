@@ -286,7 +286,41 @@ Expected<NamedTensor> read_value_file(const std::filesystem::path& path, ValueKi
   return NamedTensor{op.name(), Tensor::optional(kind, elem, std::move(value))};
 }
 
+namespace {
+void sequence_to_proto(const Tensor& seq, onnx::SequenceProto* sp) {
+  sp->set_elem_type(onnx::SequenceProto::TENSOR);
+  for (const Tensor& item : seq.items()) tensor_to_proto(item, "", sp->add_tensor_values());
+}
+
+// A sequence as a SequenceProto, an optional as an OptionalProto (the layout of ONNX test data).
+Expected<std::string> encode_value_file(const std::string& name, const Tensor& t) {
+  std::string bytes;
+  bool ok = false;
+  if (t.kind() == ValueKind::kSequence) {
+    onnx::SequenceProto sp;
+    sp.set_name(name);
+    sequence_to_proto(t, &sp);
+    ok = sp.SerializeToString(&bytes);
+  } else {
+    onnx::OptionalProto op;
+    op.set_name(name);
+    bool seq = t.kind() == ValueKind::kOptionalSequence;
+    op.set_elem_type(seq ? onnx::OptionalProto::SEQUENCE : onnx::OptionalProto::TENSOR);
+    if (!t.items().empty()) {
+      if (seq)
+        sequence_to_proto(t.items()[0], op.mutable_sequence_value());
+      else
+        tensor_to_proto(t.items()[0], "", op.mutable_tensor_value());
+    }
+    ok = op.SerializeToString(&bytes);
+  }
+  if (!ok) return err("value '", name, "' (", t.type_string(), ") cannot be encoded");
+  return bytes;
+}
+}  // namespace
+
 Expected<std::string> encode_tensor_file(const std::string& name, const Tensor& t) {
+  if (!t.is_tensor()) return encode_value_file(name, t);
   onnx::TensorProto proto;
   tensor_to_proto(t, name, &proto);
   std::string bytes;

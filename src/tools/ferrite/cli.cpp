@@ -121,6 +121,7 @@ std::string announce_default_device() {
 
 std::string tensor_summary(const Tensor& t) {
   std::string s = t.type_string();
+  if (!t.is_tensor()) return s;  // a sequence or optional: its items are not summarised
   if (t.numel() == 0) return s + " (empty)";
   // NaN is counted, not summed: one NaN would make the mean NaN and min/max meaningless.
   double sum = 0, lo = INFINITY, hi = -INFINITY;
