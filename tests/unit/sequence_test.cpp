@@ -127,6 +127,11 @@ TEST(Sequence, ValueFilesRoundTrip) {
   // A file of another kind than declared is an error, not garbage.
   std::ofstream(path, std::ios::binary) << *encode_tensor_file("v", values[2]);
   EXPECT_FALSE(read_value_file(path, ValueKind::kOptionalSequence, DType::kF32));
+  // A TensorProto file where a sequence is declared: protobuf would parse it as an empty
+  // SequenceProto; its leftover fields give it away.
+  std::ofstream(path, std::ios::binary) << *encode_tensor_file("v", a);
+  EXPECT_FALSE(read_value_file(path, ValueKind::kSequence, DType::kF32));
+  EXPECT_FALSE(read_value_file(path, ValueKind::kOptionalTensor, DType::kF32));
   fs::remove(path);
 }
 

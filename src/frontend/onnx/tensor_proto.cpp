@@ -242,7 +242,9 @@ Expected<NamedTensor> read_tensor_file(const std::filesystem::path& path) {
 namespace {
 Expected<Tensor> sequence_from_proto(const onnx::SequenceProto& sp, DType elem,
                                      const std::string& where) {
-  if (sp.elem_type() != onnx::SequenceProto::TENSOR)
+  // An empty sequence may leave its elem_type undefined.
+  if (sp.elem_type() != onnx::SequenceProto::TENSOR &&
+      !(sp.elem_type() == onnx::SequenceProto::UNDEFINED && sp.tensor_values_size() == 0))
     return unsupported(where, ": a sequence of non-tensors (elem_type ", sp.elem_type(),
                        ") is not supported");
   std::vector<Tensor> items;
@@ -262,14 +264,18 @@ Expected<NamedTensor> read_value_file(const std::filesystem::path& path, ValueKi
   if (kind == ValueKind::kTensor) return read_tensor_file(path);
   FERRITE_ASSIGN_OR_RETURN(std::string bytes, read_file_bytes(path, size_t{1} << 31));
   const std::string where = path.string();
+  // Protobuf parses a message of another type without complaint when the field numbers happen to
+  // fit (a TensorProto reads as an empty SequenceProto); its other fields remain as unknown ones.
   if (kind == ValueKind::kSequence) {
     onnx::SequenceProto sp;
-    if (!sp.ParseFromString(bytes)) return err("'", where, "' is not a valid SequenceProto file");
+    if (!sp.ParseFromString(bytes) || !sp.unknown_fields().empty())
+      return err("'", where, "' is not a valid SequenceProto file");
     FERRITE_ASSIGN_OR_RETURN(Tensor t, sequence_from_proto(sp, elem, where));
     return NamedTensor{sp.name(), std::move(t)};
   }
   onnx::OptionalProto op;
-  if (!op.ParseFromString(bytes)) return err("'", where, "' is not a valid OptionalProto file");
+  if (!op.ParseFromString(bytes) || !op.unknown_fields().empty())
+    return err("'", where, "' is not a valid OptionalProto file");
   std::optional<Tensor> value;
   if (op.has_tensor_value()) {
     if (kind != ValueKind::kOptionalTensor)
