@@ -93,6 +93,12 @@ std::vector<nb::object> run_session(S& s, const std::vector<std::string>& names,
     inputs.clear();
   }
   std::vector<Tensor> tensors = unwrap(std::move(out));
+  // Sequences and optionals have no array form here: refused rather than returned as arrays.
+  for (const Tensor& t : tensors)
+    if (!t.is_tensor())
+      throw nb::value_error(
+          ("the model returns " + t.type_string() + "; the Python API returns tensors only")
+              .c_str());
   std::vector<nb::object> result;
   result.reserve(tensors.size());
   for (Tensor& t : tensors) result.push_back(array_from_tensor(std::move(t), framework));

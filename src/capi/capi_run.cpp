@@ -127,6 +127,11 @@ ferrite_status* run_host(ferrite_session* s, const std::vector<ferrite::Session:
                          ferrite_value** outputs, ferrite::Session::RunInfo* info) {
   auto out = s->session->run(in, info);
   if (!out) return run_error(out.status());
+  // Sequences and optionals have no ferrite_value form: refused rather than returned as tensors.
+  for (const Tensor& t : *out)
+    if (!t.is_tensor())
+      return make_status(FERRITE_UNSUPPORTED, "the model returns " + t.type_string() +
+                                                  "; the C API returns tensors only");
   std::vector<ferrite_value*> made;
   for (size_t j = 0; j < out->size(); ++j) {
     Tensor& t = (*out)[j];

@@ -6,6 +6,7 @@
 #include "execute/model.h"
 #include "lower/multi_tensor.h"
 #include "memory/in_place.h"
+#include "ops/interpreter.h"
 
 namespace ferrite {
 
@@ -34,6 +35,32 @@ Expected<CompiledModule> compile_default(const BackendParts& parts, const Lowere
   return parts.compiler->compile(source, "kernels");
 }
 
+// Whether any top-level value is a sequence or an optional (ir/value_kind.h). Subgraph values do
+// not count: a control-flow node runs its bodies through the interpreter on every device.
+bool has_non_tensor_values(const Graph& g) {
+  for (const Value* v : g.inputs())
+    if (!v->type.is_tensor()) return true;
+  for (const auto& n : g.nodes())
+    for (const Value* v : n->outputs)
+      if (v && !v->type.is_tensor()) return true;
+  return false;
+}
+
+// A graph that moves sequences or optionals between its nodes runs wholly on the host through
+// the op table's kernels (ops/interpreter.h). The lowering, the arena and the device buffers
+// know tensors only; such graphs (the ONNX sequence ops, list-building loops) are host work
+// anyway, so they are interpreted rather than taught to every step kind.
+class HostInterpretedModel : public PreparedModel {
+ public:
+  explicit HostInterpretedModel(const Graph& g) : interpreter_(g) {}
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) override {
+    return interpreter_.run(inputs);
+  }
+
+ private:
+  GraphInterpreter interpreter_;
+};
+
 }  // namespace
 
 Expected<std::unique_ptr<PreparedModel>> prepare_model(const Graph& graph,
@@ -42,6 +69,14 @@ Expected<std::unique_ptr<PreparedModel>> prepare_model(const Graph& graph,
                                                        ExecutorConfig config) {
   auto t0 = std::chrono::steady_clock::now();
   const std::string name = parts->properties.name;
+  if (has_non_tensor_values(graph)) {
+    if (log_enabled("fallback"))
+      std::fprintf(stderr,
+                   "[fallback] %s: the graph has sequence or optional values; it runs "
+                   "on the host through the op table's kernels\n",
+                   name.c_str());
+    return std::unique_ptr<PreparedModel>(new HostInterpretedModel(graph));
+  }
   if (!parts->compiler && !config.build)
     return unsupported(name, ": the device has no compiler, so it cannot run generated kernels");
   FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph, config.lowering));

@@ -105,6 +105,7 @@ size_t Node::num_captured_inputs() const {
 std::unique_ptr<Graph> Graph::clone() const {
   auto out = std::make_unique<Graph>();
   out->name = name;
+  out->deferred_error = deferred_error;
   out->opsets_ = opsets_;
   out->name_counter_ = name_counter_;
   std::unordered_map<const Value*, Value*> map;

@@ -89,6 +89,10 @@ class Graph {
   std::map<std::string, int>& opsets() { return opsets_; }
   const std::map<std::string, int>& opsets() const { return opsets_; }
   std::string name;
+  // Set on an If branch whose inference failed while the other branch's succeeded: ONNX (and
+  // ONNX Runtime) validate only the branch that runs, so the error waits for the branch to run
+  // (the If kernel reports it, naming the node) instead of refusing the model.
+  std::string deferred_error;
 
   // A deep copy (subgraphs included) with the same names, types, constants and order.
   std::unique_ptr<Graph> clone() const;

@@ -42,8 +42,33 @@ std::string Shape::to_string() const {
   return s + "]";
 }
 
+const char* value_kind_prefix(ValueKind k) {
+  switch (k) {
+    case ValueKind::kTensor:
+      return "";
+    case ValueKind::kSequence:
+      return "seq(";
+    case ValueKind::kOptionalTensor:
+      return "optional(";
+    case ValueKind::kOptionalSequence:
+      return "optional(seq(";
+  }
+  return "";
+}
+
+TensorType merge_types(const TensorType& a, const TensorType& b) {
+  if (!a.shape.rank_known() || !b.shape.rank_known() || a.shape.rank() != b.shape.rank())
+    return {a.dtype, Shape::unknown_rank(), a.kind};
+  std::vector<Dim> dims;
+  for (size_t d = 0; d < a.shape.rank(); ++d)
+    dims.push_back(a.shape[d] == b.shape[d] ? a.shape[d] : Dim::unknown());
+  return {a.dtype, Shape(std::move(dims)), a.kind};
+}
+
 std::string TensorType::to_string() const {
-  return std::string(dtype_name(dtype)) + shape.to_string();
+  std::string t = std::string(dtype_name(dtype)) + shape.to_string();
+  if (kind == ValueKind::kTensor) return t;
+  return value_kind_prefix(kind) + t + (kind == ValueKind::kOptionalSequence ? "))" : ")");
 }
 
 namespace {

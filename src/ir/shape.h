@@ -7,6 +7,7 @@
 
 #include "ir/dtype.h"
 #include "ir/sym_expr.h"
+#include "ir/value_kind.h"
 
 namespace ferrite {
 
@@ -81,12 +82,22 @@ class Shape {
   std::vector<Dim> dims_;
 };
 
+// The type of a value: a tensor's dtype and shape, or (kind != kTensor) those of the tensors a
+// sequence or optional holds (ir/value_kind.h).
 struct TensorType {
   DType dtype = DType::kUndefined;
   Shape shape;
-  std::string to_string() const;  // "f32[batch,512]"
-  bool operator==(const TensorType& o) const { return dtype == o.dtype && shape == o.shape; }
+  ValueKind kind = ValueKind::kTensor;
+  bool is_tensor() const { return kind == ValueKind::kTensor; }
+  std::string to_string() const;  // "f32[batch,512]", "seq(f32[?,3])", "optional(seq(i64[*]))"
+  bool operator==(const TensorType& o) const {
+    return dtype == o.dtype && shape == o.shape && kind == o.kind;
+  }
 };
+
+// The type both `a` and `b` satisfy: dims that differ become unknown, ranks that differ make the
+// rank unknown. The dtype and kind are a's (callers check that they agree).
+TensorType merge_types(const TensorType& a, const TensorType& b);
 
 // NumPy multidirectional broadcasting of symbolic shapes; error text on a definite mismatch.
 // Broadcasting a symbolic dim `e` against a static dim c != 1 yields c, which is only right when

@@ -153,8 +153,42 @@ std::vector<int64_t> Tensor::to_int_vector() const {
   return v;
 }
 
+Tensor Tensor::sequence(DType elem, std::vector<Tensor> items) {
+  Tensor t;
+  t.dtype_ = elem;
+  t.kind_ = ValueKind::kSequence;
+  t.items_ = std::make_shared<const std::vector<Tensor>>(std::move(items));
+  return t;
+}
+
+Tensor Tensor::optional(ValueKind kind, DType elem, std::optional<Tensor> value) {
+  FERRITE_CHECK(is_optional_kind(kind));
+  Tensor t;
+  t.dtype_ = elem;
+  t.kind_ = kind;
+  std::vector<Tensor> items;
+  if (value) items.push_back(std::move(*value));
+  t.items_ = std::make_shared<const std::vector<Tensor>>(std::move(items));
+  return t;
+}
+
+const std::vector<Tensor>& Tensor::items() const {
+  static const std::vector<Tensor> kNone;
+  return items_ ? *items_ : kNone;
+}
+
 std::string Tensor::type_string() const {
-  return std::string(dtype_name(dtype_)) + dims_to_string(dims_);
+  switch (kind_) {
+    case ValueKind::kTensor:
+      return std::string(dtype_name(dtype_)) + dims_to_string(dims_);
+    case ValueKind::kSequence:
+      return str_cat("seq(", dtype_name(dtype_), ")[", items().size(), " items]");
+    default:
+      if (items().empty())
+        return str_cat(value_kind_prefix(kind_), dtype_name(dtype_),
+                       kind_ == ValueKind::kOptionalSequence ? "))" : ")", "[none]");
+      return str_cat("optional(", items()[0].type_string(), ")");
+  }
 }
 
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims) {

@@ -4,11 +4,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "ir/dtype.h"
+#include "ir/value_kind.h"
 #include "support/status.h"
 
 namespace ferrite {
@@ -46,7 +48,19 @@ class Tensor {
     return from_vector<T>({v}, {});
   }
 
-  bool defined() const { return dtype_ != DType::kUndefined; }
+  // ONNX sequence and optional values (ir/value_kind.h) travel in a Tensor too, so that every
+  // path that moves values (the interpreter, host steps, the Session) carries them unchanged.
+  // Such a Tensor has no storage and no dims: dtype() is the elements' dtype and items() holds
+  // the elements (a sequence) or the 0 or 1 values (an optional). Values are immutable once
+  // made, so copies share the items.
+  static Tensor sequence(DType elem, std::vector<Tensor> items);
+  // `kind` is kOptionalTensor or kOptionalSequence; `value` (if any) is of the matching kind.
+  static Tensor optional(ValueKind kind, DType elem, std::optional<Tensor> value);
+  ValueKind kind() const { return kind_; }
+  bool is_tensor() const { return kind_ == ValueKind::kTensor; }
+  const std::vector<Tensor>& items() const;
+
+  bool defined() const { return dtype_ != DType::kUndefined || kind_ != ValueKind::kTensor; }
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& dims() const { return dims_; }
   size_t rank() const { return dims_.size(); }
@@ -88,7 +102,8 @@ class Tensor {
   double double_at(int64_t i) const;
   // The values of a 0-d or 1-d integer tensor.
   std::vector<int64_t> to_int_vector() const;
-  // Short human-readable rendering for diagnostics: "f32[2,3]".
+  // Short human-readable rendering for diagnostics: "f32[2,3]", "seq(f32)[3 items]",
+  // "optional(f32[2])", "optional(seq(f32))[none]".
   std::string type_string() const;
 
  private:
@@ -99,6 +114,8 @@ class Tensor {
   int64_t numel_ = 0;
   uint64_t borrow_id_ = 0;  // nonzero: memory the caller owns (borrow)
   std::shared_ptr<uint8_t[]> storage_;
+  ValueKind kind_ = ValueKind::kTensor;
+  std::shared_ptr<const std::vector<Tensor>> items_;  // sequence / optional contents
 };
 
 // Row-major strides of dims.

@@ -96,15 +96,17 @@ Status verify_one(const Graph& g) {
     }
   }
   if (g.outputs().empty()) return err("the graph has no outputs");
+  // An If branch whose inference failed (Graph::deferred_error) is untyped past the failure.
+  const bool typed = g.deferred_error.empty();
   for (const Value* v : g.outputs()) {
     if (!v) return err("a graph output is null");
     if (!defined.count(v)) return err("graph output '", v->name, "' is never defined");
-    if (v->type.dtype == DType::kUndefined)
+    if (typed && v->type.dtype == DType::kUndefined)
       return err("graph output '", v->name, "' has no inferred dtype");
   }
   for (const auto& node : g.nodes()) {
     for (const Value* out : node->outputs)
-      if (out && out->type.dtype == DType::kUndefined)
+      if (typed && out && out->type.dtype == DType::kUndefined)
         return err(node->describe(), ": output '", out->name, "' has no inferred dtype");
   }
   return Status::ok();
@@ -119,6 +121,7 @@ Status verify_graph(const Graph& root) {
     work.pop_back();
     Status s = verify_one(*g);
     if (!s.is_ok()) return g == &root ? s : s.with_context("subgraph '" + g->name + "'");
+    if (!g->deferred_error.empty()) continue;  // its nested bodies may be untyped too
     for (const auto& node : g->nodes())
       for (const Graph* sg : node->subgraphs()) work.push_back(sg);
   }

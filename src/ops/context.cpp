@@ -110,6 +110,12 @@ Status infer_node(Node& node) {
     if (spec.default_value) node.attrs[spec.name] = *spec.default_value;
   }
 
+  if (!s->any_value_kind)
+    for (int i = 0; i < nin; ++i)
+      if (node.inputs[i] && !node.inputs[i]->type.is_tensor())
+        return err(node.describe(), ": input ", i, " ('", node.inputs[i]->name, "') is ",
+                   node.inputs[i]->type.to_string(), ", but ", s->name, " takes tensors only");
+
   for (const auto& tc : s->type_constraints) {
     DType first = DType::kUndefined;
     for (int idx : tc.inputs) {
@@ -151,6 +157,9 @@ Status fold_small_constants(Node& node) {
     all_outputs_constant = all_outputs_constant && (!v || v->constant);
   if (all_outputs_constant) return Status::ok();    // e.g. Constant, folded by its own inference
   if (!node.schema->foldable) return Status::ok();  // a collective: its result is the group's
+  // Sequences and optionals are never constants: they stay values of the run.
+  for (const Value* v : node.outputs)
+    if (v && !v->type.is_tensor()) return Status::ok();
   std::vector<const Tensor*> inputs;
   int64_t in_elements = 0;
   for (const Value* v : node.inputs) {

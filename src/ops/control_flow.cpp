@@ -15,15 +15,17 @@ namespace {
 
 // ---- inference --------------------------------------------------------------------------------
 
-// The type both `a` and `b` satisfy: dims that differ become unknown, ranks that differ make the
-// rank unknown. The dtypes must already agree.
-TensorType merge_types(const TensorType& a, const TensorType& b) {
-  if (!a.shape.rank_known() || !b.shape.rank_known() || a.shape.rank() != b.shape.rank())
-    return {a.dtype, Shape::unknown_rank()};
-  std::vector<Dim> dims;
-  for (size_t d = 0; d < a.shape.rank(); ++d)
-    dims.push_back(a.shape[d] == b.shape[d] ? a.shape[d] : Dim::unknown());
-  return {a.dtype, Shape(std::move(dims))};
+// Whether a value of kind `a` may stand where `b` is expected: the same kind, or one an optional
+// of the other. ONNX lets a loop-carried value enter as optional(X) and leave as X
+// (test_loop16_seq_none), and If branches differ so; the kernels convert (conform_kind).
+bool kinds_compatible(ValueKind a, ValueKind b) {
+  return a == b || (is_optional_kind(a) && optional_element_kind(a) == b) ||
+         (is_optional_kind(b) && optional_element_kind(b) == a);
+}
+
+// The kind of a value that is `a` on one path and `b` on another (compatible): the optional one.
+ValueKind joined_kind(ValueKind a, ValueKind b) {
+  return is_optional_kind(a) ? a : b;
 }
 
 // False when the type is known to hold more (or fewer) than one element.
@@ -80,10 +82,12 @@ Status infer_carried(const InferContext& ctx, Graph& body, const char* attr,
     bool changed = false;
     for (size_t i = 0; i < carried.size(); ++i) {
       const TensorType& out = body.outputs()[first_out + i]->type;
-      if (out.dtype != carried[i].dtype)
+      if (out.dtype != carried[i].dtype || !kinds_compatible(out.kind, carried[i].kind))
         return ctx.error("loop-carried value ", i, " enters subgraph '", attr, "' as ",
-                         dtype_name(carried[i].dtype), " but leaves it as ", dtype_name(out.dtype));
+                         carried[i].to_string(), " but leaves it as ", out.to_string());
+      // The kind stays the one that enters (the body's input), an optional where either is.
       TensorType merged = merge_types(carried[i], out);
+      merged.kind = joined_kind(carried[i].kind, out.kind);
       if (!(merged == carried[i])) carried[i] = std::move(merged), changed = true;
     }
     if (!changed) return Status::ok();
@@ -98,33 +102,62 @@ Shape insert_dim(const Shape& s, int64_t axis, const Dim& d) {
   return Shape(std::move(dims));
 }
 
+// Infers both branches. ONNX validates only the branch that runs, and exporters emit Ifs whose
+// untaken branch is invalid for the given shapes (AffineGrid's expanded function splits a 3-d
+// size 4 ways in its 2-d branch), so a branch that fails while the other infers is kept with
+// its error (Graph::deferred_error) for the kernel to report if that branch ever runs.
 Status infer_if(InferContext& ctx) {
   const Node& node = ctx.node();
   if (node.num_explicit_inputs() != 1)
     return ctx.error("expects 1 input (cond), got ", node.num_explicit_inputs());
-  if (ctx.input_dtype(0) != DType::kBool || !may_be_single_element(ctx.input_type(0)))
+  if (ctx.input_dtype(0) != DType::kBool || !ctx.input_type(0).is_tensor() ||
+      !may_be_single_element(ctx.input_type(0)))
     return ctx.error("cond must be a bool tensor of one element, got ",
                      ctx.input_type(0).to_string());
   Graph& then_g = subgraph_attr(ctx, "then_branch");
   Graph& else_g = subgraph_attr(ctx, "else_branch");
-  FERRITE_RETURN_IF_ERROR(infer_body(ctx, then_g, "then_branch", {}));
-  FERRITE_RETURN_IF_ERROR(infer_body(ctx, else_g, "else_branch", {}));
-  if (then_g.outputs().size() != else_g.outputs().size())
-    return ctx.error("then_branch has ", then_g.outputs().size(), " outputs but else_branch has ",
-                     else_g.outputs().size());
-  if (ctx.num_outputs() > then_g.outputs().size())
-    return ctx.error("has ", ctx.num_outputs(), " outputs but its branches have ",
-                     then_g.outputs().size());
+  then_g.deferred_error.clear();
+  else_g.deferred_error.clear();
+  Status then_st = infer_body(ctx, then_g, "then_branch", {});
+  Status else_st = infer_body(ctx, else_g, "else_branch", {});
   // A cond known at compile time (an exporter's rank or opset switch) picks the branch's types.
   const Tensor* known = ctx.input_constant(0);
   if (known && known->numel() != 1) known = nullptr;
+  if (known) {
+    bool cond = known->int_at(0) != 0;
+    FERRITE_RETURN_IF_ERROR(cond ? then_st : else_st);
+    if (!(cond ? else_st : then_st).is_ok())
+      (cond ? else_g : then_g).deferred_error = (cond ? else_st : then_st).message();
+  } else if (!then_st.is_ok() || !else_st.is_ok()) {
+    if (!then_st.is_ok() && !else_st.is_ok()) return then_st;
+    (then_st.is_ok() ? else_g : then_g).deferred_error =
+        (then_st.is_ok() ? else_st : then_st).message();
+  }
+  const bool both = then_st.is_ok() && else_st.is_ok();
+  const Graph& first = then_st.is_ok() ? then_g : else_g;
+  if (both && then_g.outputs().size() != else_g.outputs().size())
+    return ctx.error("then_branch has ", then_g.outputs().size(), " outputs but else_branch has ",
+                     else_g.outputs().size());
+  if (ctx.num_outputs() > first.outputs().size())
+    return ctx.error("has ", ctx.num_outputs(), " outputs but its branches have ",
+                     first.outputs().size());
   for (size_t i = 0; i < ctx.num_outputs(); ++i) {
     const TensorType& a = then_g.outputs()[i]->type;
     const TensorType& b = else_g.outputs()[i]->type;
-    if (a.dtype != b.dtype)
-      return ctx.error("output ", i, " is ", dtype_name(a.dtype), " in then_branch but ",
-                       dtype_name(b.dtype), " in else_branch");
-    ctx.set_output(i, known ? (known->int_at(0) ? a : b) : merge_types(a, b));
+    if (!both) {
+      ctx.set_output(i, first.outputs()[i]->type);
+      continue;
+    }
+    if (a.dtype != b.dtype || !kinds_compatible(a.kind, b.kind)) {
+      bool kinds = a.kind != b.kind;  // else only the dtypes differ
+      return ctx.error("output ", i, " is ",
+                       kinds ? a.to_string() : std::string(dtype_name(a.dtype)),
+                       " in then_branch but ",
+                       kinds ? b.to_string() : std::string(dtype_name(b.dtype)), " in else_branch");
+    }
+    TensorType t = known ? (known->int_at(0) ? a : b) : merge_types(a, b);
+    if (!known) t.kind = joined_kind(a.kind, b.kind);
+    ctx.set_output(i, std::move(t));
   }
   return Status::ok();
 }
@@ -134,12 +167,12 @@ Status infer_loop(InferContext& ctx) {
   const Node& node = ctx.node();
   size_t nexp = node.num_explicit_inputs();
   if (nexp < 2) return ctx.error("expects at least 2 inputs (M, cond), got ", nexp);
-  if (ctx.has_input(0) &&
-      (ctx.input_dtype(0) != DType::kI64 || !may_be_single_element(ctx.input_type(0))))
+  if (ctx.has_input(0) && (ctx.input_dtype(0) != DType::kI64 || !ctx.input_type(0).is_tensor() ||
+                           !may_be_single_element(ctx.input_type(0))))
     return ctx.error("trip count M must be an int64 tensor of one element, got ",
                      ctx.input_type(0).to_string());
-  if (ctx.has_input(1) &&
-      (ctx.input_dtype(1) != DType::kBool || !may_be_single_element(ctx.input_type(1))))
+  if (ctx.has_input(1) && (ctx.input_dtype(1) != DType::kBool || !ctx.input_type(1).is_tensor() ||
+                           !may_be_single_element(ctx.input_type(1))))
     return ctx.error("cond must be a bool tensor of one element, got ",
                      ctx.input_type(1).to_string());
   size_t n = nexp - 2;
@@ -161,11 +194,17 @@ Status infer_loop(InferContext& ctx) {
     return ctx.error("has ", ctx.num_outputs(), " outputs but its body yields ", n,
                      " loop-carried ", "and ", k, " scan outputs");
   for (size_t i = 0; i < ctx.num_outputs(); ++i) {
+    const TensorType& t = body.outputs()[1 + i]->type;
     if (i < n) {
-      ctx.set_output(i, carried[i]);
+      // What the body yields (an optional that enters may leave as its value: loop16_seq_none).
+      TensorType out = carried[i];
+      out.kind = t.kind;
+      ctx.set_output(i, std::move(out));
+    } else if (!t.is_tensor()) {
+      return ctx.error("scan output ", i - n, " of subgraph 'body' is ", t.to_string(),
+                       "; scan outputs must be tensors");
     } else {
       // The trip count is known only at run time.
-      const TensorType& t = body.outputs()[1 + i]->type;
       ctx.set_output(i, t.dtype, insert_dim(t.shape, 0, Dim::unknown()));
     }
   }
@@ -266,13 +305,57 @@ Status infer_scan(InferContext& ctx) {
   return Status::ok();
 }
 
+// SequenceMap: inputs (input_sequence, additional_inputs...), body (one element of each sequence
+// input, each tensor input whole) -> one sequence per body output.
+Status infer_sequence_map(InferContext& ctx) {
+  const Node& node = ctx.node();
+  std::vector<TensorType> formals;
+  for (size_t i = 0; i < node.num_explicit_inputs(); ++i) {
+    if (!ctx.has_input(i)) return ctx.error("input ", i, " is missing");
+    TensorType t = ctx.input_type(i);
+    if (t.kind != ValueKind::kSequence && t.kind != ValueKind::kTensor)
+      return ctx.error("input ", i, " must be a sequence or a tensor, got ", t.to_string());
+    if (i == 0 && t.kind != ValueKind::kSequence)
+      return ctx.error("input 0 must be a sequence, got ", t.to_string());
+    t.kind = ValueKind::kTensor;
+    formals.push_back(std::move(t));
+  }
+  Graph& body = subgraph_attr(ctx, "body");
+  FERRITE_RETURN_IF_ERROR(infer_body(ctx, body, "body", formals));
+  if (ctx.num_outputs() != body.outputs().size())
+    return ctx.error("has ", ctx.num_outputs(), " outputs but its body yields ",
+                     body.outputs().size());
+  for (size_t i = 0; i < ctx.num_outputs(); ++i) {
+    TensorType t = body.outputs()[i]->type;
+    if (!t.is_tensor())
+      return ctx.error("subgraph 'body' output ", i, " is ", t.to_string(), ", not a tensor");
+    t.kind = ValueKind::kSequence;
+    ctx.set_output(i, std::move(t));
+  }
+  return Status::ok();
+}
+
 // ---- kernels ----------------------------------------------------------------------------------
 
 Expected<bool> read_cond(const Node& node, const Tensor& t, const char* what) {
-  if (t.dtype() != DType::kBool || t.numel() != 1)
+  if (t.dtype() != DType::kBool || !t.is_tensor() || t.numel() != 1)
     return err(node.describe(), ": ", what, " must be a bool tensor of one element, got ",
                t.type_string());
   return t.int_at(0) != 0;
+}
+
+// `t` as a value of kind `k`, where the two differ at most by optionality (kinds_compatible):
+// wrapped into an optional, or the optional's value taken out.
+Expected<Tensor> conform_kind(const KernelContext& ctx, Tensor t, ValueKind k, const char* what) {
+  if (t.kind() == k) return t;
+  if (is_optional_kind(k) && optional_element_kind(k) == t.kind())
+    return Tensor::optional(k, t.dtype(), std::move(t));
+  if (is_optional_kind(t.kind()) && optional_element_kind(t.kind()) == k) {
+    if (t.items().empty())
+      return ctx.error(what, " is an empty optional where its value is expected");
+    return t.items()[0];
+  }
+  return ctx.error(what, " is ", t.type_string(), " where a value of another kind is expected");
 }
 
 // The node's captured inputs, which every body takes after its own inputs.
@@ -351,13 +434,21 @@ Status if_kernel(KernelContext& ctx) {
   const Node& node = ctx.node();
   FERRITE_ASSIGN_OR_RETURN(bool cond, read_cond(node, ctx.input(0), "cond"));
   const char* attr = cond ? "then_branch" : "else_branch";
-  GraphInterpreter branch(node.attrs.at(attr).g());
+  const Graph& g = node.attrs.at(attr).g();
+  if (!g.deferred_error.empty())
+    return ctx.error(attr,
+                     " runs, but it was invalid when the model was loaded: ", g.deferred_error);
+  GraphInterpreter branch(g);
   FERRITE_ASSIGN_OR_RETURN(std::vector<Tensor> outs,
                            run_body(ctx, branch, {}, captured_inputs(ctx), attr));
   if (outs.size() < ctx.num_outputs())
     return ctx.error(attr, " produced ", outs.size(), " outputs, expected ", ctx.num_outputs());
-  for (size_t i = 0; i < ctx.num_outputs(); ++i)
-    if (ctx.has_output(i)) ctx.set_output(i, std::move(outs[i]));
+  for (size_t i = 0; i < ctx.num_outputs(); ++i) {
+    if (!ctx.has_output(i)) continue;
+    FERRITE_ASSIGN_OR_RETURN(
+        Tensor t, conform_kind(ctx, std::move(outs[i]), node.outputs[i]->type.kind, attr));
+    ctx.set_output(i, std::move(t));
+  }
   return Status::ok();
 }
 
@@ -386,7 +477,11 @@ Status loop_kernel(KernelContext& ctx) {
   std::vector<Tensor> caps = captured_inputs(ctx);
   for (int64_t it = 0; cond && (max_trips < 0 || it < max_trips); ++it) {
     std::vector<Tensor> ins{Tensor::scalar<int64_t>(it), Tensor::scalar<bool>(cond)};
-    ins.insert(ins.end(), state.begin(), state.end());
+    for (size_t i = 0; i < n; ++i) {
+      FERRITE_ASSIGN_OR_RETURN(Tensor v, conform_kind(ctx, state[i], g.inputs()[2 + i]->type.kind,
+                                                      "loop-carried value"));
+      ins.push_back(std::move(v));
+    }
     FERRITE_ASSIGN_OR_RETURN(std::vector<Tensor> outs,
                              run_body(ctx, body, std::move(ins), caps, "body"));
     FERRITE_ASSIGN_OR_RETURN(cond, read_cond(node, outs[0], "the body's cond output"));
@@ -396,7 +491,9 @@ Status loop_kernel(KernelContext& ctx) {
   for (size_t i = 0; i < ctx.num_outputs(); ++i) {
     if (!ctx.has_output(i)) continue;
     if (i < n) {
-      ctx.set_output(i, state[i]);
+      FERRITE_ASSIGN_OR_RETURN(
+          Tensor t, conform_kind(ctx, state[i], node.outputs[i]->type.kind, "loop-carried value"));
+      ctx.set_output(i, std::move(t));
       continue;
     }
     const Value* bv = g.outputs()[1 + i];
@@ -466,6 +563,41 @@ Status scan_kernel(KernelContext& ctx) {
   return Status::ok();
 }
 
+Status sequence_map_kernel(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Graph& g = node.attrs.at("body").g();
+  const size_t nin = node.num_explicit_inputs();
+  const Tensor& first = ctx.input(0);
+  if (first.kind() != ValueKind::kSequence)
+    return ctx.error("input 0 must be a sequence, got ", first.type_string());
+  const size_t len = first.items().size();
+  for (size_t i = 1; i < nin; ++i) {
+    const Tensor& t = ctx.input(i);
+    if (t.kind() == ValueKind::kSequence && t.items().size() != len)
+      return ctx.error("input ", i, " is a sequence of ", t.items().size(),
+                       " tensors but input 0 has ", len);
+    if (t.kind() != ValueKind::kSequence && !t.is_tensor())
+      return ctx.error("input ", i, " must be a sequence or a tensor, got ", t.type_string());
+  }
+  GraphInterpreter body(g);
+  std::vector<Tensor> caps = captured_inputs(ctx);
+  std::vector<std::vector<Tensor>> results(ctx.num_outputs());
+  for (size_t k = 0; k < len; ++k) {
+    std::vector<Tensor> ins;
+    for (size_t i = 0; i < nin; ++i) {
+      const Tensor& t = ctx.input(i);
+      ins.push_back(t.is_tensor() ? t : t.items()[k]);
+    }
+    FERRITE_ASSIGN_OR_RETURN(std::vector<Tensor> outs,
+                             run_body(ctx, body, std::move(ins), caps, "body"));
+    for (size_t j = 0; j < results.size(); ++j) results[j].push_back(std::move(outs[j]));
+  }
+  for (size_t j = 0; j < results.size(); ++j)
+    if (ctx.has_output(j))
+      ctx.set_output(j, Tensor::sequence(node.outputs[j]->type.dtype, std::move(results[j])));
+  return Status::ok();
+}
+
 }  // namespace
 
 // Not foldable: folding would run a body, of any trip count, while importing.
@@ -476,6 +608,7 @@ void register_control_flow_ops(OpRegistry& r) {
             .outputs(1, INT_MAX)
             .required_attr("then_branch", AttrType::kGraph)
             .required_attr("else_branch", AttrType::kGraph)
+            .any_value_kind()
             .not_foldable()
             .infer(infer_if)
             .kernel(if_kernel)
@@ -487,6 +620,7 @@ void register_control_flow_ops(OpRegistry& r) {
           .inputs(0, INT_MAX)
           .outputs(1, INT_MAX)
           .required_attr("body", AttrType::kGraph)
+          .any_value_kind()
           .not_foldable()
           .infer(infer_loop)
           .kernel(loop_kernel)
@@ -505,6 +639,17 @@ void register_control_flow_ops(OpRegistry& r) {
             .infer(infer_scan)
             .kernel(scan_kernel)
             .doc("Runs body over slices of the scan inputs, carrying state; stacks scan outputs."));
+  r.add(OpSchemaBuilder("SequenceMap")
+            .versions(17)
+            .inputs(1, INT_MAX)
+            .outputs(1, INT_MAX)
+            .required_attr("body", AttrType::kGraph)
+            .any_value_kind()
+            .not_foldable()
+            .infer(infer_sequence_map)
+            .kernel(sequence_map_kernel)
+            .doc("Runs body on each element of the sequence inputs (tensor inputs whole); the "
+                 "outputs are sequences."));
 }
 
 }  // namespace ferrite

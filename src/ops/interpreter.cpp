@@ -75,6 +75,10 @@ Expected<std::vector<Tensor>> GraphInterpreter::run(const std::vector<Tensor>& i
 }
 
 Status GraphInterpreter::check_inferred(const Node& node, const Value& v, const Tensor& t) {
+  if (t.kind() != v.type.kind || (!t.is_tensor() && t.dtype() != v.type.dtype))
+    return err(node.describe(), ": output '", v.name, "' is ", t.type_string(),
+               " but inference said ", v.type.to_string());
+  if (!t.is_tensor()) return Status::ok();  // element shapes may vary along a sequence
   if (t.dtype() != v.type.dtype)
     return err(node.describe(), ": output '", v.name, "' has dtype ", dtype_name(t.dtype()),
                " but inference said ", dtype_name(v.type.dtype));

@@ -42,6 +42,7 @@ const OpRegistry& OpRegistry::global() {
     register_fused_ops(r);
     register_collective_ops(r);
     register_control_flow_ops(r);
+    register_sequence_ops(r);
     return r;
   }();
   return registry;

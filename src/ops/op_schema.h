@@ -52,6 +52,10 @@ struct OpSchema {
   // False for ops whose result is not a function of their inputs alone (the collectives, which
   // combine the inputs of every rank): constant folding leaves them to run.
   bool foldable = true;
+  // True for the ops that take or make sequences and optionals (ir/value_kind.h): the sequence
+  // ops, Identity and control flow. Every other op gets tensors only; infer_node refuses a
+  // sequence or optional input to it with an error naming the node.
+  bool any_value_kind = false;
 
   const AttrSpec* find_attr(const std::string& n) const {
     for (const auto& a : attrs)
@@ -116,6 +120,10 @@ class OpSchemaBuilder {
     s_.foldable = false;
     return *this;
   }
+  OpSchemaBuilder& any_value_kind() {
+    s_.any_value_kind = true;
+    return *this;
+  }
   OpSchema build() { return std::move(s_); }
 
  private:
@@ -154,5 +162,6 @@ void register_misc_ops(OpRegistry& r);           // CumSum, TopK, Resize, Dropou
 void register_fused_ops(OpRegistry& r);         // internal "ferrite" domain: FusedMatMul, Attention
 void register_collective_ops(OpRegistry& r);    // com.microsoft AllReduce, AllGather, ReduceScatter
 void register_control_flow_ops(OpRegistry& r);  // If, Loop, Scan (subgraph bodies)
+void register_sequence_ops(OpRegistry& r);      // Sequence*, SplitToSequence, Optional*
 
 }  // namespace ferrite

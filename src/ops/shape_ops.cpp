@@ -783,7 +783,7 @@ void register_shape_ops(OpRegistry& r) {
             .types("T", {0}, kAll).types("repeats", {1}, {DType::kI64})
             .infer(infer_tile).kernel(tile_kernel));
   r.add(OpSchemaBuilder("Identity").versions(13).inputs(1).outputs(1)
-            .types("T", {0}, kAllWithFloat8)
+            .types("T", {0}, kAllWithFloat8).any_value_kind()
             .infer(infer_identity).kernel(identity_kernel));
   register_slice_pad_ops(r);
   register_constant_ops(r);

@@ -24,6 +24,28 @@ unsigned float8_at(const Tensor& t, int64_t i) { return static_cast<const uint8_
 
 CompareResult compare_tensors(const Tensor& actual, const Tensor& expected, const Tolerance& tol) {
   CompareResult r;
+  // Sequences and optionals: the same kind and number of items, each item compared in turn.
+  if (!actual.is_tensor() || !expected.is_tensor()) {
+    r.ok = false;
+    if (actual.kind() != expected.kind() || actual.dtype() != expected.dtype()) {
+      r.message = str_cat(actual.type_string(), " != expected ", expected.type_string());
+      return r;
+    }
+    if (actual.items().size() != expected.items().size()) {
+      r.message = str_cat(actual.items().size(), " items != expected ", expected.items().size());
+      return r;
+    }
+    for (size_t i = 0; i < actual.items().size(); ++i) {
+      CompareResult ri = compare_tensors(actual.items()[i], expected.items()[i], tol);
+      if (!ri.ok) {
+        ri.message = str_cat("item ", i, ": ", ri.message);
+        return ri;
+      }
+      r.max_abs_error = std::max(r.max_abs_error, ri.max_abs_error);
+    }
+    r.ok = true;
+    return r;
+  }
   if (actual.dtype() != expected.dtype()) {
     r.ok = false;
     r.message = str_cat("dtype ", dtype_name(actual.dtype()), " != expected ",

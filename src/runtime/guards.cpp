@@ -14,6 +14,8 @@ GuardSet GuardSet::for_inputs(const Graph& g) {
     s.names_.push_back(v->name);
     s.declared_.push_back(v->type.shape.to_string());
     s.guards_.push_back({Guard::Kind::kDType, in, -1, static_cast<int64_t>(v->type.dtype), -1});
+    // A sequence's or optional's shape is its elements' (the Session checks the kind itself).
+    if (!v->type.is_tensor()) continue;
     const Shape& shape = v->type.shape;
     if (!shape.rank_known()) continue;
     s.guards_.push_back({Guard::Kind::kRank, in, -1, static_cast<int64_t>(shape.rank()), -1});

@@ -73,7 +73,8 @@ Status Session::init() {
   const auto& in = graph_->inputs();
   for (size_t i = 0; i < in.size(); ++i) {
     const Shape& shape = in[i]->type.shape;
-    if (!shape.rank_known()) continue;
+    // Sequences and optionals have no dims of their own to specialise.
+    if (!shape.rank_known() || !in[i]->type.is_tensor()) continue;
     for (size_t d = 0; d < shape.rank(); ++d)
       if (!shape[d].is_known()) open_dims_.push_back({static_cast<int>(i), static_cast<int>(d)});
   }
@@ -185,6 +186,9 @@ Expected<std::vector<Tensor>> Session::bind_inputs(const std::vector<NamedInput>
     }
     const Tensor& t = bound[i];
     if (!t.defined()) return err("input '", v->name, "' is an empty (undefined) tensor");
+    if (t.kind() != v->type.kind)
+      return err("input '", v->name, "' is ", t.type_string(), " but the model declares ",
+                 v->type.to_string());
     FERRITE_RETURN_IF_ERROR(check_dims(str_cat("input '", v->name, "'"), t.dims()));
   }
   // dtypes, ranks, dims and symbols are the guards' business (run()).

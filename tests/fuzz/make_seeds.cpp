@@ -77,6 +77,28 @@ void external_data_model(const fs::path& out) {
   write(out / "external_data.onnx", m.SerializeAsString());
 }
 
+// Sequence and optional values (the op table's generators make tensors only): every sequence op,
+// a SequenceMap body, and sequence / optional graph inputs.
+void sequence_model(const fs::path& out) {
+  const char* text = R"(
+<ir_version: 8, opset_import: ["" : 18]>
+agraph (float[4,2] x, int64 pos, seq(float[?]) s, optional(float[2]) o)
+    => (float[?,2] cat, int64 len, seq(float[?]) m, bool has) {
+  parts = SplitToSequence <axis = 0> (x)
+  row = Constant <value = float[1,2] {7.0, 8.0}> ()
+  ins = SequenceInsert (parts, row, pos)
+  er = SequenceErase (ins, pos)
+  len = SequenceLength (er)
+  cat = ConcatFromSequence <axis = 0> (er)
+  m = SequenceMap <body = g (float[?] e) => (float[?] r) { r = Neg (e) }> (s)
+  has = OptionalHasElement (o)
+}
+)";
+  onnx::ModelProto m;
+  if (onnx::OnnxParser::Parse(m, text).IsOK())
+    write(out / "sequence_ops.onnx", m.SerializeAsString());
+}
+
 void golden_models(const fs::path& source, const fs::path& out) {
   for (const char* dir : {"passes", "lowering", "codegen"}) {
     for (const auto& e : fs::directory_iterator(source / "tests" / "golden" / dir)) {
@@ -218,6 +240,7 @@ int main(int argc, char** argv) {
   dictionary(out.parent_path() / "onnx.dict");
   op_models(out / "onnx_import");
   external_data_model(out / "onnx_import");
+  sequence_model(out / "onnx_import");
   golden_models(source, out / "passes");
   tensor_files(out / "tensor_proto");
   differential_bytes(out / "cpu_differential");

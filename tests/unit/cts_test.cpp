@@ -142,8 +142,12 @@ TEST(Cts, EveryGeneratedCaseIsValidOnReference) {
     EXPECT_EQ(c.outcome, cts::Outcome::kPass) << c.name << ": " << c.detail;
   }
   EXPECT_GT(n, 500);
-  // Most of the op table has a generator.
-  EXPECT_LT(r.skipped_ops.size(), 10u);
+  // Most of the op table has a generator; the ops of sequences, optionals and subgraphs are
+  // tested elsewhere (sequence_test.cpp, control_flow_test.cpp, the ONNX node suite).
+  size_t without = 0;
+  for (const auto& [op, why] : r.skipped_ops)
+    without += why.rfind("sequences, optionals or subgraphs", 0) != 0;
+  EXPECT_LT(without, 10u);
 }
 
 TEST(Cts, UnsupportedDeviceIsNotAFailure) {

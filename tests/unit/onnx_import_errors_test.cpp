@@ -270,10 +270,16 @@ TEST(OnnxImport, BadInputElemType) {
                           StatusCode::kUnsupported));
 }
 
+// Sequences of tensors and optionals import (sequence_test.cpp); other kinds of value do not.
 TEST(OnnxImport, NonTensorInput) {
   ModelBuilder b = valid_model();
-  b.graph()->mutable_input(0)->mutable_type()->mutable_sequence_type();
-  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"value 'x' is not a tensor"},
+  b.graph()->mutable_input(0)->mutable_type()->mutable_sequence_type();  // no element type
+  EXPECT_TRUE(failed_with(import_bytes(b.bytes()), {"value 'x' is a sequence of non-tensors"},
+                          StatusCode::kUnsupported));
+  ModelBuilder m = valid_model();
+  m.graph()->mutable_input(0)->mutable_type()->mutable_map_type();
+  EXPECT_TRUE(failed_with(import_bytes(m.bytes()),
+                          {"value 'x' is not a tensor, a sequence of tensors or an optional"},
                           StatusCode::kUnsupported));
 }
 

@@ -30,28 +30,22 @@ Status check_name(const std::string& name, const char* what) {
   return Status::ok();
 }
 
-Expected<TensorType> import_type(const onnx::ValueInfoProto& vi, bool untyped_ok = false) {
-  // A subgraph's inputs may leave their type to the node (Loop's and Scan's bodies).
-  if (untyped_ok && !vi.has_type()) return TensorType{};
-  if (!vi.type().has_tensor_type())
-    return unsupported("value '", vi.name(),
-                       "' is not a tensor (sequences and maps are not supported)");
-  const auto& tt = vi.type().tensor_type();
+Expected<TensorType> import_tensor_type(const onnx::TypeProto::Tensor& tt,
+                                        const std::string& name) {
   auto dtype = dtype_from_onnx(tt.elem_type());
   if (!dtype) {
     if (tt.elem_type() > 0 &&
         tt.elem_type() <= 23)  // a valid ONNX type ferrite lacks (string, fp8...)
-      return unsupported("value '", vi.name(), "': elem_type ",
-                         onnx_dtype_description(tt.elem_type()), " is not supported");
-    return err("value '", vi.name(), "': invalid elem_type ", tt.elem_type());
+      return unsupported("value '", name, "': elem_type ", onnx_dtype_description(tt.elem_type()),
+                         " is not supported");
+    return err("value '", name, "': invalid elem_type ", tt.elem_type());
   }
   if (!tt.has_shape()) return TensorType{*dtype, Shape::unknown_rank()};
   std::vector<Dim> dims;
   for (const auto& d : tt.shape().dim()) {
     if (d.has_dim_param()) FERRITE_RETURN_IF_ERROR(check_name(d.dim_param(), "dimension"));
     if (d.has_dim_value()) {
-      if (d.dim_value() < 0)
-        return err("value '", vi.name(), "': negative dimension ", d.dim_value());
+      if (d.dim_value() < 0) return err("value '", name, "': negative dimension ", d.dim_value());
       dims.emplace_back(d.dim_value());
     } else if (d.has_dim_param() && !d.dim_param().empty()) {
       dims.push_back(Dim::symbol(d.dim_param()));
@@ -60,6 +54,42 @@ Expected<TensorType> import_type(const onnx::ValueInfoProto& vi, bool untyped_ok
     }
   }
   return TensorType{*dtype, Shape(std::move(dims))};
+}
+
+// A tensor, a sequence of tensors, or an optional of either (ir/value_kind.h); sequences of
+// sequences, maps and sparse tensors are kUnsupported.
+Expected<TensorType> import_type_proto(const onnx::TypeProto& tp, const std::string& name) {
+  if (tp.has_tensor_type()) return import_tensor_type(tp.tensor_type(), name);
+  const onnx::TypeProto* inner = &tp;
+  bool optional = false;
+  if (tp.has_optional_type()) {
+    optional = true;
+    inner = &tp.optional_type().elem_type();
+    if (inner->has_tensor_type()) {
+      FERRITE_ASSIGN_OR_RETURN(TensorType t, import_tensor_type(inner->tensor_type(), name));
+      t.kind = ValueKind::kOptionalTensor;
+      return t;
+    }
+  }
+  if (inner->has_sequence_type()) {
+    const onnx::TypeProto& elem = inner->sequence_type().elem_type();
+    if (!elem.has_tensor_type())
+      return unsupported(
+          "value '", name,
+          "' is a sequence of non-tensors (only sequences of tensors are supported)");
+    FERRITE_ASSIGN_OR_RETURN(TensorType t, import_tensor_type(elem.tensor_type(), name));
+    t.kind = optional ? ValueKind::kOptionalSequence : ValueKind::kSequence;
+    return t;
+  }
+  return unsupported("value '", name,
+                     "' is not a tensor, a sequence of tensors or an optional of either (maps and "
+                     "sparse tensors are not supported)");
+}
+
+Expected<TensorType> import_type(const onnx::ValueInfoProto& vi, bool untyped_ok = false) {
+  // A subgraph's inputs may leave their type to the node (Loop's and Scan's bodies).
+  if (untyped_ok && !vi.has_type()) return TensorType{};
+  return import_type_proto(vi.type(), vi.name());
 }
 
 Expected<Attribute> import_attribute(const onnx::AttributeProto& a, const std::string& where,
@@ -84,6 +114,15 @@ Expected<Attribute> import_attribute(const onnx::AttributeProto& a, const std::s
       o.label = where + ": attribute '" + a.name() + "'";
       FERRITE_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(a.t(), o));
       return Attribute(std::move(t));
+    }
+    case onnx::AttributeProto::TYPE_PROTO: {
+      // Only Optional takes a type attribute (the type of an empty optional), and it needs the
+      // kind and element dtype alone, so the attribute becomes ints {ValueKind, DType} rather
+      // than a new attribute kind every pass and printer would have to learn; the element shape
+      // is dropped (an empty optional holds no element to have one).
+      FERRITE_ASSIGN_OR_RETURN(TensorType t, import_type_proto(a.tp(), where));
+      return Attribute(
+          std::vector<int64_t>{static_cast<int64_t>(t.kind), static_cast<int64_t>(t.dtype)});
     }
     case onnx::AttributeProto::SPARSE_TENSOR:
     case onnx::AttributeProto::SPARSE_TENSORS:

@@ -1,5 +1,6 @@
 #include "frontend/onnx/tensor_proto.h"
 
+#include <onnx/onnx-data_pb.h>  // SequenceProto, OptionalProto (test data)
 #include <onnx/onnx_pb.h>
 
 #include <cstdio>
@@ -238,7 +239,94 @@ Expected<NamedTensor> read_tensor_file(const std::filesystem::path& path) {
   return NamedTensor{proto.name(), std::move(t).value()};
 }
 
+namespace {
+Expected<Tensor> sequence_from_proto(const onnx::SequenceProto& sp, DType elem,
+                                     const std::string& where) {
+  // An empty sequence may leave its elem_type undefined.
+  if (sp.elem_type() != onnx::SequenceProto::TENSOR &&
+      !(sp.elem_type() == onnx::SequenceProto::UNDEFINED && sp.tensor_values_size() == 0))
+    return unsupported(where, ": a sequence of non-tensors (elem_type ", sp.elem_type(),
+                       ") is not supported");
+  std::vector<Tensor> items;
+  for (const auto& tp : sp.tensor_values()) {
+    FERRITE_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(tp, {}));
+    if (elem != DType::kUndefined && t.dtype() != elem)
+      return err(where, ": sequence element is ", t.type_string(), ", declared ", dtype_name(elem));
+    elem = t.dtype();
+    items.push_back(std::move(t));
+  }
+  return Tensor::sequence(elem, std::move(items));
+}
+}  // namespace
+
+Expected<NamedTensor> read_value_file(const std::filesystem::path& path, ValueKind kind,
+                                      DType elem) {
+  if (kind == ValueKind::kTensor) return read_tensor_file(path);
+  FERRITE_ASSIGN_OR_RETURN(std::string bytes, read_file_bytes(path, size_t{1} << 31));
+  const std::string where = path.string();
+  // Protobuf parses a message of another type without complaint when the field numbers happen to
+  // fit (a TensorProto reads as an empty SequenceProto); its other fields remain as unknown ones.
+  if (kind == ValueKind::kSequence) {
+    onnx::SequenceProto sp;
+    if (!sp.ParseFromString(bytes) || !sp.unknown_fields().empty())
+      return err("'", where, "' is not a valid SequenceProto file");
+    FERRITE_ASSIGN_OR_RETURN(Tensor t, sequence_from_proto(sp, elem, where));
+    return NamedTensor{sp.name(), std::move(t)};
+  }
+  onnx::OptionalProto op;
+  if (!op.ParseFromString(bytes) || !op.unknown_fields().empty())
+    return err("'", where, "' is not a valid OptionalProto file");
+  std::optional<Tensor> value;
+  if (op.has_tensor_value()) {
+    if (kind != ValueKind::kOptionalTensor)
+      return err(where, ": optional holds a tensor, declared a sequence");
+    FERRITE_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(op.tensor_value(), {}));
+    value = std::move(t);
+  } else if (op.has_sequence_value()) {
+    if (kind != ValueKind::kOptionalSequence)
+      return err(where, ": optional holds a sequence, declared a tensor");
+    FERRITE_ASSIGN_OR_RETURN(Tensor t, sequence_from_proto(op.sequence_value(), elem, where));
+    value = std::move(t);
+  }
+  if (value && elem == DType::kUndefined) elem = value->dtype();
+  return NamedTensor{op.name(), Tensor::optional(kind, elem, std::move(value))};
+}
+
+namespace {
+void sequence_to_proto(const Tensor& seq, onnx::SequenceProto* sp) {
+  sp->set_elem_type(onnx::SequenceProto::TENSOR);
+  for (const Tensor& item : seq.items()) tensor_to_proto(item, "", sp->add_tensor_values());
+}
+
+// A sequence as a SequenceProto, an optional as an OptionalProto (the layout of ONNX test data).
+Expected<std::string> encode_value_file(const std::string& name, const Tensor& t) {
+  std::string bytes;
+  bool ok = false;
+  if (t.kind() == ValueKind::kSequence) {
+    onnx::SequenceProto sp;
+    sp.set_name(name);
+    sequence_to_proto(t, &sp);
+    ok = sp.SerializeToString(&bytes);
+  } else {
+    onnx::OptionalProto op;
+    op.set_name(name);
+    bool seq = t.kind() == ValueKind::kOptionalSequence;
+    op.set_elem_type(seq ? onnx::OptionalProto::SEQUENCE : onnx::OptionalProto::TENSOR);
+    if (!t.items().empty()) {
+      if (seq)
+        sequence_to_proto(t.items()[0], op.mutable_sequence_value());
+      else
+        tensor_to_proto(t.items()[0], "", op.mutable_tensor_value());
+    }
+    ok = op.SerializeToString(&bytes);
+  }
+  if (!ok) return err("value '", name, "' (", t.type_string(), ") cannot be encoded");
+  return bytes;
+}
+}  // namespace
+
 Expected<std::string> encode_tensor_file(const std::string& name, const Tensor& t) {
+  if (!t.is_tensor()) return encode_value_file(name, t);
   onnx::TensorProto proto;
   tensor_to_proto(t, name, &proto);
   std::string bytes;

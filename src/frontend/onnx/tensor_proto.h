@@ -43,7 +43,13 @@ struct NamedTensor {
   Tensor tensor;
 };
 Expected<NamedTensor> read_tensor_file(const std::filesystem::path& path);
-// The bytes of a TensorProto file holding `t` named `name`.
+// Reads a file of a value of `kind` (ir/value_kind.h): a TensorProto, or for sequences and
+// optionals the SequenceProto / OptionalProto of ONNX test data. `elem` is the declared element
+// dtype, which an empty sequence or optional does not carry.
+Expected<NamedTensor> read_value_file(const std::filesystem::path& path, ValueKind kind,
+                                      DType elem);
+// The bytes of a TensorProto file holding `t` named `name` (a SequenceProto or OptionalProto for
+// a sequence or optional, which read_value_file reads back).
 Expected<std::string> encode_tensor_file(const std::string& name, const Tensor& t);
 // Writes the file atomically (support/result_dir.h): checked, fsynced, renamed into place.
 Status write_tensor_file(const std::filesystem::path& path, const std::string& name,

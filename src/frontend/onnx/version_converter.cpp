@@ -573,6 +573,11 @@ const std::map<std::string, OpHistory>& history_table() {
     t["If"] = {1, {}};
     t["Loop"] = {1, {}};
     t["Scan"] = {8, {{9, scan8_batch_to_nested_scan}}};
+    // The sequence ops are unchanged from their first version (11) to 13.
+    for (const char* op :
+         {"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceAt", "SequenceErase",
+          "SequenceLength", "SplitToSequence", "ConcatFromSequence"})
+      t[op] = {11, {}};
     return t;
   }();
   return table;

@@ -25,7 +25,8 @@ std::vector<std::string> split_list(const std::string& list) {
 
 namespace {
 Expected<std::vector<Session::NamedInput>> read_numbered(const fs::path& dir,
-                                                         const std::string& prefix) {
+                                                         const std::string& prefix,
+                                                         const std::vector<Value*>* decl) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return err("'", dir.string(), "' is not a directory");
   std::regex pattern(prefix + "_([0-9]+)\\.pb");
@@ -39,21 +40,26 @@ Expected<std::vector<Session::NamedInput>> read_numbered(const fs::path& dir,
   }
   std::sort(files.begin(), files.end());
   std::vector<Session::NamedInput> out;
-  for (const auto& [k, path] : files) {
-    FERRITE_ASSIGN_OR_RETURN(NamedTensor t, read_tensor_file(path));
+  for (size_t i = 0; i < files.size(); ++i) {
+    const fs::path& path = files[i].second;
+    const Value* v = decl && i < decl->size() ? (*decl)[i] : nullptr;
+    FERRITE_ASSIGN_OR_RETURN(NamedTensor t, v ? read_value_file(path, v->type.kind, v->type.dtype)
+                                              : read_tensor_file(path));
     out.push_back({t.name, std::move(t.tensor)});
   }
   return out;
 }
 }  // namespace
 
-Expected<std::vector<Session::NamedInput>> read_input_dir(const fs::path& dir) {
-  FERRITE_ASSIGN_OR_RETURN(auto v, read_numbered(dir, "input"));
+Expected<std::vector<Session::NamedInput>> read_input_dir(const fs::path& dir,
+                                                          const std::vector<Value*>* decl) {
+  FERRITE_ASSIGN_OR_RETURN(auto v, read_numbered(dir, "input", decl));
   if (v.empty()) return err("no input_*.pb files in '", dir.string(), "'");
   return v;
 }
-Expected<std::vector<Session::NamedInput>> read_output_dir(const fs::path& dir) {
-  return read_numbered(dir, "output");
+Expected<std::vector<Session::NamedInput>> read_output_dir(const fs::path& dir,
+                                                           const std::vector<Value*>* decl) {
+  return read_numbered(dir, "output", decl);
 }
 
 Expected<Session::NamedInput> random_input(const Graph& g, const std::string& spec) {
@@ -115,6 +121,7 @@ std::string announce_default_device() {
 
 std::string tensor_summary(const Tensor& t) {
   std::string s = t.type_string();
+  if (!t.is_tensor()) return s;  // a sequence or optional: its items are not summarised
   if (t.numel() == 0) return s + " (empty)";
   // NaN is counted, not summed: one NaN would make the mean NaN and min/max meaningless.
   double sum = 0, lo = INFINITY, hi = -INFINITY;

@@ -10,10 +10,13 @@
 
 namespace ferrite::cli {
 
-// Reads DIR/input_*.pb in numeric order.
-Expected<std::vector<Session::NamedInput>> read_input_dir(const std::filesystem::path& dir);
-// Reads DIR/output_*.pb in numeric order.
-Expected<std::vector<Session::NamedInput>> read_output_dir(const std::filesystem::path& dir);
+// Reads DIR/input_*.pb in numeric order. With `decl` (the graph's inputs), file k is read as
+// the kind decl[k] declares: sequences and optionals are SequenceProto / OptionalProto files.
+Expected<std::vector<Session::NamedInput>> read_input_dir(
+    const std::filesystem::path& dir, const std::vector<Value*>* decl = nullptr);
+// Reads DIR/output_*.pb in numeric order (`decl`: the graph's outputs, as above).
+Expected<std::vector<Session::NamedInput>> read_output_dir(
+    const std::filesystem::path& dir, const std::vector<Value*>* decl = nullptr);
 // Parses `name=random:2x3x4` against the graph's input of that name.
 Expected<Session::NamedInput> random_input(const Graph& g, const std::string& spec);
 

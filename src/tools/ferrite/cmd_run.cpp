@@ -68,7 +68,7 @@ struct InputSets {
 Expected<InputSets> collect_inputs(const RunArgs& args, const Graph& graph) {
   InputSets in;
   for (const auto& dir : args.inputs) {
-    FERRITE_ASSIGN_OR_RETURN(auto set, read_input_dir(dir));
+    FERRITE_ASSIGN_OR_RETURN(auto set, read_input_dir(dir, &graph.inputs()));
     in.sets.push_back(std::move(set));
     in.labels.push_back(dir);
   }
@@ -94,7 +94,7 @@ Expected<InputSets> collect_inputs(const RunArgs& args, const Graph& graph) {
 // "fail: ...".
 Expected<std::string> check_outputs(const std::string& dir, const std::vector<Tensor>& outs,
                                     const Graph& g, Precision precision) {
-  FERRITE_ASSIGN_OR_RETURN(auto expected, read_output_dir(dir));
+  FERRITE_ASSIGN_OR_RETURN(auto expected, read_output_dir(dir, &g.outputs()));
   if (expected.empty()) return std::string("no expected outputs");
   if (expected.size() != outs.size())
     return str_cat("fail: ", outs.size(), " outputs, expected ", expected.size());
