@@ -11,7 +11,7 @@ mkdir -p "$dest/bin" "$dest/lib" "$dest/models"
 for b in ferrite ferrite_unit_tests ferrite-materialize; do strip -o "$dest/bin/$b" "$build/bin/$b"; done
 libdir=/usr/lib/x86_64-linux-gnu
 for l in libprotobuf.so.32 libonnx.so.1 libonnx_proto.so.1 libgomp.so.1 libgtest.so.1.12.1 libgtest_main.so.1.12.1; do
-  for f in $libdir/$l*; do [ -e "$f" ] && cp -L "$f" "$dest/lib/"; done
+  [ -e "$libdir/$l" ] && cp -L "$libdir/$l" "$dest/lib/"  # the soname only (not its link target too)
 done
 xz -T2 -6 -c "$libdir/libdnnl.so.2" > "$dest/lib/libdnnl.so.2.xz"
 for m in "$shared"/*/; do cp -r "$m" "$dest/models/"; done

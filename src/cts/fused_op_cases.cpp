@@ -124,6 +124,22 @@ void fused_op_overrides(std::map<std::string, CaseFn>& m) {
         {"activation", "relu"},
         {"channels_last", last},
         {"weights_last", last}});
+    // Stride-1 depthwise (cuda: 4 output columns per thread): 3x3 without bias over a width
+    // that is not a multiple of 4, 5x5 with padding wider than the image's edge columns.
+    fc("nhwc-ohwi-depthwise-3x3-s1-nobias-bf16",
+       {in("x", kBF16, {1, 6, 11, 16}), wt(kBF16, {16, 3, 3, 1}), omitted()},
+       {{"group", int64_t{16}},
+        {"pads", pads},
+        {"activation", "hard_swish"},
+        {"channels_last", last},
+        {"weights_last", last}});
+    fc("nhwc-ohwi-depthwise-5x5-s1-bf16",
+       {in("x", kBF16, {2, 9, 3, 8}), wt(kBF16, {8, 5, 5, 1}), bt(kBF16, 8)},
+       {{"group", int64_t{8}},
+        {"pads", Attribute(std::vector<int64_t>{2, 2, 2, 2})},
+        {"activation", "relu"},
+        {"channels_last", last},
+        {"weights_last", last}});
     fc("nhwc-ohwi-1x1-residual-bf16",
        {in("x", kBF16, {2, 5, 5, 32}), wt(kBF16, {64, 1, 1, 32}), omitted(),
         in("res", kBF16, {2, 5, 5, 64})},

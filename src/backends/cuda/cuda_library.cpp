@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "codegen/cuda_source.h"
@@ -486,6 +487,10 @@ extern "C" __global__ void fe_attention_softmax(float* __restrict__ s, const flo
 const char* kMemoryBoundSource =
 #include "backends/cuda/cuda_memory_bound_source.inc"
     ;
+// Depthwise convolution with 4 output columns per thread (cuda_dwconv_source.inc).
+const char* kDwconvSource =
+#include "backends/cuda/cuda_dwconv_source.inc"
+    ;
 
 // fe_act_k's kind of an activation code: 0 none, 1 ReLU, 2 any other row.
 // The specialisations of the 16-bit epilogue kernels: 0 none, 1 ReLU, 3 exact GELU, 2 any other
@@ -499,6 +504,12 @@ int act_kind(int code) {
   };
   static const int relu = code_of("relu"), gelu = code_of("gelu");
   return code == relu ? 1 : code == gelu ? 3 : 2;
+}
+
+// Read per call, so that a test can compare both kernels in one process.
+bool env_off(const char* name) {
+  const char* v = std::getenv(name);
+  return v && (std::string(v) == "0" || std::string(v) == "off");
 }
 
 int64_t grid_for(int64_t total, int64_t block, int sms) {
@@ -532,7 +543,8 @@ bool broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t
 
 const char* library_source() {
   static const std::string source = std::string(cuda_prelude_source()) + scalar_helpers_source() +
-                                    cuda_activation_source() + kLibrarySource + kMemoryBoundSource;
+                                    cuda_activation_source() + kLibrarySource + kMemoryBoundSource +
+                                    kDwconvSource;
   return source.c_str();
 }
 
@@ -569,6 +581,7 @@ Expected<std::unique_ptr<LibraryKernels>> LibraryKernels::load(const CudaRuntime
              {"fe_bias_act_nchw", &lib->bias_act_},
              {"fe_bias_act_nhwc8", &lib->bias_act8_},
              {"fe_dwconv_nhwc8", &lib->dwconv8_},
+             {"fe_dwconv_nhwc8_w4", &lib->dwconv8w4_},
              {"fe_tap_major", &lib->tap_major_},
              {"fe_pad", &lib->pad_},
              {"fe_concat16", &lib->concat_},
@@ -622,6 +635,11 @@ Status LibraryKernels::dwconv_nhwc(const void* x, const void* w, void* w_taps, c
   void* targs[] = {&w, &w_taps, &c, &taps};
   FERRITE_RETURN_IF_ERROR(launch(tap_major_, grid_for(int64_t{c} * taps, 256, sms_), 256, targs));
   void* args[] = {&x, &w_taps, &bias, &res, &y, &q, &kind, &dt};
+  // 7 wide with stride 1 along the width (ConvNeXt): 4 output columns per thread (see
+  // cuda_dwconv_source.inc for why only this filter width).
+  if (p.sw == 1 && p.dw == 1 && p.KW == 7 && !env_off("FERRITE_CUDA_DWCONV_W4"))
+    return launch(dwconv8w4_, grid_for(p.N * p.OH * ((p.OW + 3) / 4) * (p.C / 8), 256, sms_), 256,
+                  args);
   return launch(dwconv8_, grid_for(p.N * p.OH * p.OW * (p.C / 8), 256, sms_), 256, args);
 }
 
