@@ -9,15 +9,6 @@
 namespace ferrite::testing {
 namespace {
 
-std::string text_bytes(const std::string& text) {
-  onnx::ModelProto model;
-  auto status = onnx::OnnxParser::Parse(model, text.c_str());
-  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
-  std::string bytes;
-  model.SerializeToString(&bytes);
-  return bytes;
-}
-
 Expected<std::vector<Tensor>> run_on(const std::string& bytes, const std::string& device,
                                      const std::vector<Session::NamedInput>& inputs) {
   FERRITE_ASSIGN_OR_RETURN(auto g, import_onnx_bytes(bytes, ""));

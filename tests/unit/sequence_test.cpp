@@ -10,15 +10,6 @@
 namespace ferrite::testing {
 namespace {
 
-std::string text_bytes(const std::string& text) {
-  onnx::ModelProto model;
-  auto status = onnx::OnnxParser::Parse(model, text.c_str());
-  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
-  std::string bytes;
-  model.SerializeToString(&bytes);
-  return bytes;
-}
-
 // onnx 1.12's C++ text parser (the one the tests link) knows neither seq(...) / optional(...)
 // types nor type-valued attributes, so the tests patch those into the parsed model. Declared
 // output types need no patch: ferrite infers every value's type and does not read them.

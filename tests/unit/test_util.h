@@ -211,15 +211,21 @@ std::vector<T> values_of(const Tensor& t) {
   return std::vector<T>(s.begin(), s.end());
 }
 
-// Imports a model written in ONNX's textual syntax (onnx/defs/parser.h); null (with a test
-// failure) when it does not parse or import.
-inline std::unique_ptr<Graph> parse_onnx_text(const std::string& text) {
+// The serialized ModelProto of a model written in ONNX's textual syntax (onnx/defs/parser.h);
+// a test failure when it does not parse.
+inline std::string text_bytes(const std::string& text) {
   onnx::ModelProto model;
   auto status = onnx::OnnxParser::Parse(model, text.c_str());
   EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
   std::string bytes;
   model.SerializeToString(&bytes);
-  auto g = import_onnx_bytes(bytes, "");
+  return bytes;
+}
+
+// Imports a model written in ONNX's textual syntax; null (with a test failure) when it does not
+// parse or import.
+inline std::unique_ptr<Graph> parse_onnx_text(const std::string& text) {
+  auto g = import_onnx_bytes(text_bytes(text), "");
   EXPECT_TRUE(g) << g.status().message();
   return g ? std::move(*g) : nullptr;
 }
