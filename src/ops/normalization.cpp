@@ -272,6 +272,9 @@ Status layernorm_kernel(KernelContext& ctx) {
                       [&](int64_t j, const std::array<int64_t, 1>& off) { p[j] = v[off[0]]; });
   }
   const double eps = ctx.node().attr_float("epsilon", 1e-5f);
+  // Without B the output is the scaled value itself: adding a zero bias would turn the -0 of a
+  // zero deviation times a negative scale into +0 (ONNX's function body adds B only if given).
+  const bool has_bias = ctx.has_input(2);
   std::vector<double> xd = as_doubles(x), y(xd.size()), mean(outer), inv(outer);
   for (int64_t r = 0; r < outer; ++r) {
     double var;
@@ -279,7 +282,8 @@ Status layernorm_kernel(KernelContext& ctx) {
     inv[r] = 1.0 / std::sqrt(var + eps);
     for (int64_t j = 0; j < inner; ++j) {
       int64_t k = r * inner + j;
-      y[k] = (xd[k] - mean[r]) * inv[r] * params[0][j] + params[1][j];
+      y[k] = (xd[k] - mean[r]) * inv[r] * params[0][j];
+      if (has_bias) y[k] += params[1][j];
     }
   }
   FERRITE_ASSIGN_OR_RETURN(Tensor * yt, ctx.allocate_output(0, x.dtype(), x.dims()));

@@ -118,5 +118,28 @@ TEST(SpecialValues, NegOfZeroIsNegativeZero) {
   }
 }
 
+// LayerNormalization without B keeps the sign of a zero: a constant row normalizes to +0, times
+// a negative scale -0, so Reciprocal gives -inf there (the reference added a zero bias and gave
+// +inf; found by the cpu_differential fuzz target).
+TEST(SpecialValues, LayerNormWithoutBiasKeepsNegativeZero) {
+  ModelBuilder b;
+  b.input("x", kOnnxFloat, {2, 4});
+  b.init_f32("scale", {4}, {1.f, -1.f, 2.f, -2.f});
+  b.node("LayerNormalization", {"x", "scale"}, {"n"}, "ln");
+  b.node("Reciprocal", {"n"}, {"y"}, "recip");
+  b.output("y");
+  Tensor x = Tensor::zeros(DType::kF32, {2, 4});
+  float* p = x.data<float>();
+  for (int i = 0; i < 4; ++i) p[i] = 2.f, p[4 + i] = static_cast<float>(i);
+  const float want[] = {INFINITY, -INFINITY, INFINITY, -INFINITY};
+  for (const char* device : {"reference", "cpu"}) {
+    Tensor y = run_on(b.bytes(), device, "x", x);
+    ASSERT_EQ(y.numel(), 8) << device;
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(y.data<float>()[i], want[i]) << device << " element " << i;
+    for (int i = 4; i < 8; ++i) EXPECT_TRUE(std::isfinite(y.data<float>()[i])) << device;
+  }
+}
+
 }  // namespace
 }  // namespace ferrite::testing

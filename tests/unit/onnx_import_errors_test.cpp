@@ -539,6 +539,24 @@ TEST(OnnxImport, ControlCharactersInNamesAreRefused) {
   ModelBuilder d = valid_model();
   d.graph()->mutable_initializer(0)->set_name(std::string("w\0", 2));
   EXPECT_TRUE(failed_with(import_bytes(d.bytes()), {"initializer name 'w\\x00'"}));
+  // Graph names, the main graph's and a subgraph's (a fuzz finding: a SequenceMap body named
+  // "\n..." put a line break into the error of its body's inference).
+  ModelBuilder e = valid_model();
+  e.graph()->set_name("main\nerror: forged");
+  EXPECT_TRUE(failed_with(import_bytes(e.bytes()), {"graph name 'main\\x0aerror: forged'"}));
+  ModelBuilder f;
+  f.input("c", kOnnxBool, {});
+  auto* n = f.node("If", {"c"}, {"y"}, "branch");
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    auto* a = n->add_attribute();
+    a->set_name(branch);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    a->mutable_g()->set_name("\n\x06");
+  }
+  f.output("y");
+  EXPECT_TRUE(
+      failed_with(import_bytes(f.bytes()),
+                  {"node 'branch' (If)", "subgraph name '\\x0a\\x06'", "control character"}));
 }
 
 TEST(OnnxImport, IfWithoutElseBranchIsAnError) {

@@ -304,6 +304,7 @@ Status GraphImporter::import_attributes(const onnx::NodeProto& np, const std::st
                                         const Graph& g, const Scope& here, AttributeMap& attrs,
                                         std::vector<std::string>& implicit) {
   auto import_sub = [&](const onnx::GraphProto& sgp) -> Expected<SubgraphAttr> {
+    FERRITE_RETURN_IF_ERROR(check_name(sgp.name(), "subgraph").with_context(label));
     auto sub = std::make_unique<Graph>();
     sub->name = sgp.name();
     sub->opsets() = g.opsets();
@@ -490,6 +491,7 @@ Expected<std::unique_ptr<Graph>> import_model(const onnx::ModelProto& model,
   set_subgraph_inferrer(&upgrade_and_infer);
 
   const onnx::GraphProto& gp = model.graph();
+  FERRITE_RETURN_IF_ERROR(check_name(gp.name(), "graph"));
   g.name = gp.name();
   TensorProtoOptions topts;
   topts.external_data_dir = model_dir;
