@@ -58,6 +58,9 @@ enum class OnednnEltwise : uint8_t {
 // The cuBLASLt epilogue that computes an epilogue row inside the GEMM (others run in the cuda
 // library's epilogue kernel).
 enum class CublasLtEpilogue : uint8_t { kNone, kRelu };
+// The cuDNN activation that computes an epilogue row inside the fused convolution call
+// (cudnnConvolutionBiasActivationForward; others run in the cuda library's epilogue kernel).
+enum class CudnnActivation : uint8_t { kNone, kRelu };
 
 // The text a dialect writes for one application.
 struct SpellContext {
@@ -103,6 +106,7 @@ struct ScalarFunction {
   // oneDNN's post-op keeps NaN as the reference does (its JIT max / min return the bound).
   bool onednn_keeps_nan = true;
   CublasLtEpilogue cublaslt = CublasLtEpilogue::kNone;
+  CudnnActivation cudnn = CudnnActivation::kNone;
 
   template <class C>
   C eval(const C* a, const C* p) const {

@@ -241,7 +241,9 @@ FERRITE_REGISTER_PASSES(fuse_attention) {
   r.add({"fuse-attention",
          "recognise scaled dot-product attention (BERT, GPT-2 exports) as ferrite.Attention",
          [] { return std::make_unique<FuseAttention>(); },
-         {{Stage::kRewrite, 50}}});
+         {{Stage::kRewrite, 50}},
+         {},
+         {"ferrite.Attention"}});
 }
 
 }  // namespace ferrite

@@ -83,7 +83,9 @@ FERRITE_REGISTER_PASSES(fuse_conv_activation) {
   r.add({"fuse-conv-activation",
          "fuse Conv with a residual Add and an activation into ferrite.FusedConv",
          [] { return std::make_unique<FuseConvActivation>(); },
-         {{Stage::kRewrite, 20}}});
+         {{Stage::kRewrite, 20}},
+         {},
+         {"ferrite.FusedConv"}});
 }
 
 }  // namespace ferrite

@@ -156,7 +156,9 @@ FERRITE_REGISTER_PASSES(fuse_matmul_epilogue) {
   r.add({"fuse-matmul-epilogue",
          "fuse MatMul/Gemm with bias, activation and residual Add into ferrite.FusedMatMul",
          [] { return std::make_unique<FuseMatMulEpilogue>(); },
-         {{Stage::kRewrite, 60}}});
+         {{Stage::kRewrite, 60}},
+         {},
+         {"ferrite.FusedMatMul"}});
 }
 
 }  // namespace ferrite

@@ -453,15 +453,17 @@ Expected<std::unique_ptr<Pass>> make_with_options(const PassOptions& o) {
 }  // namespace
 
 FERRITE_REGISTER_PASSES(layout_channels_last) {
-  // Not in the default pipeline: a device whose convolutions want channels-last activations
-  // lists it after the rewrites (cpu: oneDNN's NHWC convolutions and depthwise kernels).
+  // Opt-in, after the rewrites: for devices whose convolutions want channels-last activations
+  // (cpu: oneDNN's NHWC convolutions and depthwise kernels; cuda: cuDNN's tensor-core ones).
   r.add({"layout-channels-last",
          "run 2-D convolutions and the pointwise, pooling and concat ops between them on "
          "[N, H, W, C] activations, transposing only at the chain's boundaries; options "
          "{weights=last|first dtypes=T1+T2}",
          [] { return std::make_unique<LayoutChannelsLast>(); },
-         {},
-         make_with_options});
+         {{Stage::kRewrite, 90}},
+         make_with_options,
+         {"ferrite.FusedConv", "ferrite.Pool"},
+         /*opt_in=*/true});
 }
 
 }  // namespace ferrite

@@ -23,8 +23,7 @@ using namespace rewrite;
 Value* widened_from(const Graph& g, const Uses& uses, Value* v, const Node* user, DType t,
                     std::vector<const Node*>& nodes) {
   Node* c = producer_op(v, "Cast");
-  if (!c || c->inputs.size() != 1 || v->type.dtype != DType::kF32 ||
-      c->inputs[0]->type.dtype != t)
+  if (!c || c->inputs.size() != 1 || v->type.dtype != DType::kF32 || c->inputs[0]->type.dtype != t)
     return nullptr;
   if (sole_user(g, uses, v) == user) nodes.push_back(c);
   return c->inputs[0];
@@ -87,9 +86,14 @@ class NarrowAttentionPrecision : public Pass {
 }  // namespace
 
 FERRITE_REGISTER_PASSES(narrow_attention_precision) {
+  // Opt-in, right after fuse-attention: for devices with a 2-byte attention kernel (cuda).
   r.add({"narrow-attention-precision",
          "f32 attention between casts from and to bf16/f16 runs in the 2-byte type",
-         [] { return std::make_unique<NarrowAttentionPrecision>(); }});
+         [] { return std::make_unique<NarrowAttentionPrecision>(); },
+         {{Stage::kRewrite, 55}},
+         {},
+         {"ferrite.Attention"},
+         /*opt_in=*/true});
 }
 
 }  // namespace ferrite

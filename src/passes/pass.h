@@ -54,6 +54,12 @@ struct PassInfo {
   std::vector<PipelineSlot> pipeline = {};
   // For a pass with options: makes it from them (an error names a bad or missing option).
   std::function<Expected<std::unique_ptr<Pass>>(const PassOptions&)> create_with = {};
+  // Library ops the pass rewrites into ("ferrite.FusedMatMul": ops the shared lowering does not
+  // generate kernels for). A device's pipeline leaves the pass out unless the device runs them
+  // all (device_pipeline below).
+  std::vector<std::string> produces = {};
+  // Slots that run only in the pipeline of a device that asks for the pass.
+  bool opt_in = false;
 };
 
 class PassRegistry {
@@ -76,8 +82,17 @@ class PassRegistry {
 // object would not do: nothing references it, so the linker drops it from the static library.
 #define FERRITE_REGISTER_PASSES(id) void register_passes_##id(::ferrite::PassRegistry& r)
 
-// The default optimisation pipeline, in order: the registered slots sorted by stage and order.
+// The default optimisation pipeline, in order: the registered slots sorted by stage and order,
+// without the opt-in passes.
 std::vector<std::string> default_pipeline();
+
+// A device's pipeline, from what the device declares: the default pipeline without the passes
+// producing a library op that `runs_op` refuses, plus the opt-in passes `opt_in` names (each a
+// spec, "layout-channels-last{dtypes=bf16}"), each at its registered slot. An opt-in name that is
+// not a registered opt-in pass is an error: a device's declaration is checked, not ignored.
+Expected<std::vector<std::string>> device_pipeline(
+    const std::function<bool(const std::string& op)>& runs_op,
+    const std::vector<std::string>& opt_in);
 
 struct PipelineOptions {
   // Called after each pass with its name and whether it changed the graph.

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <map>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -62,8 +63,33 @@ const PassInfo* PassRegistry::find(const std::string& name) const {
 std::vector<std::string> default_pipeline() {
   std::vector<std::string> names;
   for (auto& [slot, name] : pipeline_slots(PassRegistry::global().all()))
-    names.push_back(std::move(name));
+    if (!PassRegistry::global().find(name)->opt_in) names.push_back(std::move(name));
   return names;
+}
+
+Expected<std::vector<std::string>> device_pipeline(
+    const std::function<bool(const std::string& op)>& runs_op,
+    const std::vector<std::string>& opt_in) {
+  const PassRegistry& reg = PassRegistry::global();
+  std::map<std::string, std::string> wanted;  // opt-in pass name -> its spec
+  for (const std::string& spec : opt_in) {
+    const std::string name = spec.substr(0, spec.find('{'));
+    const PassInfo* info = reg.find(name);
+    if (!info || !info->opt_in || info->pipeline.empty())
+      return err("'", name, "' is not an opt-in pass of the default pipeline");
+    wanted[name] = spec;
+  }
+  std::vector<std::string> passes;
+  for (auto& [slot, name] : pipeline_slots(reg.all())) {
+    const PassInfo* info = reg.find(name);
+    if (info->opt_in) {
+      auto it = wanted.find(name);
+      if (it != wanted.end()) passes.push_back(it->second);
+      continue;
+    }
+    if (std::all_of(info->produces.begin(), info->produces.end(), runs_op)) passes.push_back(name);
+  }
+  return passes;
 }
 
 namespace {

@@ -166,16 +166,13 @@ class PluginDevice : public Device {
   // Attention) only where the plugin's library runs that op: otherwise plain MatMul/Gemm lower to
   // generated kernels with their bias and activation fused into the store, which a fused node
   // would lose.
-  std::vector<std::string> default_passes() const override {
-    const fe_device_spec& spec = *p_->api->spec;
-    std::vector<std::string> passes;
-    for (auto& p : default_pipeline()) {
-      if (p == "fuse-matmul-epilogue" && !plugin_lists_op(spec, "ferrite", "FusedMatMul")) continue;
-      if (p == "fuse-conv-activation" && !plugin_lists_op(spec, "ferrite", "FusedConv")) continue;
-      if (p == "fuse-attention" && !plugin_lists_op(spec, "ferrite", "Attention")) continue;
-      passes.push_back(p);
-    }
-    return passes;
+  PassPlan pass_plan() const override {
+    const fe_device_spec* spec = p_->api->spec;
+    return {true, [spec](const std::string& op) {
+              const size_t dot = op.find('.');  // "domain.Op"; "Op" in the default domain
+              if (dot == std::string::npos) return plugin_lists_op(*spec, "", op);
+              return plugin_lists_op(*spec, op.substr(0, dot), op.substr(dot + 1));
+            }};
   }
   Expected<std::unique_ptr<PreparedModel>> prepare(const Graph& graph,
                                                    const RunOptions& opts) override {

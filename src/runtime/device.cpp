@@ -1,6 +1,17 @@
 #include "runtime/device.h"
 
+#include "passes/pass.h"
+
 namespace ferrite {
+
+Expected<std::vector<std::string>> default_passes(const Device& device) {
+  PassPlan plan = device.pass_plan();
+  if (!plan.compiles) return std::vector<std::string>{};
+  auto runs = plan.runs_library_op ? plan.runs_library_op : [](const std::string&) { return true; };
+  auto passes = device_pipeline(runs, plan.opt_in);
+  if (!passes) return passes.status().with_context("device '" + device.name() + "' pass plan");
+  return passes;
+}
 
 DeviceRegistry& DeviceRegistry::global() {
   static DeviceRegistry* r = [] {
@@ -16,7 +27,8 @@ Expected<std::unique_ptr<Device>> DeviceRegistry::create(const std::string& name
   // "cuda:1": unit 1 of `cuda`.
   if (size_t colon = name.rfind(':'); colon != std::string::npos && !factories_.count(name)) {
     std::string unit = name.substr(colon + 1);
-    if (!unit.empty() && unit.size() <= 4 && unit.find_first_not_of("0123456789") == std::string::npos) {
+    if (!unit.empty() && unit.size() <= 4 &&
+        unit.find_first_not_of("0123456789") == std::string::npos) {
       FERRITE_ASSIGN_OR_RETURN(auto d, create(name.substr(0, colon)));
       FERRITE_RETURN_IF_ERROR(d->select(std::stoi(unit)));
       return d;

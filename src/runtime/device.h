@@ -140,15 +140,26 @@ class PreparedModel {
   }
 };
 
+// A device's declaration of the graph passes it wants before prepare().
+struct PassPlan {
+  bool compiles = false;  // runs the default pipeline (passes/pass.h)
+  // Whether the device runs a library op that a rewrite pass produces ("ferrite.FusedMatMul");
+  // unset: every one. A pass producing an op the device does not run is left out.
+  std::function<bool(const std::string& op)> runs_library_op = {};
+  // Opt-in passes, each a spec with its options ("layout-channels-last{dtypes=bf16}"), run at
+  // their registered slots.
+  std::vector<std::string> opt_in = {};
+};
+
 class Device {
  public:
   virtual ~Device() = default;
   virtual std::string name() const = 0;
   virtual std::string description() const = 0;
   virtual DeviceProperties properties() const = 0;
-  // Passes a Session runs before prepare() unless the user chose: none for the `reference`
-  // oracle, {"default"} (the default pipeline) for compiling devices.
-  virtual std::vector<std::string> default_passes() const { return {}; }
+  // Optional: what the default pipeline does for this device (default_passes below). The
+  // default runs no passes: the graph as given, as the `reference` oracle wants.
+  virtual PassPlan pass_plan() const { return {}; }
   // Whether the device can run now (a GPU answers); an error saying why not otherwise. Devices
   // that are always there keep the default.
   virtual Status available() const { return Status::ok(); }
@@ -172,6 +183,10 @@ class Device {
     return unsupported("device '", name(), "' has no collectives library (", size, " ranks)");
   }
 };
+
+// The passes a Session runs before prepare() unless the user chose, from the device's pass_plan()
+// (device_pipeline in passes/pass.h); an error names a bad declaration.
+Expected<std::vector<std::string>> default_passes(const Device& device);
 
 class DeviceRegistry {
  public:

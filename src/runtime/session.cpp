@@ -119,8 +119,13 @@ Expected<std::shared_ptr<Session::Variant>> Session::compile(const std::vector<T
     }
     FERRITE_RETURN_IF_ERROR(verify_graph(*g));
     ShapeAssumptionScope::set_label("a graph pass");
-    std::vector<std::string> pipeline = opts_.passes ? *opts_.passes : device_->default_passes();
-    if (pipeline.size() == 1 && pipeline[0] == "default") pipeline = default_pipeline();
+    std::vector<std::string> pipeline;
+    if (opts_.passes) {
+      pipeline = *opts_.passes;
+      if (pipeline.size() == 1 && pipeline[0] == "default") pipeline = default_pipeline();
+    } else {
+      FERRITE_ASSIGN_OR_RETURN(pipeline, default_passes(*device_));
+    }
     // After the device's passes, so that the fusion patterns match the float32 graph they were
     // written for; the fused ops then run in the low dtype like the rest.
     DType low = precision_storage(opts_.precision);

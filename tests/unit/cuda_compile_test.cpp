@@ -281,7 +281,9 @@ TEST(CudaCompile, ZooTiming) {
     if (!std::filesystem::exists(path)) continue;
     auto g = import_onnx_file(path);
     ASSERT_TRUE(g) << m << ": " << g.status().message();
-    ASSERT_TRUE(run_pipeline(**g, (*cuda_device)->default_passes()).is_ok()) << m;
+    auto passes = default_passes(**cuda_device);
+    ASSERT_TRUE(passes) << passes.status().message();
+    ASSERT_TRUE(run_pipeline(**g, *passes).is_ok()) << m;
     auto lw = std::chrono::steady_clock::now();
     auto lg = lowered(**g);
     ASSERT_TRUE(lg) << m;

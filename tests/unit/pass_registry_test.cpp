@@ -7,6 +7,7 @@
 #include <set>
 
 #include "passes/pass.h"
+#include "runtime/device.h"
 
 namespace ferrite {
 namespace {
@@ -58,13 +59,59 @@ TEST(PassRegistry, DefaultPipelineKeepsItsOrder) {
 TEST(PassRegistry, ListsThePipelineFirstInItsOrder) {
   std::vector<std::string> listed, first_runs;
   for (const PassInfo& p : PassRegistry::global().all())
-    if (!p.pipeline.empty()) listed.push_back(p.name);
+    if (!p.pipeline.empty() && !p.opt_in) listed.push_back(p.name);
   for (const std::string& name : default_pipeline())
     if (std::find(first_runs.begin(), first_runs.end(), name) == first_runs.end())
       first_runs.push_back(name);
   EXPECT_EQ(listed, first_runs);
   const auto& all = PassRegistry::global().all();
   EXPECT_TRUE(all.back().pipeline.empty()) << all.back().name;
+}
+
+std::vector<std::string> plan_of(const std::string& device) {
+  auto d = DeviceRegistry::global().create(device);
+  EXPECT_TRUE(d) << d.status().message();
+  if (!d) return {};
+  auto passes = default_passes(**d);
+  EXPECT_TRUE(passes) << passes.status().message();
+  return passes ? *passes : std::vector<std::string>{};
+}
+
+// Devices declare a PassPlan; the pipeline follows from the registry's slots. The built-in
+// devices get what they used to list by hand.
+TEST(PassRegistry, DevicePipelinesFollowTheirPlans) {
+  std::vector<std::string> base = default_pipeline();
+  EXPECT_TRUE(plan_of("reference").empty());  // the oracle runs graphs as given
+  EXPECT_EQ(plan_of("null"), base);
+  std::vector<std::string> cpu = base;
+  cpu.insert(std::find(cpu.begin(), cpu.end(), "dead-code-elimination"), "layout-channels-last");
+  EXPECT_EQ(plan_of("cpu"), cpu);
+  if (DeviceRegistry::global().create("cuda")) {  // built with the CUDA toolkit
+    std::vector<std::string> cuda = base;
+    cuda.insert(std::find(cuda.begin(), cuda.end(), "dead-code-elimination"),
+                "layout-channels-last{weights=last dtypes=bf16+f16}");
+    cuda.insert(std::find(cuda.begin(), cuda.end(), "fuse-attention") + 1,
+                "narrow-attention-precision");
+    EXPECT_EQ(plan_of("cuda"), cuda);
+  }
+}
+
+// A device that does not run a library op loses the passes producing it, and only those; a
+// plan naming something that is not an opt-in pass is an error.
+TEST(PassRegistry, DevicePipelineLeavesOutPassesOfOpsTheDeviceLacks) {
+  auto no_fused = [](const std::string& op) { return op == "ferrite.Attention"; };
+  auto passes = device_pipeline(no_fused, {});
+  ASSERT_TRUE(passes) << passes.status().message();
+  std::vector<std::string> want;
+  for (const std::string& p : default_pipeline())
+    if (p != "fuse-matmul-epilogue" && p != "fuse-conv-activation") want.push_back(p);
+  EXPECT_EQ(*passes, want);
+  auto none = [](const std::string&) { return false; };
+  for (const char* bad : {"fuse-gelu", "no-such-pass", "convert-precision-bf16"}) {
+    auto r = device_pipeline(none, {bad});
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.status().message().find("not an opt-in pass"), std::string::npos);
+  }
 }
 
 }  // namespace

@@ -198,6 +198,7 @@ TEST(ScalarFunctions, RowsAreConsistentWithTheOpTable) {
     } else {
       EXPECT_EQ(f.onednn, OnednnEltwise::kNone) << "a library mapping without an epilogue name";
       EXPECT_EQ(f.cublaslt, CublasLtEpilogue::kNone);
+      EXPECT_EQ(f.cudnn, CudnnActivation::kNone);
     }
   }
 }

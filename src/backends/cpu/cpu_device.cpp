@@ -32,15 +32,10 @@ class CpuDevice : public Device {
   std::string description() const override {
     return "host CPU: fused kernels generated as C++, compiled with the system compiler";
   }
-  // The default pipeline, then convolution chains moved to channels-last activations: oneDNN's
+  // The default pipeline, with convolution chains moved to channels-last activations: oneDNN's
   // NHWC convolutions (depthwise included) read and write them without reorders, and the
   // generated pointwise kernels between them do not care about the layout.
-  std::vector<std::string> default_passes() const override {
-    std::vector<std::string> passes = default_pipeline();
-    auto at = std::find(passes.begin(), passes.end(), "dead-code-elimination");
-    passes.insert(at, "layout-channels-last");
-    return passes;
-  }
+  PassPlan pass_plan() const override { return {true, {}, {"layout-channels-last"}}; }
   // bf16 / fp16: generated kernels convert on load and store; library steps without a low
   // precision implementation (oneDNN GEMM / conv take f32) run widened to f32.
   Status check_precision(Precision p) const override {

@@ -78,12 +78,13 @@ std::optional<ConvCall> read_conv(const Node& node, const NativeIO& io) {
   return c;
 }
 
-// Whether FusedConv's bias, residual and activation go into cuDNN's fused call (ReLU or none;
-// FERRITE_CUDA_CUDNN_FUSED=0 keeps them in the separate epilogue kernel, for comparison).
+// Whether FusedConv's bias, residual and activation go into cuDNN's fused call (none, or an
+// activation whose scalar-function row has a cuDNN mapping; FERRITE_CUDA_CUDNN_FUSED=0 keeps them
+// in the separate epilogue kernel, for comparison).
 bool cudnn_can_fuse(const ConvCall& c) {
   const char* v = std::getenv("FERRITE_CUDA_CUDNN_FUSED");
   if (v && std::string(v) == "0") return false;
-  return c.bias && (c.act.none() || std::string(c.act.name()) == "relu");
+  return c.bias && (c.act.none() || c.act.fn->cudnn == CudnnActivation::kRelu);
 }
 
 enum class CudnnResult { kDeclined, kConvOnly, kWithEpilogue };

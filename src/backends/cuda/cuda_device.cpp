@@ -96,16 +96,8 @@ class CudaDevice : public Device {
   //     compile time. f32 stays NCHW (im2col + cuBLASLt, measured faster than cuDNN's FMA math);
   //   - narrow-attention-precision: bf16 / f16 attention that PyTorch widened to f32 runs on the
   //     tensor-core kernel.
-  std::vector<std::string> default_passes() const override {
-    std::vector<std::string> passes;
-    for (auto& p : default_pipeline()) {
-      if (p == "dead-code-elimination" &&
-          std::find(passes.begin(), passes.end(), kLayoutPass) == passes.end())
-        passes.push_back(kLayoutPass);
-      passes.push_back(p);
-      if (p == "fuse-attention") passes.push_back("narrow-attention-precision");
-    }
-    return passes;
+  PassPlan pass_plan() const override {
+    return {true, {}, {kLayoutPass, "narrow-attention-precision"}};
   }
 
   // bf16 GEMMs need compute capability 8.0 (Ampere); fp16 and TF32 likewise for tensor cores.

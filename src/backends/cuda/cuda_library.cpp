@@ -433,32 +433,11 @@ extern "C" __global__ void fe_binary_f32(const void* __restrict__ a, BroadcastDi
   }
 }
 
-template <class T> __device__ T fe_bsum(T v, T* sh) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
-  __syncthreads();
-  v = (threadIdx.x & 31) < (blockDim.x >> 5) ? sh[threadIdx.x & 31] : T(0);
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ float fe_bmax(float v, float* sh) {
-  for (int o = 16; o > 0; o >>= 1) { float u = __shfl_xor_sync(0xffffffffu, v, o); v = u > v ? u : v; }
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
-  __syncthreads();
-  v = (threadIdx.x & 31) < (blockDim.x >> 5) ? sh[threadIdx.x & 31] : sh[0];
-  for (int o = 16; o > 0; o >>= 1) { float u = __shfl_xor_sync(0xffffffffu, v, o); v = u > v ? u : v; }
-  return v;
-}
-
 // One block per score row: x = s + mask (+ causal -inf); softmax as the reference's Attention
 // (max ignoring NaN, exp and sum in double); NaN probabilities become 0 under nan_to_zero, and
 // a row of -inf scores only (no NaN) becomes 0 under masked_rows_zero.
 extern "C" __global__ void fe_attention_softmax(float* __restrict__ s, const float* __restrict__ mask,
                                                 SoftmaxParams p) {
-  __shared__ float shf[32];
-  __shared__ double shd[32];
   const int64_t rows = p.rows_per_batch * p.S;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t b = row / p.S, q = row % p.S;
@@ -478,12 +457,12 @@ extern "C" __global__ void fe_attention_softmax(float* __restrict__ s, const flo
       mx = x > mx ? x : mx;
       if (x != x) has_nan = 1.f;
     }
-    mx = fe_bmax(mx, shf);
+    mx = fe_block_reduce<fe_op_max>(mx);  // the prelude's block reductions
     const bool zero_row = p.masked_rows_zero && mx == -__int_as_float(0x7f800000) &&
-                          fe_bmax(has_nan, shf) == 0.f;
+                          fe_block_reduce<fe_op_max>(has_nan) == 0.f;
     double sum = 0;
     for (int64_t t = threadIdx.x; t < p.T; t += blockDim.x) sum += exp((double)sr[t] - (double)mx);
-    sum = fe_bsum(sum, shd);
+    sum = fe_block_reduce<fe_op_sum>(sum);
     for (int64_t t = threadIdx.x; t < p.T; t += blockDim.x) {
       double w = exp((double)sr[t] - (double)mx) / sum;
       if ((p.nan_to_zero && isnan(w)) || zero_row) w = 0;

@@ -110,7 +110,7 @@ class NullDevice : public Device {
     return "example accelerator emulated in host memory (the template for new devices)";
   }
   DeviceProperties properties() const override { return parts_->properties; }
-  std::vector<std::string> default_passes() const override { return {"default"}; }
+  PassPlan pass_plan() const override { return {true}; }
   Expected<std::unique_ptr<PreparedModel>> prepare(const Graph& graph,
                                                    const RunOptions& opts) override {
     ExecutorConfig cfg;

@@ -7,6 +7,7 @@
 
 #include "ops/op_schema.h"
 #include "passes/pass.h"
+#include "runtime/device.h"
 #include "tools/ferrite/cli.h"
 #include "tools/ferrite/command.h"
 
@@ -16,17 +17,33 @@ namespace {
 
 // The command line of `ferrite info`.
 struct InfoArgs {
-  std::string model, after, passes;
+  std::string model, after, passes, device;
   bool ir = false, list_passes = false;
 };
 
 int info_command(const InfoArgs& args) {
+  // The pipeline --after and --list-passes speak of: the device's, or the default one.
+  std::vector<std::string> pipeline = default_pipeline();
+  if (!args.device.empty()) {
+    auto dev = DeviceRegistry::global().create(args.device);
+    auto passes = dev ? default_passes(**dev) : Expected<std::vector<std::string>>(dev.status());
+    if (!passes) {
+      std::fprintf(stderr, "error: %s\n", passes.status().message().c_str());
+      return 1;
+    }
+    pipeline = *passes;
+  }
   if (args.list_passes) {
     for (const auto& p : PassRegistry::global().all())
-      std::printf("%-36s %s\n", p.name.c_str(), p.description.c_str());
+      std::printf("%-36s %s%s\n", p.name.c_str(), p.opt_in ? "(opt-in) " : "",
+                  p.description.c_str());
     std::string def;
-    for (const auto& p : default_pipeline()) def += (def.empty() ? "" : ",") + p;
-    std::printf("default pipeline: %s\n", def.c_str());
+    for (const auto& p : pipeline) def += (def.empty() ? "" : ",") + p;
+    if (args.device.empty())
+      std::printf("default pipeline: %s\n", def.c_str());
+    else
+      std::printf("pipeline on %s: %s\n", args.device.c_str(),
+                  def.empty() ? "(none)" : def.c_str());
     return 0;
   }
   ImportOptions opts;
@@ -44,9 +61,11 @@ int info_command(const InfoArgs& args) {
   for (const auto& [domain, v] : g.opsets())
     std::printf("opset: %s %d\n", domain.empty() ? "ai.onnx" : domain.c_str(), v);
   std::printf("inputs:\n");
-  for (const Value* v : g.inputs()) std::printf("  %s: %s\n", v->name.c_str(), v->type.to_string().c_str());
+  for (const Value* v : g.inputs())
+    std::printf("  %s: %s\n", v->name.c_str(), v->type.to_string().c_str());
   std::printf("outputs:\n");
-  for (const Value* v : g.outputs()) std::printf("  %s: %s\n", v->name.c_str(), v->type.to_string().c_str());
+  for (const Value* v : g.outputs())
+    std::printf("  %s: %s\n", v->name.c_str(), v->type.to_string().c_str());
   int64_t params = 0;
   for (const Value* v : g.initializers()) params += v->constant->numel();
   std::printf("nodes: %zu, initializers: %zu (%lld elements)\n", g.nodes().size(),
@@ -77,7 +96,6 @@ int info_command(const InfoArgs& args) {
   std::printf("all ops supported\n");
   if (args.ir && args.after.empty()) std::fputs(print_graph(g).c_str(), stdout);
   if (const std::string& after = args.after; !after.empty()) {
-    std::vector<std::string> pipeline = default_pipeline();
     if (!args.passes.empty()) pipeline = split_list(args.passes);
     if (after != "all") {
       auto it = std::find(pipeline.begin(), pipeline.end(), after);
@@ -105,15 +123,17 @@ int ops_command(bool names_only) {
   std::vector<const OpSchema*> all;
   for (const auto& s : OpRegistry::global().all()) all.push_back(&s);
   std::sort(all.begin(), all.end(), [](const OpSchema* a, const OpSchema* b) {
-    return std::tie(a->domain, a->name, a->since_version) < std::tie(b->domain, b->name, b->since_version);
+    return std::tie(a->domain, a->name, a->since_version) <
+           std::tie(b->domain, b->name, b->since_version);
   });
   for (const OpSchema* s : all) {
     if (names_only) {  // internal domains qualified: they must not shadow ONNX names
       std::printf("%s\n", (s->domain.empty() ? s->name : s->domain + "." + s->name).c_str());
       continue;
     }
-    std::string range = s->last_version == INT_MAX ? str_cat(s->since_version, "+")
-                                                   : str_cat(s->since_version, "-", s->last_version);
+    std::string range = s->last_version == INT_MAX
+                            ? str_cat(s->since_version, "+")
+                            : str_cat(s->since_version, "-", s->last_version);
     std::string attrs;
     for (const auto& a : s->attrs) attrs += (attrs.empty() ? "" : " ") + a.name;
     std::printf("%-26s opset %-6s %s\n",
@@ -141,7 +161,9 @@ Command add_info_command(CLI::App& ferrite) {
   add_value(*app, "--passes", a->passes, "LIST",
             "use this comma-separated pipeline instead of the default");
   app->add_flag("--list-passes", a->list_passes,
-                "print the available passes and the default pipeline");
+                "print the available passes and the default pipeline (the device's with --device)");
+  add_value(*app, "--device", a->device, "NAME",
+            "with --list-passes and --after: the pipeline this device runs (its pass plan)");
   return {app, [app, a] {
             if (!a->list_passes && (a->model.empty() || !app->remaining().empty())) {
               std::fputs(app->help("ferrite").c_str(), stderr);

@@ -480,6 +480,46 @@ bool plan_tasks(const Dims& xd, bool channels_last, const Tensor& w, const Windo
   return true;
 }
 
+// A 1x1 convolution with unit strides and no padding as a GEMM (false: the GEMM declined):
+// channels-last, one GEMM over every pixel of every image; NCHW, one per image.
+bool pointwise_conv(const Node& node, const Tensor& x, const Tensor& w, const Tensor* bias,
+                    bool last, int64_t n, int64_t c, int64_t m, const std::vector<int64_t>& in,
+                    Tensor& y, const float* pres, const Activation& act, ThreadPool& pool) {
+  GemmProblem p;
+  if (last) {
+    // One GEMM over every pixel of every image: y [NHW, M] = x [NHW, C] @ W^T + bias.
+    p.M = n * product(in);
+    p.K = c;
+    p.N = m;
+    p.a = x.data<float>();
+    p.a_rs = c;
+    p.b = w.data<float>();
+    p.b_rs = 1;
+    p.b_cs = c;
+    if (is_constant_input(node, 1, w)) p.b_constant = &w;
+    if (bias) p.col_bias = bias->data<float>();
+  } else {
+    // Per image: y[n] = W [M, C] @ x[n] [C, spatial] + bias per row.
+    p.M = m;
+    p.K = c;
+    p.N = product(in);
+    p.a = w.data<float>();
+    p.a_rs = c;
+    p.b = x.data<float>();
+    p.b_rs = p.N;
+    p.b_off.resize(n);
+    p.a_off.assign(n, 0);
+    for (int64_t i = 0; i < n; ++i) p.b_off[i] = i * c * p.N;
+    if (bias) p.row_bias = bias->data<float>();
+  }
+  p.y = y.data<float>();
+  p.act = act;
+  p.res = pres;
+  p.res_full = true;
+  p.res_first = true;
+  return run_gemm(p, pool);
+}
+
 Status conv_run(KernelContext& ctx, ThreadPool& pool) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
@@ -540,39 +580,8 @@ Status conv_run(KernelContext& ctx, ThreadPool& pool) {
     pointwise = pointwise && kernel[d] == 1 && win->strides[d] == 1 && win->pad_begin(d) == 0 &&
                 win->pad_end(d) == 0;
   if (pointwise) {
-    GemmProblem p;
-    if (last) {
-      // One GEMM over every pixel of every image: y [NHW, M] = x [NHW, C] @ W^T + bias.
-      p.M = n * product(in);
-      p.K = c;
-      p.N = m;
-      p.a = x.data<float>();
-      p.a_rs = c;
-      p.b = w.data<float>();
-      p.b_rs = 1;
-      p.b_cs = c;
-      if (is_constant_input(node, 1, w)) p.b_constant = &w;
-      if (bias) p.col_bias = bias->data<float>();
-    } else {
-      // Per image: y[n] = W [M, C] @ x[n] [C, spatial] + bias per row.
-      p.M = m;
-      p.K = c;
-      p.N = product(in);
-      p.a = w.data<float>();
-      p.a_rs = c;
-      p.b = x.data<float>();
-      p.b_rs = p.N;
-      p.b_off.resize(n);
-      p.a_off.assign(n, 0);
-      for (int64_t i = 0; i < n; ++i) p.b_off[i] = i * c * p.N;
-      if (bias) p.row_bias = bias->data<float>();
-    }
-    p.y = y->data<float>();
-    p.act = act;
-    p.res = pres;
-    p.res_full = true;
-    p.res_first = true;
-    if (run_gemm(p, pool)) return Status::ok();
+    if (pointwise_conv(node, x, w, bias, last, n, c, m, in, *y, pres, act, pool))
+      return Status::ok();
     return run_reference(ctx);
   }
 
