@@ -62,6 +62,14 @@ Status Device::check_precision(Precision p) const {
                      " (it runs f32 only)");
 }
 
+Status check_storage_precision(const Device& device, Precision p) {
+  if (p == Precision::kTF32)
+    return unsupported("device '", device.name(),
+                       "' does not run precision tf32 (a GPU tensor-core GEMM mode); use f32, "
+                       "bf16 or fp16");
+  return Status::ok();
+}
+
 std::string default_device(std::string* why) {
   const DeviceRegistry& reg = DeviceRegistry::global();
   std::string reason = "no cuda device in this build";

@@ -184,6 +184,10 @@ class Device {
   }
 };
 
+// check_precision of a host device that stores bf16 / f16 and computes in float: every precision
+// but tf32 (a GPU tensor-core GEMM mode).
+Status check_storage_precision(const Device& device, Precision p);
+
 // The passes a Session runs before prepare() unless the user chose, from the device's pass_plan()
 // (device_pipeline in passes/pass.h); an error names a bad declaration.
 Expected<std::vector<std::string>> default_passes(const Device& device);

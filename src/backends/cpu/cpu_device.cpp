@@ -38,13 +38,7 @@ class CpuDevice : public Device {
   PassPlan pass_plan() const override { return {true, {}, {"layout-channels-last"}}; }
   // bf16 / fp16: generated kernels convert on load and store; library steps without a low
   // precision implementation (oneDNN GEMM / conv take f32) run widened to f32.
-  Status check_precision(Precision p) const override {
-    if (p == Precision::kTF32)
-      return unsupported(
-          "device 'cpu' does not run precision tf32 (a GPU tensor-core GEMM "
-          "mode); use f32, bf16 or fp16");
-    return Status::ok();
-  }
+  Status check_precision(Precision p) const override { return check_storage_precision(*this, p); }
   Expected<std::unique_ptr<PreparedModel>> prepare(const Graph& graph,
                                                    const RunOptions& opts) override {
     const int threads = opts.threads > 0

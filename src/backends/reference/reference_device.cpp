@@ -58,13 +58,7 @@ class ReferenceDevice : public Device {
     return "op-table reference kernels, interpreted on the host (the correctness oracle)";
   }
   // bf16 / fp16 graphs run through the op table's Half / BFloat16 kernels (float compute).
-  Status check_precision(Precision p) const override {
-    if (p == Precision::kTF32)
-      return unsupported(
-          "device 'reference' does not run precision tf32 (a GPU tensor-core GEMM "
-          "mode); use f32, bf16 or fp16");
-    return Status::ok();
-  }
+  Status check_precision(Precision p) const override { return check_storage_precision(*this, p); }
   Expected<std::unique_ptr<PreparedModel>> prepare(const Graph& graph,
                                                    const RunOptions& opts) override {
     return std::unique_ptr<PreparedModel>(new ReferenceModel(graph, opts));
