@@ -192,7 +192,7 @@ Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be) {
     q.lo = c.act.alpha;
     q.hi = c.act.beta;
     FERRITE_ASSIGN_OR_RETURN(void* w_taps,
-                             io.scratch(static_cast<size_t>(p.C * p.KH * p.KW) * dtype_size(c.dt)));
+                             io.scratch(static_cast<size_t>(p.C * p.KH * p.KW) * sizeof(float)));
     if (reinterpret_cast<uintptr_t>(w_taps) % 16 == 0) {
       FERRITE_RETURN_IF_ERROR(
           be.lib->dwconv_nhwc(io.in[0]->ptr, io.in[1]->ptr, w_taps, c.bias, c.res, y, q, c.dt));

@@ -270,17 +270,19 @@ extern "C" __global__ void fe_bias_act_nhwc8(void* __restrict__ y, const void* _
 #undef FE_NHWC8
 }
 
-// Depthwise filters [C, KH * KW] -> [KH * KW, C] (2-byte elements), so that fe_dwconv_nhwc8 reads
-// 8 channels of a tap with one load.
+// Depthwise filters [C, KH * KW] (2-byte elements of dtype code dt) -> [KH * KW, C] in float, so
+// that fe_dwconv_nhwc8 reads 8 channels of a tap with two 16-byte loads and converts nothing
+// (converting every tap in every thread made the depthwise kernels ALU-bound).
 extern "C" __global__ void fe_tap_major(const unsigned short* __restrict__ w,
-                                        unsigned short* __restrict__ t, int C, int taps) {
+                                        float* __restrict__ t, int C, int taps, int dt) {
   GRID_STRIDE(i, (int64_t)C * taps) {
     const int c = (int)(i % C), tap = (int)(i / C);
-    t[i] = w[(int64_t)c * taps + tap];
+    t[i] = fe_ld(w, (int64_t)c * taps + tap, dt);
   }
 }
 // Depthwise convolution (groups = C = K) of channels-last 16-bit x [N, H, W, C] with W
-// [C, KH, KW] (the same bytes in both filter layouts; read as [KH * KW, C] after fe_tap_major) and FusedConv's epilogue: each thread takes
+// [C, KH, KW] (the same bytes in both filter layouts; read as float [KH * KW, C] after
+// fe_tap_major) and FusedConv's epilogue: each thread takes
 // 8 consecutive channels of one output pixel with 16-byte loads; y = act(round(conv + bias) +
 // res), rounded as the unfused ops. C % 8 == 0, x / y / res 16-byte aligned.
 template <int KIND, int DT>
@@ -312,12 +314,13 @@ __device__ __forceinline__ void dwconv_nhwc8_impl(const void* __restrict__ x,
         const int iw = ow * (int)p.sw - (int)p.pw + kw * (int)p.dw;
         if (iw < 0 || iw >= W) continue;
         uint4 xv = *(const uint4*)(xs + ((n * H + ih) * W + iw) * C + c0);
-        // w is [KH * KW, C] here (fe_tap_major): one 16-byte load per tap.
-        uint4 wv = *(const uint4*)((const unsigned short*)w + (kh * KW + kw) * C + c0);
+        // w is float [KH * KW, C] here (fe_tap_major): two 16-byte loads per tap.
+        const float4* wt = (const float4*)((const float*)w + (kh * KW + kw) * C + c0);
+        const float4 w0 = wt[0], w1 = wt[1];
+        const float we[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
         const unsigned short* xe = (const unsigned short*)&xv;
-        const unsigned short* we = (const unsigned short*)&wv;
 #pragma unroll
-        for (int k = 0; k < 8; ++k) acc[k] += fe_ld(xe, k, dt) * fe_ld(we, k, dt);
+        for (int k = 0; k < 8; ++k) acc[k] += fe_ld(xe, k, dt) * we[k];
       }
     }
     uint4 rv = make_uint4(0, 0, 0, 0);
@@ -626,7 +629,7 @@ Status LibraryKernels::dwconv_nhwc(const void* x, const void* w, void* w_taps, c
   ConvParams q = p;
   int dt = dtype_code(dtype), kind = act_kind(p.act);
   int c = static_cast<int>(p.C), taps = static_cast<int>(p.KH * p.KW);
-  void* targs[] = {&w, &w_taps, &c, &taps};
+  void* targs[] = {&w, &w_taps, &c, &taps, &dt};
   FERRITE_RETURN_IF_ERROR(launch(tap_major_, grid_for(int64_t{c} * taps, 256, sms_), 256, targs));
   void* args[] = {&x, &w_taps, &bias, &res, &y, &q, &kind, &dt};
   // 7 wide with stride 1 along the width (ConvNeXt): 4 output columns per thread (see

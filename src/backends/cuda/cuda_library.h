@@ -84,7 +84,7 @@ class LibraryKernels {
   // kernel handles the call (groups = C = K, C % 8 == 0, 16-byte aligned x / res / y).
   static bool dwconv_nhwc_takes(const ConvParams& p, DType dtype, const void* x, const void* res,
                                 const void* y);
-  // w_taps: scratch of w's size (16-byte aligned) for the filter as [KH * KW, C].
+  // w_taps: scratch of C * KH * KW floats (16-byte aligned) for the filter as float [KH * KW, C].
   Status dwconv_nhwc(const void* x, const void* w, void* w_taps, const void* bias, const void* res,
                      void* y, const ConvParams& p, DType dtype);
   // y = act(y + bias[c] + residual) in place, c = (i / plane) % channels (plane 1: channels-last);
