@@ -32,8 +32,8 @@ struct SoftmaxParams {
   int masked_rows_zero;
 };
 
-// Element i of a buffer of dtype code dt (0 f32, 1 bf16, 2 f16; the same rounding as the
-// generated kernels' fe_float_to_bf16 / fe_float_to_half), computed in float.
+// Element i of a buffer of dtype code dt (0 f32, 1 bf16, 2 f16), computed in float; stores round
+// as the generated kernels do (fe_float_to_bf16 / fe_float_to_half of the prelude).
 __device__ __forceinline__ float fe_ld(const void* p, int64_t i, int dt) {
   if (dt == 0) return ((const float*)p)[i];
   const unsigned short h = ((const unsigned short*)p)[i];
@@ -47,15 +47,7 @@ __device__ __forceinline__ void fe_st(void* p, int64_t i, float v, int dt) {
     ((float*)p)[i] = v;
     return;
   }
-  unsigned short h;
-  if (dt == 1) {
-    unsigned int x = __float_as_uint(v);
-    h = (x & 0x7fffffffu) > 0x7f800000u ? (unsigned short)((x >> 16) | 0x40u)
-                                        : (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-  } else {
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-  }
-  ((unsigned short*)p)[i] = h;
+  ((unsigned short*)p)[i] = dt == 1 ? fe_float_to_bf16(v) : fe_float_to_half(v);
 }
 
 #define GRID_STRIDE(i, n) \
