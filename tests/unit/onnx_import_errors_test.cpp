@@ -557,6 +557,22 @@ TEST(OnnxImport, ControlCharactersInNamesAreRefused) {
   EXPECT_TRUE(
       failed_with(import_bytes(f.bytes()),
                   {"node 'branch' (If)", "subgraph name '\\x0a\\x06'", "control character"}));
+  // A subgraph output named with a control character and defined nowhere: its name is checked
+  // before the lookup in the enclosing graphs quotes it (the fuzz finding's second form).
+  ModelBuilder h;
+  h.input("c", kOnnxBool, {});
+  auto* m = h.node("If", {"c"}, {"y"}, "branch");
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    auto* a = m->add_attribute();
+    a->set_name(branch);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    a->mutable_g()->set_name("g");
+    a->mutable_g()->add_output()->set_name("r\n");
+  }
+  h.output("y");
+  EXPECT_TRUE(
+      failed_with(import_bytes(h.bytes()),
+                  {"node 'branch' (If)", "graph output name 'r\\x0a'", "control character"}));
 }
 
 TEST(OnnxImport, IfWithoutElseBranchIsAnError) {

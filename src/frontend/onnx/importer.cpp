@@ -275,6 +275,8 @@ Status GraphImporter::import_values(const onnx::GraphProto& gp, Graph& g, bool s
 Status GraphImporter::check_nodes(const onnx::GraphProto& gp,
                                   const std::unordered_map<std::string, bool>& defined,
                                   std::unordered_map<std::string, int>& producer) {
+  // Graph outputs too: a subgraph's are looked up in enclosing graphs before its nodes are added.
+  for (const auto& vi : gp.output()) FERRITE_RETURN_IF_ERROR(check_name(vi.name(), "graph output"));
   for (int i = 0; i < gp.node_size(); ++i) {
     const onnx::NodeProto& np = gp.node(i);
     FERRITE_RETURN_IF_ERROR(check_name(np.name(), "node"));
@@ -444,7 +446,6 @@ Status GraphImporter::import_graph(const onnx::GraphProto& gp, Graph& g, const S
   for (int idx : order)
     FERRITE_RETURN_IF_ERROR(add_node(gp.node(idx), idx, g, std::move(attrs[idx]), implicit[idx]));
   for (const auto& vi : gp.output()) {
-    FERRITE_RETURN_IF_ERROR(check_name(vi.name(), "graph output"));
     Value* v = g.find_value(vi.name());
     if (!v) return err("graph output '", vi.name(), "' is not produced by any node");
     g.outputs().push_back(v);
