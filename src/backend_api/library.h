@@ -75,6 +75,8 @@ struct LibraryOp {
   // on the host. `constant_bytes[i]`: size of input i when it is a constant, else -1. Null: no.
   bool (*prefer_device)(const Node& node, const std::vector<int64_t>& constant_bytes) = nullptr;
   bool sets_error_flag = false;
+  // What a set error flag means, after the node's description.
+  const char* flag_error = "an index is out of range";
 };
 
 class LibraryOps {

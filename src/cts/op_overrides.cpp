@@ -140,6 +140,12 @@ void pool(const OpSchema& s, std::vector<Case>& out) {
                          {{"kernel_shape", k({2, 2})}, {"dilations", k({2, 2})}}));
     out.push_back(single(s.name, "indices", {in("x", kF32, {1, 2, 6, 6})},
                          {{"kernel_shape", k({2, 2})}, {"strides", k({2, 2})}}, 2));
+    // ResNet's stem pool with its indices (training graphs), column-major as well.
+    out.push_back(single(
+        s.name, "indices-overlap-pad", {in("x", kF32, {2, 3, 9, 7})},
+        {{"kernel_shape", k({3, 3})}, {"strides", k({2, 2})}, {"pads", k({1, 1, 1, 1})}}, 2));
+    out.push_back(single(s.name, "indices-column-major", {in("x", kBF16, {1, 2, 5, 6})},
+                         {{"kernel_shape", k({2, 3})}, {"storage_order", int64_t{1}}}, 2));
     out.push_back(
         single(s.name, "f16", {in("x", kF16, {1, 2, 6, 6})}, {{"kernel_shape", k({3, 3})}}));
   }

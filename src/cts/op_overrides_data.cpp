@@ -189,6 +189,11 @@ void indexing_ops(std::map<std::string, CaseFn>& m) {
     data_op(s, out, "max", {4, 3},
             {in("idx", kI64, {3, 3}, V::ints(0, 3)), in("upd", kF32, {3, 3})},
             {{"reduction", "max"}});
+    // 16-bit storage reduced in place (a max-pool gradient in bf16); duplicates in one column.
+    out.push_back(single(
+        s.name, "add-bf16",
+        {in("x", kBF16, {5, 6}), in("idx", kI32, {4, 6}, V::ints(-5, 4)), in("upd", kBF16, {4, 6})},
+        {{"axis", i(0)}, {"reduction", "add"}}));
   };
   m["ScatterND"] = [](const OpSchema& s, std::vector<Case>& out) {
     data_op(s, out, "rows", {4, 3},
@@ -198,6 +203,10 @@ void indexing_ops(std::map<std::string, CaseFn>& m) {
     data_op(s, out, "mul-duplicates", {4, 3},
             {in("idx", kI64, {3, 1}, V::exactly({1, 2, 1})), in("upd", kF32, {3, 3})},
             {{"reduction", "mul"}});
+    // An embedding's gradient: rows of a [vocab, width] table accumulated, ids repeated.
+    data_op(s, out, "add-rows", {7, 16},
+            {in("idx", kI64, {2, 5, 1}, V::ints(-7, 6)), in("upd", kF32, {2, 5, 16})},
+            {{"reduction", "add"}});
   };
   m["OneHot"] = [](const OpSchema& s, std::vector<Case>& out) {
     out.push_back(single(s.name, "last-axis",

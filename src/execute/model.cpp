@@ -319,7 +319,9 @@ Status Model::check_flag() {
   FERRITE_RETURN_IF_ERROR(rt_.copy_to_host(&v, flag_, sizeof v));
   if (v <= 0 || v > static_cast<int>(lg_.steps.size())) return Status::ok();
   const Node* n = lg_.steps[v - 1].node;
-  return err(n ? n->describe() : std::string("Gather"), ": an index is out of range");
+  const LibraryOp* op = plan_.library[static_cast<size_t>(v - 1)];
+  return err(n ? n->describe() : std::string("Gather"), ": ",
+             op ? op->flag_error : "an index is out of range");
 }
 
 ModelStats Model::stats() const {

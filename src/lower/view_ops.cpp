@@ -72,9 +72,11 @@ std::optional<IndexMap> slice_map(const Node& n, const std::vector<Dim>& idims,
     int64_t s = (*starts)[k];
     auto dim = idims[ax].value();
     // Static dims only: clamping a start against a symbolic dim needs a run-time min/max.
-    if (!dim || st <= 0) return std::nullopt;
+    if (!dim || st == 0 || (st < 0 && *dim == 0)) return std::nullopt;
     if (s < 0) s += *dim;
-    s = std::clamp<int64_t>(s, 0, *dim);
+    // A negative step walks down from the start (ONNX clamps it to [0, dim - 1]): the flipped
+    // filters of a convolution's input gradient.
+    s = st > 0 ? std::clamp<int64_t>(s, 0, *dim) : std::clamp<int64_t>(s, 0, *dim - 1);
     start[ax] = SymExpr(s);
     step[ax] = SymExpr(st);
   }

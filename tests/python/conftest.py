@@ -29,6 +29,16 @@ def has_cuda() -> bool:
     return torch.cuda.is_available() and "cuda" in ferrite.devices()
 
 
+# Devices the training and model tests run on: cpu everywhere, cuda where a GPU answers (eager
+# then runs in true f32 on it, as ferrite does at precision f32: TF32 off).
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not (torch.cuda.is_available() and "cuda" in ferrite.devices()),
+    reason="no CUDA GPU and ferrite cuda device"))]
+if torch.cuda.is_available():
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
 def compile_report(fn, *args, device="cpu", options=None):
     """Compiles fn with ferrite (fallback='raise'), runs it once, returns (out, reports)."""
     import torch._dynamo

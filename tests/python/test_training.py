@@ -10,7 +10,7 @@ import copy
 import pytest
 import torch
 
-from conftest import TOL, assert_close
+from conftest import DEVICES, TOL, assert_close
 
 A = torch.ops.aten
 F = torch.nn.functional
@@ -155,16 +155,17 @@ GRAD_CASES = [
 ]
 
 
-def _check_grads(module, args, dtype=torch.float32, **tol):
-    """Forward and backward of `module` compiled with ferrite against eager; returns reports."""
-    eager = copy.deepcopy(module).to(dtype)
-    module = module.to(dtype)
-    compiled, reports = compile_training(module)
-    args = [a.to(dtype) if a.is_floating_point() else a for a in args]
+def _check_grads(module, args, dtype=torch.float32, device="cpu", **tol):
+    """Forward and backward of `module` compiled with ferrite on `device` against eager on the
+    same device; returns the reports."""
+    eager = copy.deepcopy(module).to(device, dtype)
+    module = module.to(device, dtype)
+    compiled, reports = compile_training(module, device)
+    args = [(a.to(dtype) if a.is_floating_point() else a).to(device) for a in args]
     xs = [a.clone().requires_grad_(a.is_floating_point()) for a in args]
     xe = [a.clone().requires_grad_(a.is_floating_point()) for a in args]
     out, exp = compiled(*xs), eager(*xe)
-    gout = r(*exp.shape).to(dtype)
+    gout = r(*exp.shape).to(device, dtype)
     out.backward(gout)
     exp.backward(gout)
     assert_close(out, exp, **tol)
@@ -180,10 +181,11 @@ def _check_grads(module, args, dtype=torch.float32, **tol):
 
 @pytest.mark.parametrize("case", range(len(GRAD_CASES)), ids=lambda i: str(
     (GRAD_CASES[i][0] or GRAD_CASES[i][1])[0]))
-def test_gradients(case):
+@pytest.mark.parametrize("device", DEVICES)
+def test_gradients(case, device):
     bw_ops, fw_ops, make_module, make_inputs = GRAD_CASES[case]
     torch.manual_seed(0)
-    reports = _check_grads(make_module(), make_inputs())
+    reports = _check_grads(make_module(), make_inputs(), device=device)
     assert_compiled(reports, "forward", fw_ops)
     assert_compiled(reports, "backward", bw_ops)
 
@@ -200,20 +202,21 @@ BF16_CASES = (_cases_of(A.convolution_backward.default, 2) +
 
 
 @pytest.mark.parametrize("case", BF16_CASES, ids=lambda i: str(GRAD_CASES[i][0][0]))
-def test_gradients_bf16(case):
+@pytest.mark.parametrize("device", DEVICES)
+def test_gradients_bf16(case, device):
     # bf16 parameters and activations (the forward entries' bf16 support): ferrite's gradients
     # against eager's in f32 on the same bf16 values, within the bf16 chain tolerance of
     # test_aten_table.test_float_dtypes.
     bw_ops, fw_ops, make_module, make_inputs = GRAD_CASES[case]
     torch.manual_seed(0)
-    module, args = make_module(), make_inputs()
-    ref = copy.deepcopy(module).to(torch.bfloat16).float()
-    module = module.to(torch.bfloat16)
-    compiled, reports = compile_training(module)
+    module, args = make_module(), [a.to(device) for a in make_inputs()]
+    ref = copy.deepcopy(module).to(device, torch.bfloat16).float()
+    module = module.to(device, torch.bfloat16)
+    compiled, reports = compile_training(module, device)
     xs = [a.to(torch.bfloat16).requires_grad_() for a in args]
     xe = [a.to(torch.bfloat16).float().requires_grad_() for a in args]
     out, exp = compiled(*xs), ref(*xe)
-    gout = r(*exp.shape).to(torch.bfloat16)
+    gout = r(*exp.shape).to(device, torch.bfloat16)
     out.backward(gout)
     exp.backward(gout.float())
     tol = dict(rtol=4e-2, atol=4e-2)
@@ -282,18 +285,20 @@ def _accuracy(fn, data):
         return (fn(data[0]).argmax(1) == data[1]).float().mean().item()
 
 
-def test_convnet_trains_like_eager():
+@pytest.mark.parametrize("device", DEVICES)
+def test_convnet_trains_like_eager(device):
     # 300 Adam steps at batch 16 on 16x16 images, forward, backward and the optimizer step
-    # compiled by ferrite, against the same training in eager from the same weights.
+    # compiled by ferrite, against the same training in eager from the same weights on the same
+    # device.
     torch.manual_seed(0)
-    data, steps = _dataset(), 300
-    eager = ConvNet()
+    data, steps = [t.to(device) for t in _dataset()], 300
+    eager = ConvNet().to(device)
     model = copy.deepcopy(eager)
-    compiled, reports = compile_training(WithLoss(model))
+    compiled, reports = compile_training(WithLoss(model), device)
     step_reports = []
 
     def compile_step(fn):
-        c, reps = compile_training(fn)
+        c, reps = compile_training(fn, device)
         step_reports.append(reps)
         return c
 
@@ -310,8 +315,8 @@ def test_convnet_trains_like_eager():
     assert want[-1] < 0.1 * want[0]  # it learned
     # eval mode: batch norm from the running statistics ferrite updated
     model.eval(), eager.eval()
-    test = _dataset(32, seed=2)
-    fast_eval, eval_reports = compile_training(model)
+    test = [t.to(device) for t in _dataset(32, seed=2)]
+    fast_eval, eval_reports = compile_training(model, device)
     acc, acc_eager = _accuracy(fast_eval, test), _accuracy(eager, test)
     assert_compiled(eval_reports, "inference", [A._native_batch_norm_legit_no_training.default])
     assert acc == acc_eager and acc > 0.9
@@ -365,16 +370,17 @@ def test_backward_compile_failure_falls_back_with_one_warning(monkeypatch):
     assert any("injected backward failure" in err for err in e.errors), str(e)
 
 
-def test_dynamic_batch_trains_with_two_compiles():
+@pytest.mark.parametrize("device", DEVICES)
+def test_dynamic_batch_trains_with_two_compiles(device):
     # Three batch sizes: the second compiles the forward and backward with a symbolic batch
     # (SymInt inputs of the backward graph), the third reuses them.
     torch.manual_seed(0)
     m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
-                      nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 4 * 4, 3))
+                      nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 4 * 4, 3)).to(device)
     eager = copy.deepcopy(m)
-    compiled, reports = compile_training(m)
+    compiled, reports = compile_training(m, device)
     for bs in (2, 3, 5):
-        x = r(bs, 3, 8, 8)
+        x = r(bs, 3, 8, 8).to(device)
         compiled(x).sum().backward()
         eager(x).sum().backward()
         for p, q in zip(m.parameters(), eager.parameters()):
@@ -402,16 +408,17 @@ def test_dropout_stays_in_eager_with_reason():
     lambda p: torch.optim.SGD(p, lr=1e-2, momentum=0.9, nesterov=True, weight_decay=0.1,
                               foreach=True),
 ], ids=["adam", "adamw", "sgd", "adam-foreach", "adamw-amsgrad-foreach", "sgd-nesterov-foreach"])
-def test_compiled_optimizer_step_matches_eager(make_opt):
+@pytest.mark.parametrize("device", DEVICES)
+def test_compiled_optimizer_step_matches_eager(make_opt, device):
     # torch.compile(opt.step): the parameters and states it updates are graph inputs (the
     # partition is built once, not at every step) and the update runs in ferrite, the
     # per-tensor loop and the multi-tensor (_foreach_*) implementations alike.
     torch.manual_seed(0)
-    m = nn.Sequential(nn.Linear(8, 6), nn.ReLU(), nn.Linear(6, 3))
+    m = nn.Sequential(nn.Linear(8, 6), nn.ReLU(), nn.Linear(6, 3)).to(device)
     eager = copy.deepcopy(m)
     opt, opt_eager = make_opt(m.parameters()), make_opt(eager.parameters())
-    step, reports = compile_training(opt.step)
-    x = r(4, 8)
+    step, reports = compile_training(opt.step, device)
+    x = r(4, 8).to(device)
     for _ in range(6):
         for mod in (m, eager):
             mod.zero_grad(set_to_none=True)
@@ -445,16 +452,17 @@ def test_saved_activations_are_reported_and_dumped(tmp_path):
     assert all(name in text for name in saved)
 
 
-def test_gradient_accumulation_and_train_eval_switching():
+@pytest.mark.parametrize("device", DEVICES)
+def test_gradient_accumulation_and_train_eval_switching(device):
     # Two micro-batches accumulate into .grad before a step, then an eval forward under no_grad
     # (the inference graph reads the running statistics the training graphs updated), then
     # training again: gradients and outputs as eager's throughout.
     torch.manual_seed(0)
     m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
-                      nn.Flatten(), nn.Linear(4 * 6 * 6, 2))
+                      nn.Flatten(), nn.Linear(4 * 6 * 6, 2)).to(device)
     eager = copy.deepcopy(m)
-    compiled, reports = compile_training(m)
-    xs = [r(4, 3, 6, 6) for _ in range(3)]
+    compiled, reports = compile_training(m, device)
+    xs = [r(4, 3, 6, 6).to(device) for _ in range(3)]
     evals = []
     for mod, fn in ((m, compiled), (eager, eager)):
         mod.train()
@@ -472,16 +480,17 @@ def test_gradient_accumulation_and_train_eval_switching():
     assert_compiled(reports, "inference")
 
 
-def test_bf16_autocast_training_step():
+@pytest.mark.parametrize("device", DEVICES)
+def test_bf16_autocast_training_step(device):
     # Convolutions and the linear layer in bf16 under autocast, the loss in f32: ferrite's loss
     # equals eager's autocast loss, and its gradients are as close to the f32 training's as the
     # bf16 chain tolerance (test_aten_table.test_float_dtypes) allows.
     torch.manual_seed(0)
-    model = ConvNet()
+    model = ConvNet().to(device)
     eager, exact = copy.deepcopy(model), copy.deepcopy(model)
-    compiled, reports = compile_training(WithLoss(model))
-    x, y = _dataset(16)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    compiled, reports = compile_training(WithLoss(model), device)
+    x, y = [t.to(device) for t in _dataset(16)]
+    with torch.autocast(device, dtype=torch.bfloat16):
         loss = compiled(x, y)
         want = WithLoss(eager)(x, y)
     assert loss.dtype == torch.float32

@@ -348,6 +348,68 @@ g (float[v,e] table, int64[b,s] ids, int64[b,s] ids2) => (float[b,s,e] y, float[
   }
 }
 
+// The indexing ops of training graphs on the GPU (max-pool indices made per-plane by an integer
+// Mod, their gradient scattered back, an embedding gradient, a loss's target gather) against
+// the reference; a bad index and a zero divisor are error values naming what went wrong.
+TEST(CudaDevice, IndexingOnGpu) {
+  const char* text = R"(<ir_version: 8, opset_import: ["" : 18]>
+g (float[2,3,8,8] x, int64[2,3,4,4] g, int64[4,1] ids, float[4,5] rows, int64[2,3,1,1] k, int64[1] plane) => (float[2,3,8,8] dx, float[6,5] emb, float[2,3,1,1] picked, int64[2,3,4,4] rel) {
+  shape = Constant<value = int64[3] {2, 3, 64}>()
+  shape2 = Constant<value = int64[3] {2, 3, 16}>()
+  xshape = Constant<value = int64[4] {2, 3, 8, 8}>()
+  kshape = Constant<value = int64[4] {2, 3, 1, 1}>()
+  r = Relu(x)
+  p, idx = MaxPool<kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]>(r)
+  rel = Mod(idx, plane)
+  zeros = Sub(r, r)
+  flat = Reshape(zeros, shape)
+  pf = Reshape(p, shape2)
+  relf = Reshape(rel, shape2)
+  dxf = ScatterElements<axis = 2, reduction = "add">(flat, relf, pf)
+  dx = Reshape(dxf, xshape)
+  table = Constant<value = float[6,5] {0,0,0,0,0, 0,0,0,0,0, 0,0,0,0,0, 0,0,0,0,0, 0,0,0,0,0, 0,0,0,0,0}>()
+  emb = ScatterND<reduction = "add">(table, ids, rows)
+  picked = GatherElements<axis = 2>(r, kk)
+  kk = Reshape(k, kshape)
+}
+)";
+  auto gpu = cuda_session(text);
+  if (!gpu) GTEST_SKIP() << "no GPU: " << gpu.status().message();
+  auto ref = Session::from_graph(parse(text), "reference");
+  ASSERT_TRUE(ref);
+  std::mt19937 rng(7);
+  auto i64 = [](std::vector<int64_t> v, std::vector<int64_t> d) {
+    return Tensor::from_vector<int64_t>(v, d);
+  };
+  std::vector<Session::NamedInput> good = {
+      {"x", random_tensor(DType::kF32, {2, 3, 8, 8}, rng, 1.0)},
+      {"g", i64(std::vector<int64_t>(96, 0), {2, 3, 4, 4})},
+      {"ids", i64({5, 0, 5, -1}, {4, 1})},
+      {"rows", random_tensor(DType::kF32, {4, 5}, rng, 1.0)},
+      {"k", i64({0, 7, -1, 3, 4, 2}, {2, 3, 1, 1})},
+      {"plane", i64({64}, {1})}};
+  auto want = (*ref)->run(good);
+  ASSERT_TRUE(want) << want.status().message();
+  auto got = (*gpu)->run(good);
+  ASSERT_TRUE(got) << got.status().message();
+  for (size_t o = 0; o < got->size(); ++o)
+    for (int64_t i = 0; i < (*got)[o].numel(); ++i)
+      ASSERT_NEAR(at((*got)[o], i), at((*want)[o], i), 1e-5) << "output " << o << " element " << i;
+  auto bad = good;
+  bad[2].tensor = i64({5, 0, 6, 1}, {4, 1});
+  auto r = (*gpu)->run(bad);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("ScatterND"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("out of range"), std::string::npos) << r.status().message();
+  bad = good;
+  bad[5].tensor = i64({0}, {1});
+  r = (*gpu)->run(bad);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("division or modulo by zero"), std::string::npos)
+      << r.status().message();
+  ASSERT_TRUE((*gpu)->run(good));  // and it runs again
+}
+
 #endif  // FERRITE_HAVE_CUDA
 
 }  // namespace

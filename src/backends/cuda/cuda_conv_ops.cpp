@@ -219,8 +219,9 @@ Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be) {
 // MaxPool (without the indices output), AveragePool and ferrite.Pool, 2-D.
 Expected<bool> run_pool(const Node& node, NativeIO& io, CudaBackend& be) {
   const DType dt = gemm_dtype(io);
-  if (dt == DType::kUndefined || !io.in[0] || node.output(1) != nullptr) return false;
+  if (dt == DType::kUndefined || !io.in[0]) return false;
   const bool fused = node.domain == "ferrite";
+  const bool with_indices = node.output(1) != nullptr;
   const std::string kind = fused ? node.attr_string("mode") : node.op_type;
   PoolMode mode;
   if (kind == "max" || kind == "MaxPool")
@@ -229,8 +230,11 @@ Expected<bool> run_pool(const Node& node, NativeIO& io, CudaBackend& be) {
     mode = PoolMode::kAverage;
   else
     return false;
-  // storage_order only changes MaxPool's indices output, which is declined above.
   const bool last = fused && node.attr_int("channels_last", 1) != 0;
+  const int64_t storage_order = node.attr_int("storage_order", 0);
+  if (with_indices &&
+      (mode != PoolMode::kMax || last || (storage_order != 0 && storage_order != 1)))
+    return false;
   const auto& xs = io.in[0]->dims;
   if (xs.size() != 4) return false;
   const std::vector<int64_t> xd = last ? std::vector<int64_t>{xs[0], xs[3], xs[1], xs[2]} : xs;
@@ -248,8 +252,14 @@ Expected<bool> run_pool(const Node& node, NativeIO& io, CudaBackend& be) {
   const std::vector<int64_t> yd = last ? std::vector<int64_t>{xd[0], p.OH, p.OW, xd[1]}
                                        : std::vector<int64_t>{xd[0], xd[1], p.OH, p.OW};
   FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, dt, yd));
+  int64_t* indices = nullptr;
+  if (with_indices) {
+    FERRITE_ASSIGN_OR_RETURN(void* iv, io.output(1, DType::kI64, yd));
+    indices = static_cast<int64_t*>(iv);
+  }
   const bool include_pad = node.attr_int("count_include_pad", 0) != 0;
-  FERRITE_RETURN_IF_ERROR(be.lib->pool2d(io.in[0]->ptr, yv, p, mode, last, include_pad, dt));
+  FERRITE_RETURN_IF_ERROR(be.lib->pool2d(io.in[0]->ptr, yv, p, mode, last, include_pad, dt, indices,
+                                         storage_order == 1));
   return true;
 }
 

@@ -471,6 +471,10 @@ extern "C" __global__ void fe_attention_softmax(float* __restrict__ s, const flo
 const char* kMemoryBoundSource =
 #include "backends/cuda/cuda_memory_bound_source.inc"
     ;
+// GatherElements, ScatterElements, ScatterND (cuda_indexing_source.inc).
+const char* kIndexingSource =
+#include "backends/cuda/cuda_indexing_source.inc"
+    ;
 // Depthwise convolution with 4 output columns per thread (cuda_dwconv_source.inc).
 const char* kDwconvSource =
 #include "backends/cuda/cuda_dwconv_source.inc"
@@ -533,7 +537,7 @@ bool broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t
 const char* library_source() {
   static const std::string source = std::string(cuda_prelude_source()) + scalar_helpers_source() +
                                     cuda_activation_source() + kLibrarySource + kMemoryBoundSource +
-                                    kDwconvSource;
+                                    kDwconvSource + kIndexingSource;
   return source.c_str();
 }
 
@@ -598,6 +602,22 @@ Status LibraryKernels::launch(CUfunction f, int64_t grid, int64_t block, void** 
       rt_->api().cuLaunchKernel(f, static_cast<unsigned>(grid), 1, 1, static_cast<unsigned>(block),
                                 1, 1, 0, rt_->stream(), args, nullptr),
       "library kernel launch");
+}
+
+Status LibraryKernels::launch_named(const char* name, int64_t total, void** args) {
+  CUfunction f = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(named_mutex_);
+    auto it = named_.find(name);
+    if (it == named_.end()) {
+      f = reinterpret_cast<CUfunction>(module_->symbol(name));
+      if (!f) return err("cuda: library kernel ", name, " missing from its module");
+      named_.emplace(name, f);
+    } else {
+      f = it->second;
+    }
+  }
+  return launch(f, grid_for(total, 256, sms_), 256, args);
 }
 
 Status LibraryKernels::conv2d_direct(const void* x, const void* w, const void* bias, void* y,
@@ -681,11 +701,12 @@ Status LibraryKernels::binary_f32(const void* a, const BroadcastDims& ab, const 
 }
 
 Status LibraryKernels::pool2d(const void* x, void* y, const PoolParams& p, PoolMode mode,
-                              bool channels_last, bool include_pad, DType dtype) {
+                              bool channels_last, bool include_pad, DType dtype, int64_t* indices,
+                              bool column_major) {
   PoolParams q = p;
   int dt = dtype_code(dtype), m = mode == PoolMode::kMax ? 0 : 1, last = channels_last ? 1 : 0,
-      inc = include_pad ? 1 : 0;
-  void* args[] = {&x, &y, &q, &m, &last, &inc, &dt};
+      inc = include_pad ? 1 : 0, col = column_major ? 1 : 0;
+  void* args[] = {&x, &y, &q, &m, &last, &inc, &dt, &indices, &col};
   return launch(pool_, grid_for(p.planes * p.OH * p.OW, 256, sms_), 256, args);
 }
 

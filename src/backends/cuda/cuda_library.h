@@ -3,7 +3,9 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backends/cuda/cuda_compile.h"
@@ -103,8 +105,11 @@ class LibraryKernels {
                     void* y, int64_t total, int op, DType dtype = DType::kF32);
   // MaxPool / AveragePool (2-D) of [N, C, H, W] or channels-last [N, H, W, C] with the
   // reference's semantics (NaN first stays for max; include_pad divides by the kernel's size).
+  // indices (max of [N, C, H, W] only, or null): MaxPool's Indices output as the reference
+  // computes it (offsets in the whole input; column_major: storage_order 1).
   Status pool2d(const void* x, void* y, const PoolParams& p, PoolMode mode, bool channels_last,
-                bool include_pad, DType dtype = DType::kF32);
+                bool include_pad, DType dtype = DType::kF32, int64_t* indices = nullptr,
+                bool column_major = false);
   // y = act(y + bias[col]) + residual(broadcast), over rows x cols; all of `dtype` (f32, or
   // bf16 / f16 storage computed in float). Any activation of the scalar-function table.
   // residual_dense: the residual is y's shape (no broadcast), which allows the vector kernel.
@@ -122,6 +127,9 @@ class LibraryKernels {
                         DType dtype = DType::kF32);
   // softmax over the last dim of scores [batch, S, T], in place, with mask/causal/nan_to_zero.
   Status attention_softmax(float* scores, const float* mask, const SoftmaxParams& p);
+  // A library kernel by name (the indexing kernels of cuda_indexing_ops.cpp, whose launch
+  // arguments are theirs), grid-stride over `total` elements, 256 threads per block.
+  Status launch_named(const char* name, int64_t total, void** args);
   int64_t launches() const { return launches_; }
 
  private:
@@ -129,12 +137,14 @@ class LibraryKernels {
   const CudaRuntime* rt_ = nullptr;
   std::unique_ptr<LoadedModule> module_;
   CUfunction conv_ = nullptr, im2col_ = nullptr, bias_act_ = nullptr, bias_act8_ = nullptr,
-             dwconv8_ = nullptr, dwconv8w4_ = nullptr, tap_major_ = nullptr, pad_ = nullptr, concat_ = nullptr,
-             pool_ = nullptr, epilogue_ = nullptr, fill_ = nullptr, softmax_ = nullptr,
-             unfold_ = nullptr, gather_ = nullptr, binary_ = nullptr;
+             dwconv8_ = nullptr, dwconv8w4_ = nullptr, tap_major_ = nullptr, pad_ = nullptr,
+             concat_ = nullptr, pool_ = nullptr, epilogue_ = nullptr, fill_ = nullptr,
+             softmax_ = nullptr, unfold_ = nullptr, gather_ = nullptr, binary_ = nullptr;
   CUfunction gather1_ = nullptr, gather2_ = nullptr, gather4_ = nullptr;  // by element size
   int sms_ = 1;
   int64_t launches_ = 0;
+  std::mutex named_mutex_;
+  std::unordered_map<std::string, CUfunction> named_;
 };
 
 }  // namespace ferrite::cuda

@@ -9,13 +9,13 @@
 
 namespace ferrite::cuda {
 
-namespace {
-
-int64_t prod(const std::vector<int64_t>& v, size_t b = 0, size_t e = SIZE_MAX) {
+int64_t prod(const std::vector<int64_t>& v, size_t b, size_t e) {
   int64_t p = 1;
   for (size_t i = b; i < std::min(e, v.size()); ++i) p *= v[i];
   return p;
 }
+
+namespace {
 
 // Attention at bf16 / fp16 takes the fused kernel (generic over the storage type); what it
 // declines runs on the host (the 3-step path is f32 only).
@@ -37,9 +37,6 @@ DType gemm_dtype(const NativeIO& io) {
   return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16 ? t : DType::kUndefined;
 }
 
-namespace {
-
-// Right-aligned broadcast of two batch shapes; nullopt when they do not broadcast.
 std::optional<std::vector<int64_t>> broadcast(std::vector<int64_t> a, std::vector<int64_t> b) {
   if (a.size() < b.size()) std::swap(a, b);
   std::vector<int64_t> out = a;
@@ -54,6 +51,8 @@ std::optional<std::vector<int64_t>> broadcast(std::vector<int64_t> a, std::vecto
   }
   return out;
 }
+
+namespace {
 
 // Same batch layout once leading 1s are ignored.
 bool same_batch(const std::vector<int64_t>& a, const std::vector<int64_t>& out) {
@@ -579,6 +578,11 @@ Expected<bool> on_backend(const Node& node, DeviceCall& call, void* backend) {
 // Embedding tables and other large constants stay on the GPU: a Gather from one runs there.
 constexpr int64_t kLargeConstantBytes = 64 << 10;
 
+bool integer_operands(const Node& node, void*) {
+  const Value* a = node.input(0);
+  return a && (a->type.dtype == DType::kI64 || a->type.dtype == DType::kI32);
+}
+
 bool heavy(const Node&, const std::vector<int64_t>&) {
   return true;
 }
@@ -613,6 +617,23 @@ std::shared_ptr<const LibraryOps> cuda_library_ops() {
     gather.prefer_device = large_table;
     gather.sets_error_flag = true;
     t->add("", "Gather", gather);
+    auto indexing = [&](const char* name, auto run) {
+      LibraryOp o = op(run, false);
+      o.sets_error_flag = true;  // indices out of range
+      t->add("", name, o);
+    };
+    indexing("GatherElements", on_backend<run_gather_elements>);
+    indexing("ScatterElements", on_backend<run_scatter_elements>);
+    indexing("ScatterND", on_backend<run_scatter_nd>);
+    // Integer Div and Mod (index arithmetic the lowering leaves to library steps); before the
+    // float Div, which takes every other Div.
+    for (const char* name : {"Div", "Mod"}) {
+      LibraryOp o = op(on_backend<run_int_divmod>, false);
+      o.accepts = integer_operands;
+      o.sets_error_flag = true;
+      o.flag_error = "integer division or modulo by zero";
+      t->add("", name, o);
+    }
     for (const char* bin : {"Add", "Sub", "Mul", "Div"})
       t->add("", bin, op(on_backend<run_binary>, false));
     // Tensor-parallel collectives over NCCL (cuda_nccl.h).

@@ -4,7 +4,9 @@
 // anything, and the step then runs on the host through the op table's reference kernel.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend_api/library.h"
@@ -29,6 +31,19 @@ DType gemm_dtype(const NativeIO& io);
 // and ferrite.Pool (2-D).
 Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be);
 Expected<bool> run_pool(const Node& node, NativeIO& io, CudaBackend& be);
+
+// cuda_indexing_ops.cpp: GatherElements, ScatterElements (every reduction), ScatterND.
+Expected<bool> run_gather_elements(const Node& node, NativeIO& io, CudaBackend& be);
+Expected<bool> run_scatter_elements(const Node& node, NativeIO& io, CudaBackend& be);
+Expected<bool> run_scatter_nd(const Node& node, NativeIO& io, CudaBackend& be);
+// Integer Div and Mod (int32 / int64, broadcast); a zero divisor sets the error flag.
+Expected<bool> run_int_divmod(const Node& node, NativeIO& io, CudaBackend& be);
+
+// Right-aligned broadcast of two shapes; nullopt when they do not broadcast.
+std::optional<std::vector<int64_t>> broadcast(std::vector<int64_t> a, std::vector<int64_t> b);
+
+// The product of dims [b, e).
+int64_t prod(const std::vector<int64_t>& v, size_t b = 0, size_t e = SIZE_MAX);
 
 // The cuda library table (BackendParts::library): the ops above, keyed by OpId; the executor
 // passes the CudaBackend as their state. Compute-heavy ops (and Gathers from large constant

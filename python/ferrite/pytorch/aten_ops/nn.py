@@ -112,8 +112,13 @@ def batch_norm_inference(ctx, node, x, w, b, mean, var, momentum, eps):
     y = ctx.op("BatchNormalization", [x.id, w_id, b_id, mean.id, var.id], epsilon=float(eps))
     if not _used_outputs(node) - {0}:
         return (y, None, None)
-    # Eval mode with gradients: torch's saved mean and invstd are empty (the backward reads the
-    # running statistics).
+    # Eval mode with gradients: the backward reads the running statistics, and what torch saves
+    # differs by device: nothing on cpu, the running mean and rsqrt(running_var + eps) elsewhere
+    # (torch._decomp's native_batch_norm_helper). The fake value says which.
+    if fake_value(node)[1].numel() != 0:
+        invstd = ctx.op("Reciprocal", [ctx.op("Sqrt", [
+            ctx.op("Add", [var.id, ctx.const(float(eps), var.dtype)])])])
+        return (y, ctx.op("Identity", [mean.id]), invstd)
     empty = ctx.op("Slice", [mean.id, ctx.const_i64([0]), ctx.const_i64([0]), ctx.const_i64([0])])
     return (y, empty, ctx.op("Identity", [empty]))
 
