@@ -381,7 +381,10 @@ class Lowerer {
     const Lowered& src = values_.at(in);
     auto groups = lower_impl::reshape_groups(src.dims, odims);
     bool contiguous_src = src.realized() && is_contiguous(src);
-    if (!contiguous_src && groups && !is_output(out)) {
+    // A graph output that reshapes a value not yet computed is that value's kernel storing
+    // through the reshape (a training graph's gradient of a view: the whole logits otherwise
+    // went through a library step, on the host on cuda).
+    if (!contiguous_src && groups && (!is_output(out) || !src.realized())) {
       if (src.realized()) {
         if (auto st = lower_impl::reshape_view_strides(src.dims, src.strides, odims, *groups)) {
           Lowered r = for_closure_copy(src);
@@ -395,7 +398,7 @@ class Lowerer {
                   inline_view(src, odims, lower_impl::reshape_index_map(src.dims, odims, *groups)));
       return true;
     }
-    if (is_output(out) && !src.realized()) return false;
+    if (is_output(out) && !src.realized()) return false;  // dims that do not regroup
     auto b = realize_contiguous(in);
     if (!b) return false;
     Lowered r = values_.at(in);

@@ -94,7 +94,11 @@ enum class CudnnResult { kDeclined, kConvOnly, kWithEpilogue };
 // not take the problem (logged under FERRITE_LOG=conv).
 Expected<CudnnResult> conv_on_cudnn(const Node& node, NativeIO& io, CudaBackend& be,
                                     const ConvCall& c, void* y) {
-  const bool wanted = c.last || cudnn_for(c.dt);
+  const ConvParams& p = c.p;
+  const int64_t col =
+      p.groups == 1 ? p.N * p.C * p.KH * p.KW * p.OH * p.OW * static_cast<int64_t>(dtype_size(c.dt))
+                    : 0;
+  const bool wanted = c.last || cudnn_for(c.dt, col);
   CudnnConv* dnn = wanted ? be.conv_library() : nullptr;
   if (!dnn) return CudnnResult::kDeclined;
   CudnnConvProblem q;

@@ -36,12 +36,12 @@ bool cudnn_enabled() {
   return !(v && std::string(v) == "0");
 }
 
-bool cudnn_for(DType dtype) {
+bool cudnn_for(DType dtype, int64_t im2col_bytes) {
   const char* v = std::getenv("FERRITE_CUDA_CUDNN");
   const std::string mode = v ? v : "";
   if (mode == "0") return false;
   if (mode == "1") return true;
-  return dtype == DType::kBF16 || dtype == DType::kF16;
+  return dtype == DType::kBF16 || dtype == DType::kF16 || im2col_bytes > kIm2colMaxBytes;
 }
 
 std::string CudnnConv::unsupported(const CudnnConvProblem& q) {

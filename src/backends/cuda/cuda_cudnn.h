@@ -79,8 +79,11 @@ class CudnnConv {
 bool cudnn_enabled();
 // Whether convolutions stored as `dtype` go to cuDNN: by default bf16 / f16 only (tensor cores;
 // measured faster than im2col + cuBLASLt), not f32, where cuDNN's FMA-math algorithms were
-// slower on the zoo (resnet18 1.28 vs 0.81 ms on an H100); FERRITE_CUDA_CUDNN=1 sends every
-// dtype, =0 none.
-bool cudnn_for(DType dtype);
+// slower on the zoo (resnet18 1.28 vs 0.81 ms on an H100), unless the im2col path's column
+// matrix (`im2col_bytes`) would exceed kIm2colMaxBytes: training's input-gradient convolutions
+// (zero-stuffed, stride 1: ResNet-50's stem at batch 32 needed 20 GB). FERRITE_CUDA_CUDNN=1 sends
+// every dtype, =0 none.
+inline constexpr int64_t kIm2colMaxBytes = int64_t{1} << 30;
+bool cudnn_for(DType dtype, int64_t im2col_bytes = 0);
 
 }  // namespace ferrite::cuda

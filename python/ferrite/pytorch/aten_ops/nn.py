@@ -99,8 +99,18 @@ def native_layer_norm(ctx, node, x, normalized_shape, w, b, eps):
     if used <= {0}:
         y = ctx.op("LayerNormalization", [x.id, w_id, b_id], axis=-k, epsilon=float(eps))
         return (y, None, None)
-    y, mean, inv = ctx.op("LayerNormalization", [x.id, w_id, b_id], outputs=3, axis=-k,
-                          epsilon=float(eps))
+    # Training: the backward reads the row statistics. They are computed apart from the
+    # normalisation (two row means, in f32 for 16-bit x, as torch's opmath) rather than as
+    # LayerNormalization's optional outputs, which no device's row kernel writes (cuda ran the
+    # whole op on the host for them); y keeps the device's LayerNormalization kernel.
+    y = ctx.op("LayerNormalization", [x.id, w_id, b_id], axis=-k, epsilon=float(eps))
+    ct = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    axes = ctx.const_i64(list(range(x.rank - k, x.rank)))
+    xf = ctx.cast(x.id, ct)
+    mean = ctx.op("ReduceMean", [xf, axes], keepdims=1)
+    d = ctx.op("Sub", [xf, mean])
+    var = ctx.op("ReduceMean", [ctx.op("Mul", [d, d]), axes], keepdims=1)
+    inv = ctx.op("Reciprocal", [ctx.op("Sqrt", [ctx.op("Add", [var, ctx.const(float(eps), ct)])])])
     return (y, mean, inv)
 
 
