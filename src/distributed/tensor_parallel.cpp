@@ -11,8 +11,12 @@ namespace ferrite {
 
 namespace {
 
-// The simplify stage of the default pipeline, in its order.
-std::vector<std::string> simplify_passes() {
+// What runs before the split: the simplify stage of the default pipeline, in its order (the pass
+// needs folded weights and shape targets), then fold-batched-matmul-reshapes. PyTorch lowers a
+// rank-4 matmul to views that merge batch and heads around a bmm (torch.compile's graphs, and
+// ONNX exports of them); a split of the head dim cannot travel through such a merge and would be
+// gathered there, while the folded rank-4 MatMul is attention per head, which the pass splits.
+std::vector<std::string> pre_shard_passes() {
   std::vector<std::pair<int, std::string>> slots;
   for (const PassInfo& p : PassRegistry::global().all())
     for (const PipelineSlot& s : p.pipeline)
@@ -20,6 +24,7 @@ std::vector<std::string> simplify_passes() {
   std::sort(slots.begin(), slots.end());
   std::vector<std::string> names;
   for (auto& [order, name] : slots) names.push_back(name);
+  names.push_back("fold-batched-matmul-reshapes");
   return names;
 }
 
@@ -68,7 +73,7 @@ Expected<std::unique_ptr<TensorParallelSession>> TensorParallelSession::from_gra
   }
   if (tp->comms_.empty()) tp->comms_ = make_loopback_group(size);
   tp->collectives_ = tp->comms_[0]->describe();
-  FERRITE_RETURN_IF_ERROR(run_pipeline(*graph, simplify_passes()));
+  FERRITE_RETURN_IF_ERROR(run_pipeline(*graph, pre_shard_passes()));
   for (int r = 0; r < size; ++r) {
     // Copies share the constants' storage; each rank's shard replaces the weights it splits.
     std::unique_ptr<Graph> g = r + 1 < size ? copy_graph(*graph) : std::move(graph);
@@ -93,7 +98,7 @@ Expected<std::unique_ptr<TensorParallelSession>> TensorParallelSession::for_rank
   tp->first_rank_ = rank;
   tp->collectives_ = comm->describe();
   tp->external_ = std::move(comm);
-  FERRITE_RETURN_IF_ERROR(run_pipeline(*graph, simplify_passes()));
+  FERRITE_RETURN_IF_ERROR(run_pipeline(*graph, pre_shard_passes()));
   FERRITE_ASSIGN_OR_RETURN(
       auto s,
       tp->prepare_rank(std::move(graph), rank, named.empty() ? default_device() : named, opts));

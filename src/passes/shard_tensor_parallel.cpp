@@ -229,6 +229,7 @@ class Sharder {
   // split inputs (the caller gathers them).
   Expected<bool> propagate(Node& n) {
     if (is_pointwise(n)) return pointwise(n);
+    if (n.domain == "ferrite" && n.op_type == "Attention") return attention(n);
     if (!n.domain.empty()) return false;
     const std::string& op = n.op_type;
     const Split in = split_.at(first_split_input(n));
@@ -404,6 +405,30 @@ class Sharder {
     const int j = db - (r - ra);
     if (j >= 0 && a->type.shape[static_cast<size_t>(j)].value() != 1) return false;
     return set(n.outputs[0], {db, y.sections});
+  }
+
+  // ferrite.Attention (the FX importer's SDPA, fuse-attention's result) is per batch item: a
+  // split of a batch dim (the heads) that Q, K and V share, or where each whole one and the mask
+  // broadcast, carries to the output.
+  Expected<bool> attention(Node& n) {
+    Value* out = n.outputs[0];
+    if (!out || !out->type.shape.rank_known()) return false;
+    const int r = static_cast<int>(out->type.shape.rank());
+    std::optional<Split> s;
+    for (Value* v : n.inputs) {
+      if (!v || !split_.count(v)) continue;
+      Split in = split_.at(v);
+      Split o{in.dim + r - static_cast<int>(v->type.shape.rank()), in.sections};
+      if (o.dim >= r - 2 || (s && (s->dim != o.dim || s->sections != o.sections))) return false;
+      s = o;
+    }
+    for (Value* v : n.inputs) {
+      if (!v || split_.count(v)) continue;
+      if (!v->type.shape.rank_known()) return false;
+      const int j = s->dim - (r - static_cast<int>(v->type.shape.rank()));
+      if (j >= 0 && v->type.shape[static_cast<size_t>(j)].value() != 1) return false;
+    }
+    return set(out, *s);
   }
 
   Expected<bool> gemm(Node& n, Split in) {
