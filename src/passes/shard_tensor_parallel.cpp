@@ -280,20 +280,30 @@ class Sharder {
     return true;
   }
 
-  // Elementwise: split inputs agree on the output dim; constants are sliced, broadcast operands
-  // stay, other whole operands are sliced by a Slice node.
-  Expected<bool> pointwise(Node& n) {
-    Value* out = n.outputs[0];
-    if (!out || !out->type.shape.rank_known()) return false;
+  // The split that the node's split inputs share, as a dim of its first output (inputs aligned
+  // to it from the right, as broadcasting does); none when they disagree or the rank is unknown.
+  std::optional<Split> common_split(const Node& n) const {
+    const Value* out = n.outputs[0];
+    if (!out || !out->type.shape.rank_known()) return std::nullopt;
     const int r = static_cast<int>(out->type.shape.rank());
     std::optional<Split> s;
     for (Value* v : n.inputs) {
       if (!v || !split_.count(v)) continue;
       Split in = split_.at(v);
       Split o{in.dim + r - static_cast<int>(v->type.shape.rank()), in.sections};
-      if (s && (s->dim != o.dim || s->sections != o.sections)) return false;
+      if (s && (s->dim != o.dim || s->sections != o.sections)) return std::nullopt;
       s = o;
     }
+    return s;
+  }
+
+  // Elementwise: split inputs agree on the output dim; constants are sliced, broadcast operands
+  // stay, other whole operands are sliced by a Slice node.
+  Expected<bool> pointwise(Node& n) {
+    std::optional<Split> s = common_split(n);
+    if (!s) return false;
+    Value* out = n.outputs[0];
+    const int r = static_cast<int>(out->type.shape.rank());
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       Value* v = n.inputs[i];
       if (!v || split_.count(v) || !v->type.shape.rank_known()) continue;
@@ -411,17 +421,10 @@ class Sharder {
   // split of a batch dim (the heads) that Q, K and V share, or where each whole one and the mask
   // broadcast, carries to the output.
   Expected<bool> attention(Node& n) {
+    std::optional<Split> s = common_split(n);
     Value* out = n.outputs[0];
-    if (!out || !out->type.shape.rank_known()) return false;
+    if (!s || s->dim >= static_cast<int>(out->type.shape.rank()) - 2) return false;
     const int r = static_cast<int>(out->type.shape.rank());
-    std::optional<Split> s;
-    for (Value* v : n.inputs) {
-      if (!v || !split_.count(v)) continue;
-      Split in = split_.at(v);
-      Split o{in.dim + r - static_cast<int>(v->type.shape.rank()), in.sections};
-      if (o.dim >= r - 2 || (s && (s->dim != o.dim || s->sections != o.sections))) return false;
-      s = o;
-    }
     for (Value* v : n.inputs) {
       if (!v || split_.count(v)) continue;
       if (!v->type.shape.rank_known()) return false;

@@ -6,7 +6,8 @@ its collectives through ``torch.distributed``:
   equal the whole model's (ferrite, TP 1) and the expected ones, and the split is Megatron's;
 * ``torch.compile(backend="ferrite", options={"tensor_parallel": "auto"})`` on small GPT-2 and
   Llama decoders (random weights) on every rank: outputs equal eager's, and each partition was
-  split the Megatron way, not run whole;
+  split the Megatron way, not run whole; where one rank cannot build its shard, every rank runs
+  the partition whole (with a warning), still equal to eager;
 * a collective that fails in Python (the process group destroyed) is a FerriteError naming the
   collective on every rank: no hang, no abort.
 
@@ -139,6 +140,17 @@ def test_torch_compile_in_every_rank_matches_eager_and_is_split(job, arch, attn)
         p = c["partitions"][0]
         assert not p["eager"] and p["unsharded"] is None, p
         assert {k: p["split"][k] for k in LAYOUT[arch, attn]} == LAYOUT[arch, attn], p["split"]
+
+
+def test_a_partition_one_rank_cannot_split_runs_whole_on_every_rank(job):
+    _, results, _ = job
+    reasons = ["another rank could not split it",
+               "FerriteError: injected: this rank cannot split the partition"]
+    for r in range(RANKS):
+        c = _ok(results[r]["compile_refused"])  # outputs checked against eager in the worker
+        (p,) = c["partitions"]
+        assert not p["eager"] and p["split"] == {} and p["unsharded"] == reasons[r], p
+        assert any("runs unsharded on every rank" in w for w in c["warnings"]), c["warnings"]
 
 
 def test_a_collective_failing_in_python_is_an_error_of_the_run(job):

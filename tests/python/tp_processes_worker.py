@@ -71,7 +71,40 @@ def _transformer(arch: str, attn: str) -> tuple:
     return cls(cfg).eval(), cfg.vocab_size
 
 
-def step_compile(device: str, arch: str, attn: str) -> dict:
+class _RefusingBuilder:
+    """A GraphBuilder whose rank session cannot be built (what a graph the pass cannot split
+    would do), on one rank only."""
+
+    def __init__(self, builder: object) -> None:
+        self._b = builder
+
+    def build_rank_session(self, *args: object, **kwargs: object) -> None:
+        raise ferrite.FerriteError("injected: this rank cannot split the partition")
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._b, name)
+
+
+def _refuse_on_rank_1() -> None:
+    import dataclasses
+
+    from ferrite.pytorch import compiled
+
+    real = compiled.import_graph
+
+    def import_graph(*args: object, **kwargs: object) -> object:
+        imp = real(*args, **kwargs)
+        if dist.get_rank() == 1 and not getattr(import_graph, "done", False):
+            import_graph.done = True  # the first import only: the whole-model one must build
+            return dataclasses.replace(imp, builder=_RefusingBuilder(imp.builder))
+        return imp
+
+    compiled.import_graph = import_graph
+
+
+def step_compile(device: str, arch: str, attn: str, refuse: bool = False) -> dict:
+    if refuse:
+        _refuse_on_rank_1()
     model, vocab = _transformer(arch, attn)
     on = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if device == "cuda" else "cpu"
     model = model.to(on)
@@ -88,12 +121,16 @@ def step_compile(device: str, arch: str, attn: str) -> dict:
     compiled = torch.compile(logits,
                              backend=functools.partial(ferrite_backend, options=opts,
                                                        _report=reports))
-    with torch.no_grad():
+    import warnings
+
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         got = compiled(ids)
     err = (got - want).abs().max().item()
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)  # conftest.MODEL_TOL
     parts = [p["partition"] for _, r in reports if r is not None for p in r.partitions]
     return {"max_abs_err": err,
+            "warnings": [str(w.message) for w in caught if "ferrite" in str(w.message)],
             "partitions": [{"name": p.name, "device": p.device,
                             "split": {k: v for k, v in (p.split or {}).items() if k != "lines"},
                             "unsharded": p.unsharded_reason, "eager": p._eager}
@@ -121,6 +158,10 @@ def main() -> None:
     result: dict = {}
     steps = [(f"compile_{arch}_{attn}", functools.partial(step_compile, device, arch, attn))
              for arch, attn in COMPILED]
+    # Last, as it patches the frontend: rank 1 cannot build its shard, so every rank must run
+    # the partition whole (else rank 0 would wait in collectives rank 1 never joins).
+    steps.append(("compile_refused", functools.partial(step_compile, device, "gpt2", "sdpa",
+                                                       refuse=True)))
     if model:
         steps.insert(0, ("session", lambda: step_session(out_dir, rank, device, model, inputs)))
         if device != "cuda":  # NCCL does not go through the process group once made
