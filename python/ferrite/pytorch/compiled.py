@@ -130,7 +130,7 @@ class CompiledPartition:
         session, why = None, ""
         try:
             session = imp.builder.build_rank_session(comm, device=device, **kw)
-        except (_core.FerriteError, ValueError) as e:
+        except Exception as e:  # whatever it is, the other ranks must hear of it
             why = f"{type(e).__name__}: {e}"
         if distributed.all_agree(session is not None, self.options.process_group):
             self.split = dict(session.split_report())
