@@ -34,6 +34,7 @@ if _extra:
 from . import _core  # noqa: E402
 from ._core import FerriteError, UnsupportedError  # noqa: E402
 from ._session import Session, default_device, devices  # noqa: E402
+from . import distributed  # noqa: E402  (torch is imported only when it is used)
 
 __version__ = "0.1.0"
 

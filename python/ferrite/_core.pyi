@@ -23,6 +23,33 @@ def default_device() -> tuple[str, str]:
 
 def device_origin(name: str) -> str: ...
 
+class Communicator:
+    @staticmethod
+    def from_python(impl: object, rank: int, size: int, name: str = 'python') -> Communicator:
+        """
+        Collectives through impl.all_reduce / all_gather / reduce_scatter (inp, out), called with 1-D torch tensors over ferrite's buffers, valid only during the call.
+        """
+
+    @staticmethod
+    def device_id(device: str) -> bytes:
+        """
+        A new group id of the device's collectives library (rank 0 makes it; NCCL on cuda).
+        """
+
+    @staticmethod
+    def from_device(device: str, id: bytes, rank: int, size: int) -> Communicator:
+        """
+        Joins the group of `id` as `rank` of `size` on `device` (every rank calls it; NCCL blocks until all have).
+        """
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+    def describe(self) -> str: ...
+
 class Session:
     @staticmethod
     def load(path: str, device: str, precision: str = 'f32', threads: int = 0, autotune: bool = False, passes: Sequence[str] | None = None, dump_dir: str | None = None) -> Session: ...
@@ -32,7 +59,7 @@ class Session:
 
     def run(self, names: Sequence[str], arrays: Sequence[NDArray], framework: str) -> list[object]: ...
 
-    def run_device(self, names: Sequence[str], arrays: Sequence[NDArray], alloc: Callable, stream: int) -> None: ...
+    def run_device(self, names: Sequence[str], arrays: Sequence[NDArray], alloc: Callable, stream: int, gpu: int = 0) -> None: ...
 
     @property
     def inputs(self) -> list: ...
@@ -56,7 +83,15 @@ class TensorParallelSession:
     @staticmethod
     def load(path: str, device: str, size: int, precision: str = 'f32', threads: int = 0, autotune: bool = False, passes: Sequence[str] | None = None, dump_dir: str | None = None) -> TensorParallelSession: ...
 
+    @staticmethod
+    def load_rank(path: str, device: str, communicator: Communicator, precision: str = 'f32', threads: int = 0, autotune: bool = False, passes: Sequence[str] | None = None, dump_dir: str | None = None) -> TensorParallelSession:
+        """
+        Rank communicator.rank of communicator.size; the other ranks are other processes.
+        """
+
     def run(self, names: Sequence[str], arrays: Sequence[NDArray], framework: str) -> list[object]: ...
+
+    def run_device(self, names: Sequence[str], arrays: Sequence[NDArray], alloc: Callable, stream: int, gpu: int = 0) -> None: ...
 
     @property
     def inputs(self) -> list: ...
@@ -72,6 +107,12 @@ class TensorParallelSession:
 
     @property
     def size(self) -> int: ...
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def collectives(self) -> str: ...
 
     def stats(self) -> dict: ...
 
@@ -97,3 +138,5 @@ class GraphBuilder:
     def text(self) -> str: ...
 
     def build_session(self, device: str, precision: str = 'f32', threads: int = 0, autotune: bool = False, passes: Sequence[str] | None = None, dump_dir: str | None = None, outputs_into_inputs: Sequence[int] = []) -> Session: ...
+
+    def build_rank_session(self, communicator: Communicator, device: str, precision: str = 'f32', threads: int = 0, autotune: bool = False, passes: Sequence[str] | None = None, dump_dir: str | None = None) -> TensorParallelSession: ...

@@ -49,6 +49,15 @@ def _contiguous_host(x: Any, what: str) -> Any:
     return a
 
 
+def _gpu_index(device: str) -> int:
+    """The GPU a Session on ``device`` runs on: its unit (``cuda:1``), else FERRITE_CUDA_DEVICE,
+    else 0 (as the cuda device picks it)."""
+    name, _, unit = device.partition(":")
+    if unit:
+        return int(unit)
+    return int(os.environ.get("FERRITE_CUDA_DEVICE") or 0)
+
+
 def _torch_dtypes() -> dict:
     import torch
 
@@ -97,6 +106,13 @@ class Session:
       columns then rows, embeddings by hidden columns, with AllReduce/AllGather between them) and
       run them at once, as threads exchanging data in host memory (docs/distributed.md); a model
       path only. :meth:`split_report` says what was split. Statistics and :meth:`ir` are rank 0's.
+      ``"auto"``: one rank per process, inside ``torch.distributed`` (``torchrun``): this
+      process keeps only its rank's shard and runs the collectives through the default process
+      group (NCCL bootstrapped over it on cuda, where ``cuda`` means ``cuda:LOCAL_RANK``); a
+      whole-model Session when ``torch.distributed`` is not initialised or has one rank.
+    * ``communicator``: with one rank per process, the group to use instead of the default one
+      (:func:`ferrite.distributed.communicator`, or ``_core.Communicator.from_python`` over any
+      object with ``all_reduce``/``all_gather``/``reduce_scatter``).
 
     Dims the model leaves symbolic compile once for every size. Inputs are read in place (no
     copy) when they are C-contiguous host arrays; outputs come back as arrays of the inputs'
@@ -120,7 +136,8 @@ class Session:
         cache_dir: Union[str, os.PathLike, None] = None,
         dump_dir: Union[str, os.PathLike, None] = None,
         base_dir: Union[str, os.PathLike, None] = None,
-        tensor_parallel: int = 1,
+        tensor_parallel: Union[int, str] = 1,
+        communicator: Any = None,
     ) -> None:
         if cache_dir is not None:
             os.environ["FERRITE_CACHE_DIR"] = str(cache_dir)
@@ -132,9 +149,18 @@ class Session:
             passes=list(passes) if passes is not None else None,
             dump_dir=str(dump_dir) if dump_dir is not None else None,
         )
-        if tensor_parallel != 1:
-            if isinstance(model, (bytes, bytearray, memoryview)):
-                raise _core.UnsupportedError("tensor_parallel needs a model path, not bytes")
+        from . import distributed
+
+        self._gpu = _gpu_index(device or "")
+        one_rank = distributed.resolve(tensor_parallel, communicator, device or "")
+        if tensor_parallel != 1 and isinstance(model, (bytes, bytearray, memoryview)):
+            raise _core.UnsupportedError("tensor_parallel needs a model path, not bytes")
+        if one_rank is not None:
+            kw["device"], comm = one_rank
+            self._gpu = _gpu_index(kw["device"])
+            self._s = _core.TensorParallelSession.load_rank(str(Path(model)), communicator=comm,
+                                                            **kw)
+        elif tensor_parallel not in (1, "auto"):
             self._s = _core.TensorParallelSession.load(str(Path(model)), size=int(tensor_parallel),
                                                        **kw)
         elif isinstance(model, (bytes, bytearray, memoryview)):
@@ -147,6 +173,7 @@ class Session:
     def _wrap(cls, core_session: Any) -> "Session":
         self = cls.__new__(cls)
         self._s = core_session
+        self._gpu = _gpu_index("")
         return self
 
     @property
@@ -173,9 +200,17 @@ class Session:
         """Compiles and the last run's memory, tuning and device-memory statistics."""
         return dict(self._s.stats())
 
+    @property
+    def rank(self) -> tuple[int, int]:
+        """``(rank, size)``: which rank of how many this Session runs (``(0, 1)`` for a whole
+        model; rank 0 for ranks that are threads of this process)."""
+        if hasattr(self._s, "rank"):
+            return self._s.rank, self._s.size
+        return 0, 1
+
     def split_report(self) -> dict:
         """What a tensor-parallel Session split: counts, per-rank weight bytes, one line per
-        decision (``{}`` for a Session of one rank)."""
+        decision, the collectives library (``{}`` for a whole-model Session)."""
         return dict(self._s.split_report()) if hasattr(self._s, "split_report") else {}
 
     def ir(self) -> str:
@@ -222,7 +257,7 @@ class Session:
             return t.data_ptr()
 
         stream = torch.cuda.current_stream(device).cuda_stream
-        self._s.run_device(names, arrays, alloc, stream)
+        self._s.run_device(names, arrays, alloc, stream, gpu=self._gpu)
         return outputs
 
     def __call__(self, *args: ArrayLike) -> list[Any]:

@@ -5,15 +5,17 @@
 
 #include <memory>
 #include <optional>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "ir/graph.h"
+#include "ops/communicator.h"
 #include "runtime/device.h"
 
 namespace ferrite {
 class Session;
-}
+class TensorParallelSession;
+}  // namespace ferrite
 
 namespace ferrite::py {
 
@@ -21,6 +23,13 @@ namespace nb = nanobind;
 
 void bind_session(nb::module_& m);
 void bind_graph_builder(nb::module_& m);
+void bind_communicator(nb::module_& m);
+
+// ferrite._core.Communicator: a communicator of one rank, shared with the sessions that run
+// their collectives through it (communicator_bindings.cpp).
+struct CommunicatorHandle {
+  std::shared_ptr<Communicator> c;
+};
 
 // Session options from the Python keywords (ValueError on a bad value).
 RunOptions make_options(const std::string& precision, int threads, bool autotune,
@@ -30,5 +39,11 @@ RunOptions make_options(const std::string& precision, int threads, bool autotune
 // A Session over a graph built in memory (GraphBuilder) or imported from bytes.
 std::unique_ptr<Session> session_from_graph(std::unique_ptr<Graph> g, const std::string& device,
                                             const RunOptions& o);
+// One tensor-parallel rank over such a graph, its collectives through `comm`
+// (TensorParallelSession::for_rank).
+std::unique_ptr<TensorParallelSession> rank_session_from_graph(std::unique_ptr<Graph> g,
+                                                               const std::string& device,
+                                                               const RunOptions& o,
+                                                               const CommunicatorHandle& comm);
 
 }  // namespace ferrite::py

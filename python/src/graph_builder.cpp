@@ -10,6 +10,7 @@
 #include <map>
 
 #include "bindings.h"
+#include "distributed/tensor_parallel.h"
 #include "frontend/onnx/importer.h"
 #include "ops/context.h"
 #include "ops/op_schema.h"
@@ -153,11 +154,8 @@ class GraphBuilder {
                                          std::optional<std::vector<std::string>> passes,
                                          std::optional<std::string> dump_dir,
                                          std::vector<int> outputs_into_inputs) {
-    Graph& g = graph();
-    if (g.outputs().empty()) check(err("graph '", g.name, "' has no outputs"));
-    check(verify_graph(g));
-    RunOptions o = make_options(precision, threads, autotune, passes, dump_dir);
-    o.constant_mirrors = std::move(mirrors_);
+    RunOptions o = finish(precision, threads, autotune, passes, dump_dir);
+    const Graph& g = *g_;
     if (!outputs_into_inputs.empty() && outputs_into_inputs.size() != g.outputs().size())
       throw nb::value_error("outputs_into_inputs needs one entry per graph output (-1: none)");
     for (int i : outputs_into_inputs)
@@ -168,7 +166,29 @@ class GraphBuilder {
     return session_from_graph(std::move(g_), device, o);
   }
 
+  // One tensor-parallel rank of the graph (rank communicator.rank of communicator.size), its
+  // collectives through `comm`: every rank builds the same graph and keeps its shard.
+  std::unique_ptr<TensorParallelSession> build_rank_session(
+      const CommunicatorHandle& comm, const std::string& device, const std::string& precision,
+      int threads, bool autotune, std::optional<std::vector<std::string>> passes,
+      std::optional<std::string> dump_dir) {
+    RunOptions o = finish(precision, threads, autotune, passes, dump_dir);
+    values_.clear();
+    return rank_session_from_graph(std::move(g_), device, o, comm);
+  }
+
  private:
+  // The graph checked whole and the Session options, before it is handed over.
+  RunOptions finish(const std::string& precision, int threads, bool autotune,
+                    const std::optional<std::vector<std::string>>& passes,
+                    const std::optional<std::string>& dump_dir) {
+    Graph& g = graph();
+    if (g.outputs().empty()) check(err("graph '", g.name, "' has no outputs"));
+    check(verify_graph(g));
+    RunOptions o = make_options(precision, threads, autotune, passes, dump_dir);
+    o.constant_mirrors = std::move(mirrors_);
+    return o;
+  }
   Graph& graph() const {
     if (!g_) throw nb::value_error("this GraphBuilder's graph was already handed to a Session");
     return *g_;
@@ -215,7 +235,11 @@ void bind_graph_builder(nb::module_& m) {
       .def("build_session", &GraphBuilder::build_session, nb::arg("device"),
            nb::arg("precision") = "f32", nb::arg("threads") = 0, nb::arg("autotune") = false,
            nb::arg("passes") = nb::none(), nb::arg("dump_dir") = nb::none(),
-           nb::arg("outputs_into_inputs") = std::vector<int>{});
+           nb::arg("outputs_into_inputs") = std::vector<int>{})
+      .def("build_rank_session", &GraphBuilder::build_rank_session, nb::arg("communicator"),
+           nb::arg("device"), nb::arg("precision") = "f32", nb::arg("threads") = 0,
+           nb::arg("autotune") = false, nb::arg("passes") = nb::none(),
+           nb::arg("dump_dir") = nb::none());
 }
 
 }  // namespace ferrite::py

@@ -57,6 +57,7 @@ NB_MODULE(_core, m) {
       "device_origin",
       [](const std::string& name) { return DeviceRegistry::global().origin(name); },
       nb::arg("name"));
+  bind_communicator(m);
   bind_session(m);
   bind_graph_builder(m);
 }

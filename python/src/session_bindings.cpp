@@ -105,13 +105,23 @@ std::vector<nb::object> run_session(S& s, const std::vector<std::string>& names,
   return result;
 }
 
+std::string session_device(Session& s) {
+  return s.device().name();
+}
+std::string session_device(TensorParallelSession& s) {
+  return s.local(0).device().name();
+}
+
 // Session::run_device from Python: arrays in the device's memory stay there (host arrays are
 // accepted beside them); `alloc(i, dims, dtype_name)` returns the device address of output i
 // (the caller keeps that memory); `stream` is the caller's stream handle, which the run is
-// ordered with (0 is CUDA's legacy default stream, PyTorch's default current stream).
-void run_device_session(Session& s, const std::vector<std::string>& names,
+// ordered with (0 is CUDA's legacy default stream, PyTorch's default current stream); `gpu` the
+// GPU the session runs on (its device's unit: `cuda:1` is 1). S: Session, or a
+// TensorParallelSession of one rank.
+template <class S>
+void run_device_session(S& s, const std::vector<std::string>& names,
                         const std::vector<nb::ndarray<>>& arrays, nb::callable alloc,
-                        uintptr_t stream) {
+                        uintptr_t stream, int gpu) {
   if (!names.empty() && names.size() != arrays.size())
     throw nb::value_error("names and arrays differ in length");
   std::vector<Session::NamedInput> inputs;
@@ -125,15 +135,16 @@ void run_device_session(Session& s, const std::vector<std::string>& names,
       continue;
     }
     DeviceArray d = unwrap(device_array(arrays[i], what));
-    if (d.device_type != nb::device::cuda::value || s.device().name() != "cuda")
+    const std::string device = session_device(s);
+    if (d.device_type != nb::device::cuda::value || device != "cuda")
       throw nb::value_error((what + ": a tensor on DLPack device type " +
-                             std::to_string(d.device_type) + " cannot run on device '" +
-                             s.device().name() + "'")
+                             std::to_string(d.device_type) + " cannot run on device '" + device +
+                             "'")
                                 .c_str());
-    if (d.device_id != 0)
-      throw nb::value_error(
-          (what + ": on GPU " + std::to_string(d.device_id) + ", but the session runs on GPU 0")
-              .c_str());
+    if (d.device_id != gpu)
+      throw nb::value_error((what + ": on GPU " + std::to_string(d.device_id) +
+                             ", but the session runs on GPU " + std::to_string(gpu))
+                                .c_str());
     // dtype and dims only: the bytes stay on the device (a one-byte stand-in is never read).
     Tensor shape_only =
         unwrap(Tensor::over_storage(d.dtype, d.dims, std::shared_ptr<uint8_t[]>(new uint8_t[1])));
@@ -190,6 +201,17 @@ std::unique_ptr<Session> session_from_graph(std::unique_ptr<Graph> g, const std:
   return unwrap(std::move(s));
 }
 
+std::unique_ptr<TensorParallelSession> rank_session_from_graph(std::unique_ptr<Graph> g,
+                                                               const std::string& device,
+                                                               const RunOptions& o,
+                                                               const CommunicatorHandle& comm) {
+  Expected<std::unique_ptr<TensorParallelSession>> s = [&] {
+    nb::gil_scoped_release nogil;
+    return TensorParallelSession::for_rank(std::move(g), device, o, comm.c);
+  }();
+  return unwrap(std::move(s));
+}
+
 void bind_session(nb::module_& m) {
   nb::class_<Session>(m, "Session")
       .def_static(
@@ -224,8 +246,8 @@ void bind_session(nb::module_& m) {
           nb::arg("threads") = 0, nb::arg("autotune") = false, nb::arg("passes") = nb::none(),
           nb::arg("dump_dir") = nb::none())
       .def("run", &run_session<Session>, nb::arg("names"), nb::arg("arrays"), nb::arg("framework"))
-      .def("run_device", &run_device_session, nb::arg("names"), nb::arg("arrays"), nb::arg("alloc"),
-           nb::arg("stream"))
+      .def("run_device", &run_device_session<Session>, nb::arg("names"), nb::arg("arrays"),
+           nb::arg("alloc"), nb::arg("stream"), nb::arg("gpu") = 0)
       .def_prop_ro("inputs", [](const Session& s) { return describe_values(s.graph().inputs()); })
       .def_prop_ro("outputs", [](const Session& s) { return describe_values(s.graph().outputs()); })
       .def_prop_ro("device", [](const Session& s) { return s.device().name(); })
@@ -254,23 +276,44 @@ void bind_session(nb::module_& m) {
           nb::arg("path"), nb::arg("device"), nb::arg("size"), nb::arg("precision") = "f32",
           nb::arg("threads") = 0, nb::arg("autotune") = false, nb::arg("passes") = nb::none(),
           nb::arg("dump_dir") = nb::none())
+      .def_static(
+          "load_rank",
+          [](const std::string& path, const std::string& device, const CommunicatorHandle& comm,
+             const std::string& precision, int threads, bool autotune,
+             std::optional<std::vector<std::string>> passes, std::optional<std::string> dump_dir) {
+            RunOptions o = make_options(precision, threads, autotune, passes, dump_dir);
+            Expected<std::unique_ptr<Graph>> g = [&] {
+              nb::gil_scoped_release nogil;
+              return import_onnx_file(path);
+            }();
+            return rank_session_from_graph(unwrap(std::move(g)), device, o, comm);
+          },
+          nb::arg("path"), nb::arg("device"), nb::arg("communicator"), nb::arg("precision") = "f32",
+          nb::arg("threads") = 0, nb::arg("autotune") = false, nb::arg("passes") = nb::none(),
+          nb::arg("dump_dir") = nb::none(),
+          "Rank communicator.rank of communicator.size; the other ranks are other processes.")
       .def("run", &run_session<TensorParallelSession>, nb::arg("names"), nb::arg("arrays"),
            nb::arg("framework"))
+      .def("run_device", &run_device_session<TensorParallelSession>, nb::arg("names"),
+           nb::arg("arrays"), nb::arg("alloc"), nb::arg("stream"), nb::arg("gpu") = 0)
       .def_prop_ro(
           "inputs",
-          [](TensorParallelSession& s) { return describe_values(s.rank(0).graph().inputs()); })
+          [](TensorParallelSession& s) { return describe_values(s.local(0).graph().inputs()); })
       .def_prop_ro(
           "outputs",
-          [](TensorParallelSession& s) { return describe_values(s.rank(0).graph().outputs()); })
-      .def_prop_ro("device", [](TensorParallelSession& s) { return s.rank(0).device().name(); })
-      .def_prop_ro("compiles", [](TensorParallelSession& s) { return s.rank(0).compiles(); })
+          [](TensorParallelSession& s) { return describe_values(s.local(0).graph().outputs()); })
+      .def_prop_ro("device", [](TensorParallelSession& s) { return s.local(0).device().name(); })
+      .def_prop_ro("compiles", [](TensorParallelSession& s) { return s.local(0).compiles(); })
       .def_prop_ro("size", &TensorParallelSession::size)
-      .def("stats", [](TensorParallelSession& s) { return stats_to_dict(s.rank(0)); })
-      .def("ir", [](TensorParallelSession& s) { return print_graph(s.rank(0).compiled_graph()); })
+      .def_prop_ro("rank", &TensorParallelSession::first_rank)
+      .def_prop_ro("collectives", &TensorParallelSession::collectives)
+      .def("stats", [](TensorParallelSession& s) { return stats_to_dict(s.local(0)); })
+      .def("ir", [](TensorParallelSession& s) { return print_graph(s.local(0).compiled_graph()); })
       .def("split_report", [](TensorParallelSession& s) {
         nb::dict d;
         const ShardReport& r = s.report();
         d["summary"] = r.summary();
+        d["collectives"] = s.collectives();  // the library, as the first local rank's says
         d["column_parallel"] = r.column_parallel;
         d["row_parallel"] = r.row_parallel;
         d["all_gathers"] = r.all_gathers;

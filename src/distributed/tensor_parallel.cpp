@@ -11,8 +11,12 @@ namespace ferrite {
 
 namespace {
 
-// The simplify stage of the default pipeline, in its order.
-std::vector<std::string> simplify_passes() {
+// What runs before the split: the simplify stage of the default pipeline, in its order (the pass
+// needs folded weights and shape targets), then fold-batched-matmul-reshapes. PyTorch lowers a
+// rank-4 matmul to views that merge batch and heads around a bmm (torch.compile's graphs, and
+// ONNX exports of them); a split of the head dim cannot travel through such a merge and would be
+// gathered there, while the folded rank-4 MatMul is attention per head, which the pass splits.
+std::vector<std::string> pre_shard_passes() {
   std::vector<std::pair<int, std::string>> slots;
   for (const PassInfo& p : PassRegistry::global().all())
     for (const PipelineSlot& s : p.pipeline)
@@ -20,6 +24,7 @@ std::vector<std::string> simplify_passes() {
   std::sort(slots.begin(), slots.end());
   std::vector<std::string> names;
   for (auto& [order, name] : slots) names.push_back(name);
+  names.push_back("fold-batched-matmul-reshapes");
   return names;
 }
 
@@ -31,6 +36,17 @@ bool is_abort(const Status& s) {
 
 TensorParallelSession::~TensorParallelSession() = default;
 
+Expected<std::unique_ptr<Session>> TensorParallelSession::prepare_rank(std::unique_ptr<Graph> g,
+                                                                       int rank,
+                                                                       const std::string& device,
+                                                                       const RunOptions& opts) {
+  FERRITE_ASSIGN_OR_RETURN(ShardReport rep, shard_tensor_parallel(*g, rank, size_));
+  if (ranks_.empty()) report_ = std::move(rep);
+  FERRITE_ASSIGN_OR_RETURN(auto s, Session::from_graph(std::move(g), device, opts));
+  s->set_label(str_cat("rank ", rank, "/", size_));
+  return s;
+}
+
 Expected<std::unique_ptr<TensorParallelSession>> TensorParallelSession::from_graph(
     std::unique_ptr<Graph> graph, const std::string& named, const RunOptions& opts, int size) {
   if (!graph) return err("no graph to run");
@@ -41,6 +57,7 @@ Expected<std::unique_ptr<TensorParallelSession>> TensorParallelSession::from_gra
     return err("--tensor-parallel: give the device without a unit ('", device,
                "'): rank r runs on unit r");
   auto tp = std::unique_ptr<TensorParallelSession>(new TensorParallelSession());
+  tp->size_ = size;
   // The device's own collectives library where it has one (NCCL: rank r on `device:r`), else
   // host memory between ranks on the one device.
   std::vector<std::string> rank_device(static_cast<size_t>(size), device);
@@ -56,45 +73,78 @@ Expected<std::unique_ptr<TensorParallelSession>> TensorParallelSession::from_gra
   }
   if (tp->comms_.empty()) tp->comms_ = make_loopback_group(size);
   tp->collectives_ = tp->comms_[0]->describe();
-  FERRITE_RETURN_IF_ERROR(run_pipeline(*graph, simplify_passes()));
+  FERRITE_RETURN_IF_ERROR(run_pipeline(*graph, pre_shard_passes()));
   for (int r = 0; r < size; ++r) {
     // Copies share the constants' storage; each rank's shard replaces the weights it splits.
     std::unique_ptr<Graph> g = r + 1 < size ? copy_graph(*graph) : std::move(graph);
-    FERRITE_ASSIGN_OR_RETURN(ShardReport rep, shard_tensor_parallel(*g, r, size));
-    if (r == 0) tp->report_ = std::move(rep);
     FERRITE_ASSIGN_OR_RETURN(
-        auto s, Session::from_graph(std::move(g), rank_device[static_cast<size_t>(r)], opts));
-    s->set_label(str_cat("rank ", r, "/", size));
+        auto s, tp->prepare_rank(std::move(g), r, rank_device[static_cast<size_t>(r)], opts));
     tp->ranks_.push_back(std::move(s));
   }
   return tp;
 }
 
+Expected<std::unique_ptr<TensorParallelSession>> TensorParallelSession::for_rank(
+    std::unique_ptr<Graph> graph, const std::string& named, const RunOptions& opts,
+    std::shared_ptr<Communicator> comm) {
+  if (!graph) return err("no graph to run");
+  if (!comm) return err("a tensor-parallel rank needs a communicator");
+  const int size = comm->size(), rank = comm->rank();
+  if (size < 1 || size > 64 || rank < 0 || rank >= size)
+    return err(comm->describe(), ": rank ", rank, " of ", size,
+               " is not a rank of a tensor-parallel group (1 to 64 ranks)");
+  auto tp = std::unique_ptr<TensorParallelSession>(new TensorParallelSession());
+  tp->size_ = size;
+  tp->first_rank_ = rank;
+  tp->collectives_ = comm->describe();
+  tp->external_ = std::move(comm);
+  FERRITE_RETURN_IF_ERROR(run_pipeline(*graph, pre_shard_passes()));
+  FERRITE_ASSIGN_OR_RETURN(
+      auto s,
+      tp->prepare_rank(std::move(graph), rank, named.empty() ? default_device() : named, opts));
+  tp->ranks_.push_back(std::move(s));
+  return tp;
+}
+
 Expected<std::vector<Tensor>> TensorParallelSession::run(
     const std::vector<Session::NamedInput>& inputs) {
-  const int n = size();
+  const int n = local_ranks();
   std::vector<std::optional<Expected<std::vector<Tensor>>>> results(static_cast<size_t>(n));
-  auto rank_main = [&](int r) {
-    BindCommunicator bind(comms_[static_cast<size_t>(r)].get());
-    auto out = ranks_[static_cast<size_t>(r)]->run(inputs);
-    if (!out)
-      comms_[static_cast<size_t>(r)]->abort(str_cat("rank ", r, ": ", out.status().message()));
-    results[static_cast<size_t>(r)] = std::move(out);
+  auto rank_main = [&](int i) {
+    Communicator& c = comm(static_cast<size_t>(i));
+    BindCommunicator bind(&c);
+    auto out = ranks_[static_cast<size_t>(i)]->run(inputs);
+    if (!out) c.abort(str_cat("rank ", c.rank(), ": ", out.status().message()));
+    results[static_cast<size_t>(i)] = std::move(out);
   };
   std::vector<std::thread> threads;
-  for (int r = 1; r < n; ++r) threads.emplace_back(rank_main, r);
-  rank_main(0);  // rank 0 on the caller's thread
+  for (int i = 1; i < n; ++i) threads.emplace_back(rank_main, i);
+  rank_main(0);  // the first local rank on the caller's thread
   for (auto& t : threads) t.join();
   const Status* first = nullptr;
   for (auto& res : results)
     if (!*res && (!first || (is_abort(*first) && !is_abort(res->status())))) first = &res->status();
   if (first) {
     // Every rank has stopped: a fresh loopback group, so that the abort does not outlive this
-    // run (an NCCL group has nothing to reset: its ranks fail before their first collective).
-    if (comms_[0]->native("nccl") == nullptr) comms_ = make_loopback_group(n);
+    // run (an NCCL group has nothing to reset: its ranks fail before their first collective; an
+    // external group is its owner's to reset).
+    if (!external_ && comms_[0]->native("nccl") == nullptr) comms_ = make_loopback_group(n);
     return *first;
   }
   return std::move(*results[0]);
+}
+
+Status TensorParallelSession::run_device(const std::vector<Session::NamedInput>& inputs,
+                                         DeviceRun run) {
+  // The ranks of a thread group would each need their own device buffers and streams: only a
+  // rank of an external group (one per process) runs on device-resident tensors.
+  if (local_ranks() != 1 || !external_)
+    return unsupported(
+        "a device-resident run takes one tensor-parallel rank per process "
+        "(this session runs ",
+        local_ranks(), " ranks as threads)");
+  BindCommunicator bind(external_.get());
+  return ranks_[0]->run_device(inputs, std::move(run));
 }
 
 }  // namespace ferrite

@@ -229,6 +229,7 @@ class Sharder {
   // split inputs (the caller gathers them).
   Expected<bool> propagate(Node& n) {
     if (is_pointwise(n)) return pointwise(n);
+    if (n.domain == "ferrite" && n.op_type == "Attention") return attention(n);
     if (!n.domain.empty()) return false;
     const std::string& op = n.op_type;
     const Split in = split_.at(first_split_input(n));
@@ -279,20 +280,30 @@ class Sharder {
     return true;
   }
 
-  // Elementwise: split inputs agree on the output dim; constants are sliced, broadcast operands
-  // stay, other whole operands are sliced by a Slice node.
-  Expected<bool> pointwise(Node& n) {
-    Value* out = n.outputs[0];
-    if (!out || !out->type.shape.rank_known()) return false;
+  // The split that the node's split inputs share, as a dim of its first output (inputs aligned
+  // to it from the right, as broadcasting does); none when they disagree or the rank is unknown.
+  std::optional<Split> common_split(const Node& n) const {
+    const Value* out = n.outputs[0];
+    if (!out || !out->type.shape.rank_known()) return std::nullopt;
     const int r = static_cast<int>(out->type.shape.rank());
     std::optional<Split> s;
     for (Value* v : n.inputs) {
       if (!v || !split_.count(v)) continue;
       Split in = split_.at(v);
       Split o{in.dim + r - static_cast<int>(v->type.shape.rank()), in.sections};
-      if (s && (s->dim != o.dim || s->sections != o.sections)) return false;
+      if (s && (s->dim != o.dim || s->sections != o.sections)) return std::nullopt;
       s = o;
     }
+    return s;
+  }
+
+  // Elementwise: split inputs agree on the output dim; constants are sliced, broadcast operands
+  // stay, other whole operands are sliced by a Slice node.
+  Expected<bool> pointwise(Node& n) {
+    std::optional<Split> s = common_split(n);
+    if (!s) return false;
+    Value* out = n.outputs[0];
+    const int r = static_cast<int>(out->type.shape.rank());
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       Value* v = n.inputs[i];
       if (!v || split_.count(v) || !v->type.shape.rank_known()) continue;
@@ -404,6 +415,23 @@ class Sharder {
     const int j = db - (r - ra);
     if (j >= 0 && a->type.shape[static_cast<size_t>(j)].value() != 1) return false;
     return set(n.outputs[0], {db, y.sections});
+  }
+
+  // ferrite.Attention (the FX importer's SDPA, fuse-attention's result) is per batch item: a
+  // split of a batch dim (the heads) that Q, K and V share, or where each whole one and the mask
+  // broadcast, carries to the output.
+  Expected<bool> attention(Node& n) {
+    std::optional<Split> s = common_split(n);
+    Value* out = n.outputs[0];
+    if (!s || s->dim >= static_cast<int>(out->type.shape.rank()) - 2) return false;
+    const int r = static_cast<int>(out->type.shape.rank());
+    for (Value* v : n.inputs) {
+      if (!v || split_.count(v)) continue;
+      if (!v->type.shape.rank_known()) return false;
+      const int j = s->dim - (r - static_cast<int>(v->type.shape.rank()));
+      if (j >= 0 && v->type.shape[static_cast<size_t>(j)].value() != 1) return false;
+    }
+    return set(out, *s);
   }
 
   Expected<bool> gemm(Node& n, Split in) {

@@ -182,6 +182,18 @@ class Device {
   virtual Expected<std::vector<std::unique_ptr<Communicator>>> communicator_group(int size) {
     return unsupported("device '", name(), "' has no collectives library (", size, " ranks)");
   }
+  // Optional: the same library across processes (one rank each, torchrun). Rank 0 makes an id
+  // (bytes, opaque), the launcher hands it to every rank (over torch.distributed), and each rank
+  // joins with it on this device object's unit. Default: no collectives library.
+  virtual Expected<std::string> communicator_id() {
+    return unsupported("device '", name(), "' has no collectives library");
+  }
+  virtual Expected<std::unique_ptr<Communicator>> communicator_rank(const std::string& id, int rank,
+                                                                    int size) {
+    (void)id;
+    return unsupported("device '", name(), "' has no collectives library (rank ", rank, " of ",
+                       size, ")");
+  }
 };
 
 // check_precision of a host device that stores bf16 / f16 and computes in float: every precision

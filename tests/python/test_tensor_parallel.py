@@ -80,3 +80,33 @@ def test_tensor_parallel_refuses_what_it_cannot_do(llama):
         ferrite.Session(path, "cpu", tensor_parallel=0)
     with pytest.raises(ferrite.UnsupportedError, match="model path"):
         ferrite.Session(path.read_bytes(), "cpu", tensor_parallel=2)
+
+
+def test_auto_without_torch_distributed_is_the_whole_model(llama):
+    """tensor_parallel="auto" outside torchrun: a whole-model Session (the same script runs with
+    and without a process group). One rank per process is tested in
+    test_tensor_parallel_processes.py."""
+    import torch.distributed as dist
+
+    assert not dist.is_initialized()
+    path, ids, eager = llama
+    s = ferrite.Session(path, "cpu", tensor_parallel="auto")
+    assert s.rank == (0, 1) and s.split_report() == {}
+    np.testing.assert_allclose(s.run({"input_ids": ids})[0], eager, rtol=1e-4, atol=1e-4)
+
+
+def test_a_communicator_is_checked_before_it_is_used(llama):
+    path, _, _ = llama
+
+    class Incomplete:
+        def all_reduce(self, inp, out):
+            pass
+
+    with pytest.raises(TypeError, match="all_gather"):
+        ferrite._core.Communicator.from_python(Incomplete(), 0, 2)
+    with pytest.raises(ValueError, match="rank 2 of 2"):
+        ferrite._core.Communicator.from_python(ferrite.distributed.ProcessGroupCommunicator(), 2, 2)
+    c = ferrite._core.Communicator.from_python(ferrite.distributed.ProcessGroupCommunicator(), 1, 2)
+    assert (c.rank, c.size) == (1, 2)
+    with pytest.raises(ValueError, match="communicator has 2 ranks"):
+        ferrite.Session(path, "cpu", tensor_parallel=4, communicator=c)

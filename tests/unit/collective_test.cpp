@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <onnx/defs/parser.h>
 
+#include <optional>
 #include <thread>
 
 #include "distributed/loopback.h"
@@ -169,8 +170,8 @@ TEST(Collective, GroupSizeMustBeTheGroups) {
 
 TEST(Collective, AHostileGroupSizeIsAnImportError) {
   onnx::ModelProto model;
-  std::string text = one_node("AllGather", "<group_size = 4611686018427387904>", "float[3,2]",
-                              "float[3,2]");
+  std::string text =
+      one_node("AllGather", "<group_size = 4611686018427387904>", "float[3,2]", "float[3,2]");
   ASSERT_TRUE(onnx::OnnxParser::Parse(model, text.c_str()).IsOK());
   std::string bytes;
   model.SerializeToString(&bytes);
@@ -206,10 +207,8 @@ g (float[2] x) => (float[2] y) {
   EXPECT_TRUE(kept);
 }
 
-// A two-layer MLP split two ways: the group's outputs equal the whole model's, and a failed run
-// (a bad input) leaves the group usable for the next one.
-TEST(TensorParallelSession, SplitMlpMatchesTheWholeAndRecoversFromAFailedRun) {
-  const char* mlp = R"(<ir_version: 8, opset_import: ["" : 17]>
+// A two-layer MLP, split column- then row-parallel.
+const char* const kMlp = R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[B,4] x) => (float[B,4] y) {
   w1 = Constant<value = float[4,8] {1,2,3,4,5,6,7,8, -1,-2,-3,-4,-5,-6,-7,-8, 0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5, 1,0,1,0,1,0,1,0}>()
   b1 = Constant<value = float[8] {0,1,0,1,0,1,0,1}>()
@@ -219,6 +218,11 @@ g (float[B,4] x) => (float[B,4] y) {
   h = Relu(h1)
   y = MatMul(h, w2)
 })";
+
+// The group's outputs equal the whole model's, and a failed run (a bad input) leaves the group
+// usable for the next one.
+TEST(TensorParallelSession, SplitMlpMatchesTheWholeAndRecoversFromAFailedRun) {
+  const char* mlp = kMlp;
   Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, -1, 0, 1, 0.5f}, {2, 4});
   auto whole = Session::from_graph(parse(mlp), "reference");
   ASSERT_TRUE(whole);
@@ -236,6 +240,81 @@ g (float[B,4] x) => (float[B,4] y) {
   ASSERT_TRUE(got) << got.status().message();
   for (int64_t k = 0; k < 8; ++k)
     EXPECT_FLOAT_EQ((*got)[0].data<float>()[k], (*want)[0].data<float>()[k]) << k;
+}
+
+// One rank per session, each with a communicator made outside (what a process of a torchrun job
+// holds): the two sessions, run at once, each return the whole model's outputs.
+TEST(TensorParallelSession, OneRankPerSessionWithAnExternalCommunicator) {
+  Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, -1, 0, 1, 0.5f}, {2, 4});
+  auto whole = Session::from_graph(parse(kMlp), "cpu");
+  ASSERT_TRUE(whole);
+  auto want = (*whole)->run({{"x", x}});
+  ASSERT_TRUE(want);
+  std::vector<std::unique_ptr<Communicator>> group = make_loopback_group(2);
+  std::vector<std::unique_ptr<TensorParallelSession>> ranks;
+  for (int r = 0; r < 2; ++r) {
+    std::shared_ptr<Communicator> c(std::move(group[static_cast<size_t>(r)]));
+    auto s = TensorParallelSession::for_rank(parse(kMlp), "cpu", {}, c);
+    ASSERT_TRUE(s) << s.status().message();
+    EXPECT_EQ((*s)->first_rank(), r);
+    EXPECT_EQ((*s)->size(), 2);
+    EXPECT_EQ((*s)->local_ranks(), 1);
+    EXPECT_EQ((*s)->report().row_parallel, 1);
+    ranks.push_back(std::move(s).value());
+  }
+  std::vector<std::optional<Expected<std::vector<Tensor>>>> got(2);
+  std::thread other([&] { got[1] = ranks[1]->run({{"x", x}}); });
+  got[0] = ranks[0]->run({{"x", x}});
+  other.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(*got[static_cast<size_t>(r)]) << got[static_cast<size_t>(r)]->status().message();
+    for (int64_t k = 0; k < 8; ++k)
+      EXPECT_FLOAT_EQ((**got[static_cast<size_t>(r)])[0].data<float>()[k],
+                      (*want)[0].data<float>()[k])
+          << "rank " << r << " element " << k;
+  }
+}
+
+// A communicator whose collectives fail (a torn-down process group): the run's error names the
+// collective's failure; the session is not left in a state that aborts.
+class FailingCommunicator : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string describe() const override { return "failing rank 0 of 2"; }
+  Status all_reduce_sum(const void*, void*, int64_t, DType) override {
+    return err(describe(), ": AllReduce failed: the group is gone");
+  }
+  Status all_gather(const void*, void*, int64_t, DType) override { return err("gone"); }
+  Status reduce_scatter_sum(const void*, void*, int64_t, DType) override { return err("gone"); }
+  void abort(const std::string&) override { ++aborts; }
+  int aborts = 0;
+};
+
+TEST(TensorParallelSession, AFailingExternalCommunicatorIsAnErrorOfTheRun) {
+  auto comm = std::make_shared<FailingCommunicator>();
+  auto s = TensorParallelSession::for_rank(parse(kMlp), "cpu", {}, comm);
+  ASSERT_TRUE(s) << s.status().message();
+  Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, -1, 0, 1, 0.5f}, {2, 4});
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto out = (*s)->run({{"x", x}});
+    ASSERT_FALSE(out);
+    EXPECT_NE(out.status().message().find("AllReduce failed: the group is gone"), std::string::npos)
+        << out.status().message();
+  }
+  EXPECT_EQ(comm->aborts, 2);
+  // A rank outside the group, and a device-resident run of a thread group, are refused.
+  struct OutOfGroup : FailingCommunicator {
+    int rank() const override { return 2; }
+  };
+  auto bad =
+      TensorParallelSession::for_rank(parse(kMlp), "cpu", {}, std::make_shared<OutOfGroup>());
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("rank 2 of 2"), std::string::npos)
+      << bad.status().message();
+  auto threads = TensorParallelSession::from_graph(parse(kMlp), "cpu", {}, 2);
+  ASSERT_TRUE(threads) << threads.status().message();
+  EXPECT_TRUE((*threads)->run_device({{"x", x}}, {}).is_unsupported());
 }
 
 }  // namespace

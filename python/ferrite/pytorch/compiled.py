@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 import torch.fx
 
-from .. import _core
+from .. import _core, distributed
+from .._session import _gpu_index
 from .fx_importer import ImportedGraph, TranslationError, import_graph
 from .options import CompileOptions
 
@@ -31,10 +31,11 @@ def _default_device(args: Sequence[Any]) -> str:
 
 
 def _mirror_device(device: str) -> Optional[torch.device]:
-    """The GPU whose memory a `device` Session reads (FERRITE_CUDA_DEVICE picks the ordinal)."""
-    if device != "cuda":
+    """The GPU whose memory a `device` Session reads (`cuda:N`; for `cuda`, FERRITE_CUDA_DEVICE
+    picks the ordinal)."""
+    if device.split(":")[0] != "cuda":
         return None
-    return torch.device("cuda", int(os.environ.get("FERRITE_CUDA_DEVICE") or 0))
+    return torch.device("cuda", _gpu_index(device))
 
 
 class CompiledPartition:
@@ -59,6 +60,10 @@ class CompiledPartition:
         self._eager = False  # compile failed: run the FX module itself
         self.builds = 0
         self.device: Optional[str] = None
+        # tensor_parallel="auto": what the split did (split_report()), or why the partition runs
+        # whole on every rank.
+        self.split: Optional[Dict[str, Any]] = None
+        self.unsharded_reason: Optional[str] = None
         # Writes into inputs (mutations.py): FX output k is the new value of placeholder a. The
         # Session stores those it can into the input's memory (`_into`: ferrite output -> feed);
         # the rest are copied here after the run. Counts over all runs: `ferrite_writes` left in
@@ -93,19 +98,47 @@ class CompiledPartition:
     def _build(self, args: Sequence[Any]) -> None:
         o = self.options
         device = o.device or _default_device(args)
+        one_rank = distributed.resolve(o.tensor_parallel, None, device, o.process_group)
+        if one_rank is not None:
+            device = one_rank[0]
         statics = {i: args[i] for i in self.static_indices if isinstance(args[i], torch.Tensor)}
+        kw = dict(precision=o.precision, threads=o.threads, autotune=o.autotune,
+                  passes=list(o.passes) if o.passes is not None else None,
+                  dump_dir=f"{o.dump_dir}/{self.name}" if o.dump_dir else None)
         imported = import_graph(self.gm, statics, self.name, mirror=_mirror_device(device))
-        into = self._plan_writes(imported, device)
-        self._session = imported.builder.build_session(
-            device=device, precision=o.precision, threads=o.threads, autotune=o.autotune,
-            passes=list(o.passes) if o.passes is not None else None,
-            dump_dir=f"{o.dump_dir}/{self.name}" if o.dump_dir else None,
-            outputs_into_inputs=into)
+        self._session = None
+        if one_rank is not None:
+            self._session = self._build_rank(imported, device, one_rank[1], kw)
+            if self._session is None:  # a whole-model Session over a fresh import
+                imported = import_graph(self.gm, statics, self.name,
+                                        mirror=_mirror_device(device))
+        if self._session is None:
+            into = self._plan_writes(imported, device)
+            self._session = imported.builder.build_session(device=device,
+                                                           outputs_into_inputs=into, **kw)
         self._imported = imported
         self._statics = statics  # the Session may read these in place: keep them alive
         self._remember_statics(args)
         self.device = device
         self.builds += 1
+
+    def _build_rank(self, imp: ImportedGraph, device: str, comm: Any, kw: Dict[str, Any]) -> Any:
+        """This rank's shard of the partition, or None (after one warning) when some rank could
+        not build its own: then every rank runs the partition whole, since ranks that split
+        and ranks that do not would wait for each other's collectives forever."""
+        self._into = {}
+        session, why = None, ""
+        try:
+            session = imp.builder.build_rank_session(comm, device=device, **kw)
+        except Exception as e:  # whatever it is, the other ranks must hear of it
+            why = f"{type(e).__name__}: {e}"
+        if distributed.all_agree(session is not None, self.options.process_group):
+            self.split = dict(session.split_report())
+            return session
+        self.unsharded_reason = why or "another rank could not split it"
+        warnings.warn(f"ferrite: partition {self.name} runs unsharded on every rank: "
+                      f"{self.unsharded_reason}", RuntimeWarning, stacklevel=4)
+        return None
 
     def _plan_writes(self, imp: ImportedGraph, device: str) -> List[int]:
         """The Session's outputs_into_inputs: per ferrite output, the feed it is written into.
@@ -174,7 +207,8 @@ class CompiledPartition:
             outs.append(t)
             return t.data_ptr()
 
-        self._session.run_device([], feeds, alloc, torch.cuda.current_stream(device).cuda_stream)
+        self._session.run_device([], feeds, alloc, torch.cuda.current_stream(device).cuda_stream,
+                                 gpu=_gpu_index(self.device))
         return outs
 
     def __call__(self, *args: Any) -> Any:
@@ -190,7 +224,7 @@ class CompiledPartition:
         imp = self._imported
         feeds = []
         out_device = None
-        resident = self.device == "cuda"  # CUDA tensors stay on the GPU
+        resident = self.device.split(":")[0] == "cuda"  # CUDA tensors stay on the GPU
         into = self._into
         for kind, i in imp.feeds:
             a = args[i]

@@ -24,6 +24,11 @@ class CompileOptions:
     * ``fallback``: ``"warn"`` (default: a partition that fails to compile runs in eager PyTorch
       with one warning), ``"silent"``, or ``"raise"`` (for tests and debugging).
     * ``min_partition_ops``: partitions with fewer compute ops stay in eager (default 1).
+    * ``tensor_parallel``: ``1`` (default), or ``"auto"``: inside ``torch.distributed``
+      (``torchrun``), every rank compiles the whole model and each partition keeps this rank's
+      shard, its collectives through ``process_group`` (docs/distributed.md). A partition that
+      cannot be split on some rank runs whole on every rank, with one warning.
+    * ``process_group``: the group of ``tensor_parallel="auto"`` (None: the default group).
     """
 
     device: Optional[str] = None
@@ -34,6 +39,8 @@ class CompileOptions:
     dump_dir: Optional[str] = None
     fallback: str = "warn"
     min_partition_ops: int = 1
+    tensor_parallel: Any = 1
+    process_group: Any = None
 
     @classmethod
     def from_mapping(cls, options: Optional[Mapping[str, Any]]) -> "CompileOptions":
@@ -48,4 +55,7 @@ class CompileOptions:
             raise ValueError(f"ferrite: precision must be one of {_PRECISIONS}, not {o.precision!r}")
         if o.fallback not in ("warn", "silent", "raise"):
             raise ValueError("ferrite: fallback must be 'warn', 'silent' or 'raise'")
+        if o.tensor_parallel not in (1, "auto"):
+            raise ValueError("ferrite: tensor_parallel must be 1 or 'auto' (one rank per process "
+                             f"of torch.distributed), not {o.tensor_parallel!r}")
         return o

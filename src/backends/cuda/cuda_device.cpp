@@ -179,6 +179,13 @@ class CudaDevice : public Device {
   Expected<std::vector<std::unique_ptr<Communicator>>> communicator_group(int size) override {
     return cuda::make_nccl_group(size);
   }
+  // One rank of an NCCL group of processes, on this object's GPU.
+  Expected<std::string> communicator_id() override { return cuda::make_nccl_id(); }
+  Expected<std::unique_ptr<Communicator>> communicator_rank(const std::string& id, int rank,
+                                                            int size) override {
+    FERRITE_ASSIGN_OR_RETURN(std::shared_ptr<cuda::CudaBackend> be, backend());
+    return cuda::make_nccl_rank(std::move(be), gpu_ordinal(unit_), id, rank, size);
+  }
 
  private:
   int unit_ = -1;

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 namespace ferrite::cuda {
@@ -14,6 +15,11 @@ namespace {
 using ncclComm_t = void*;
 using ncclResult_t = int;
 constexpr int kNcclSum = 0;
+// nccl.h: NCCL_UNIQUE_ID_BYTES, and the id passed by value to ncclCommInitRank.
+constexpr size_t kNcclUniqueIdBytes = 128;
+struct ncclUniqueId {
+  char internal[kNcclUniqueIdBytes];
+};
 
 struct Nccl {
   std::string library;
@@ -21,6 +27,8 @@ struct Nccl {
   ncclResult_t (*ncclGetVersion)(int*) = nullptr;
   const char* (*ncclGetErrorString)(ncclResult_t) = nullptr;
   ncclResult_t (*ncclCommInitAll)(ncclComm_t*, int, const int*) = nullptr;
+  ncclResult_t (*ncclGetUniqueId)(ncclUniqueId*) = nullptr;
+  ncclResult_t (*ncclCommInitRank)(ncclComm_t*, int, ncclUniqueId, int) = nullptr;
   ncclResult_t (*ncclCommDestroy)(ncclComm_t) = nullptr;
   ncclResult_t (*ncclAllReduce)(const void*, void*, size_t, int, int, ncclComm_t,
                                 CUstream) = nullptr;
@@ -55,6 +63,8 @@ Expected<Nccl> load_nccl() {
   FERRITE_RETURN_IF_ERROR(sym("ncclGetVersion", n.ncclGetVersion));
   FERRITE_RETURN_IF_ERROR(sym("ncclGetErrorString", n.ncclGetErrorString));
   FERRITE_RETURN_IF_ERROR(sym("ncclCommInitAll", n.ncclCommInitAll));
+  FERRITE_RETURN_IF_ERROR(sym("ncclGetUniqueId", n.ncclGetUniqueId));
+  FERRITE_RETURN_IF_ERROR(sym("ncclCommInitRank", n.ncclCommInitRank));
   FERRITE_RETURN_IF_ERROR(sym("ncclCommDestroy", n.ncclCommDestroy));
   FERRITE_RETURN_IF_ERROR(sym("ncclAllReduce", n.ncclAllReduce));
   FERRITE_RETURN_IF_ERROR(sym("ncclAllGather", n.ncclAllGather));
@@ -108,14 +118,18 @@ int nccl_type(DType t) {
 
 class NcclCommunicator : public Communicator {
  public:
-  NcclCommunicator(ncclComm_t comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {}
+  // `keep`: what must outlive the communicator (the GPU context a rank of another process was
+  // made in), or null.
+  NcclCommunicator(ncclComm_t comm, int rank, int size, int gpu,
+                   std::shared_ptr<const void> keep = nullptr)
+      : comm_(comm), rank_(rank), size_(size), gpu_(gpu), keep_(std::move(keep)) {}
   ~NcclCommunicator() override {
     if (auto n = nccl(); n && comm_) (*n)->ncclCommDestroy(comm_);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string describe() const override {
-    return str_cat("NCCL rank ", rank_, " of ", size_, " (GPU ", rank_, ")");
+    return str_cat("NCCL rank ", rank_, " of ", size_, " (GPU ", gpu_, ")");
   }
   // The collectives run on the GPU, as library ops of the rank's cuda device: host memory is
   // not what this group exchanges.
@@ -134,7 +148,8 @@ class NcclCommunicator : public Communicator {
     return err(describe(), ": a collective of host memory (the NCCL group runs them on the GPU)");
   }
   ncclComm_t comm_;
-  int rank_, size_;
+  int rank_, size_, gpu_;
+  std::shared_ptr<const void> keep_;
 };
 
 struct Bound {
@@ -146,6 +161,9 @@ struct Bound {
 Expected<Bound> bound_nccl(const Node& node) {
   Communicator* c = bound_communicator();
   void* comm = c ? c->native("nccl") : nullptr;
+  if (!comm && c)
+    return err(node.describe(), ": on cuda the collectives run on the GPU over NCCL, not over ",
+               c->describe(), " (from Python: tensor_parallel=\"auto\" makes the NCCL group)");
   if (!comm)
     return err(node.describe(),
                ": on cuda a collective runs in a tensor-parallel run over NCCL "
@@ -217,8 +235,36 @@ Expected<std::vector<std::unique_ptr<Communicator>>> make_nccl_group(int size) {
       nccl_check(*n, n->ncclCommInitAll(comms.data(), size, devs.data()), "ncclCommInitAll"));
   std::vector<std::unique_ptr<Communicator>> group;
   for (int r = 0; r < size; ++r)
-    group.push_back(std::make_unique<NcclCommunicator>(comms[static_cast<size_t>(r)], r, size));
+    group.push_back(std::make_unique<NcclCommunicator>(comms[static_cast<size_t>(r)], r, size, r));
   return group;
+}
+
+Expected<std::string> make_nccl_id() {
+  FERRITE_ASSIGN_OR_RETURN(const Nccl* n, nccl());
+  ncclUniqueId id{};
+  FERRITE_RETURN_IF_ERROR(nccl_check(*n, n->ncclGetUniqueId(&id), "ncclGetUniqueId"));
+  return std::string(id.internal, kNcclUniqueIdBytes);
+}
+
+Expected<std::unique_ptr<Communicator>> make_nccl_rank(std::shared_ptr<CudaBackend> gpu,
+                                                       int ordinal, const std::string& id, int rank,
+                                                       int size) {
+  FERRITE_ASSIGN_OR_RETURN(const Nccl* n, nccl());
+  if (id.size() != kNcclUniqueIdBytes)
+    return err("NCCL: a group id is ", kNcclUniqueIdBytes, " bytes (ncclGetUniqueId), got ",
+               id.size());
+  if (size < 1 || rank < 0 || rank >= size)
+    return err("NCCL: rank ", rank, " of ", size, " is not a rank of the group");
+  ncclUniqueId uid{};
+  std::memcpy(uid.internal, id.data(), kNcclUniqueIdBytes);
+  // NCCL takes the GPU from the calling thread's current context: the rank's own.
+  FERRITE_RETURN_IF_ERROR(gpu->rt()->make_current());
+  ncclComm_t comm = nullptr;
+  FERRITE_RETURN_IF_ERROR(
+      nccl_check(*n, n->ncclCommInitRank(&comm, size, uid, rank), "ncclCommInitRank"));
+  // The communicator lives in the GPU's primary context: the backend keeps it retained.
+  return std::unique_ptr<Communicator>(
+      std::make_unique<NcclCommunicator>(comm, rank, size, ordinal, std::move(gpu)));
 }
 
 Expected<bool> run_all_reduce(const Node& node, NativeIO& io, CudaBackend& be) {

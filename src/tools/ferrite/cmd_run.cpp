@@ -191,7 +191,7 @@ Expected<OpenedSession> open_session(const RunArgs& args, std::unique_ptr<Graph>
                o.tp->collectives().c_str());
   if (log_enabled("tp"))
     for (const std::string& line : o.tp->report().lines) std::fprintf(stderr, "  %s\n", line.c_str());
-  o.session = &o.tp->rank(0);
+  o.session = &o.tp->local(0);
   return o;
 }
 
