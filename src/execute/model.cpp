@@ -286,6 +286,8 @@ Status Model::end_run(Status st) {
     if (s.pooled) put(s.dev);
   for (void* p : scratch_) put(p);
   scratch_.clear();
+  scratch_idle_.clear();
+  step_scratch_.clear();
   slots_.clear();
   if (pool_) {
     if (Status t = pool_->trim(size_t{1} << 30); !t && st) st = t;

@@ -8,6 +8,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "execute/executor.h"
 #include "execute/step_plan.h"
@@ -89,6 +91,7 @@ class Model : public PreparedModel {
   Status run_library_step(size_t si);
   Status run_host_library(size_t si);
   Expected<bool> run_device_library(size_t si, const LibraryOp& op);
+  Expected<void*> step_scratch(size_t bytes);
   Status run_on_host(size_t si, std::vector<Tensor> ins, bool resident);
   Expected<std::vector<Tensor>> finish(Status st);
   Status end_run(Status st);
@@ -147,7 +150,11 @@ class Model : public PreparedModel {
   std::vector<void*> const_dev_;
   std::vector<char> const_mirrored_;  // const_dev_[b] is the caller's memory (RunOptions)
   std::map<const void*, RunOptions::DeviceMirror> mirrors_;
+  // Library scratch: every block this run took from the pool (given back at its end), and
+  // those of finished steps, which later steps of the run reuse (stream order makes that safe,
+  // in a captured graph too): a run holds the largest steps' scratch, not every step's.
   std::vector<void*> scratch_;
+  std::vector<std::pair<void*, size_t>> scratch_idle_, step_scratch_;
   void* flag_ = nullptr;  // device int: data errors of library ops (Gather indices)
   RunStats run_stats_;
   // RunOptions::outputs_into_inputs: per graph output, the input receiving it (or -1); per

@@ -91,6 +91,8 @@ void Model::abandon_capture(const std::vector<void*>& owned, const std::vector<v
   slots_.clear();
   for (void* p : scratch_) put(p);
   scratch_.clear();
+  scratch_idle_.clear();
+  step_scratch_.clear();
   (void)rt_.synchronize();
   (void)pool_->release_owned(owned);
   (void)pool_->release_owned(in_dev);

@@ -169,11 +169,7 @@ Expected<bool> Model::run_device_library(size_t si, const LibraryOp& op) {
     const Slot& in = slots_[s.inputs[i]];
     call.in.push_back(DeviceView{p, in.dtype, std::move(dims), in.host_valid ? &in.host : nullptr});
   }
-  call.scratch = [&](size_t bytes) -> Expected<void*> {
-    FERRITE_ASSIGN_OR_RETURN(void* p, pool_get(bytes));
-    scratch_.push_back(p);
-    return p;
-  };
+  call.scratch = [&](size_t bytes) -> Expected<void*> { return step_scratch(bytes); };
   call.output = [&](size_t i, DType dtype, const std::vector<int64_t>& dims) -> Expected<void*> {
     if (i >= s.outputs.size() || s.outputs[i] < 0) return call.scratch(byte_count(dtype, dims));
     return place(s.outputs[i], dtype, dims);
@@ -187,13 +183,32 @@ Expected<bool> Model::run_device_library(size_t si, const LibraryOp& op) {
   call.error_flag = static_cast<int*>(flag_);
   call.tf32 = tf32_;
   call.error_tag = static_cast<int>(si) + 1;
-  FERRITE_ASSIGN_OR_RETURN(bool done, op.run_device(*s.node, call, cfg_.library_state));
+  Expected<bool> ran = op.run_device(*s.node, call, cfg_.library_state);
+  scratch_idle_.insert(scratch_idle_.end(), step_scratch_.begin(), step_scratch_.end());
+  step_scratch_.clear();
+  FERRITE_ASSIGN_OR_RETURN(bool done, std::move(ran));
   if (done) {
     path_ = "device";
     ++run_stats_.library;
     if (op.sets_error_flag) run_stats_.flag_used = true;
   }
   return done;
+}
+
+// The smallest idle block of an earlier step that holds `bytes`, else a new one from the pool.
+Expected<void*> Model::step_scratch(size_t bytes) {
+  auto best = scratch_idle_.end();
+  for (auto it = scratch_idle_.begin(); it != scratch_idle_.end(); ++it)
+    if (it->second >= bytes && (best == scratch_idle_.end() || it->second < best->second)) best = it;
+  if (best != scratch_idle_.end()) {
+    step_scratch_.push_back(*best);
+    scratch_idle_.erase(best);
+    return step_scratch_.back().first;
+  }
+  FERRITE_ASSIGN_OR_RETURN(void* p, pool_get(bytes));
+  scratch_.push_back(p);
+  step_scratch_.emplace_back(p, bytes);
+  return p;
 }
 
 Status Model::run_on_host(size_t si, std::vector<Tensor> ins, bool resident) {
