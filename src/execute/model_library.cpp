@@ -199,7 +199,8 @@ Expected<bool> Model::run_device_library(size_t si, const LibraryOp& op) {
 Expected<void*> Model::step_scratch(size_t bytes) {
   auto best = scratch_idle_.end();
   for (auto it = scratch_idle_.begin(); it != scratch_idle_.end(); ++it)
-    if (it->second >= bytes && (best == scratch_idle_.end() || it->second < best->second)) best = it;
+    if (it->second >= bytes && (best == scratch_idle_.end() || it->second < best->second))
+      best = it;
   if (best != scratch_idle_.end()) {
     step_scratch_.push_back(*best);
     scratch_idle_.erase(best);

@@ -84,6 +84,9 @@ def _bn(**kw):
 
 
 # (overloads of the backward graph, overloads of the forward graph, module factory, inputs)
+SDPA = A._scaled_dot_product_flash_attention_for_cpu.default
+SDPA_BW = A._scaled_dot_product_flash_attention_for_cpu_backward.default
+
 GRAD_CASES = [
     ([A.convolution_backward.default], [A.convolution.default],
      lambda: nn.Conv2d(3, 4, 3, stride=2, padding=1), lambda: (r(2, 3, 10, 10),)),
@@ -152,6 +155,18 @@ GRAD_CASES = [
      lambda: (r(4, 5), torch.stack([torch.randperm(5, generator=g)[:2] for _ in range(4)]))),
     ([A.expand.default], [A.sum.dim_IntList], lambda: Fn(lambda x: x.sum(1) * x.mean()),
      lambda: (r(4, 6),)),
+    # SDPA through PyTorch's cpu flash kernel: its logsumexp and backward (causal with more keys
+    # than queries, an additive mask with a scale, a boolean mask, grouped-query heads).
+    ([SDPA_BW], [SDPA], lambda: Fn(lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, is_causal=True)), lambda: (r(2, 3, 5, 8), r(2, 3, 7, 8), r(2, 3, 7, 8))),
+    ([SDPA_BW], [SDPA], lambda: Fn(lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=torch.linspace(-2, 1, 36).reshape(6, 6), scale=0.3)),
+     lambda: (r(2, 2, 6, 4), r(2, 2, 6, 4), r(2, 2, 6, 4))),
+    ([SDPA_BW], [SDPA], lambda: Fn(lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=torch.ones(5, 7, dtype=torch.bool).tril(2))),
+     lambda: (r(1, 2, 5, 8), r(1, 2, 7, 8), r(1, 2, 7, 8))),
+    ([SDPA_BW], [SDPA], lambda: Fn(lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, enable_gqa=True)), lambda: (r(2, 4, 5, 8), r(2, 2, 7, 8), r(2, 2, 7, 8))),
 ]
 
 

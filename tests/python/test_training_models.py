@@ -87,16 +87,19 @@ def test_resnet18_trains_like_eager(device):
     assert_compiled(r_step, "inference")
 
 
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
 @pytest.mark.parametrize("device", DEVICES)
-def test_gpt2_trains_like_eager(device):
+def test_gpt2_trains_like_eager(device, attn):
+    # Attention as its math (matmul, softmax, matmul) and through SDPA (PyTorch's cpu flash
+    # kernel: its logsumexp and backward translated). On cuda SDPA's overloads (flash, efficient,
+    # cuDNN) keep their own logsumexp layouts and stay in eager in training.
+    if device == "cuda" and attn == "sdpa":
+        pytest.skip("cuda's SDPA overloads stay in eager in training (docs/training.md)")
     torch.manual_seed(0)
-    # The attention as its math (matmul, softmax, matmul): SDPA's fused CPU kernel stays in eager
-    # in training (its backward reads the forward's logsumexp, which ferrite's Attention does not
-    # produce; test_sdpa_training_stays_in_eager_with_reason).
     cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=100, n_positions=32,
                                   bos_token_id=0, eos_token_id=0, resid_pdrop=0.0,
                                   embd_pdrop=0.0, attn_pdrop=0.0)
-    cfg._attn_implementation = "eager"
+    cfg._attn_implementation = attn
     model = transformers.GPT2LMHeadModel(cfg).to(device)
     gen = torch.Generator().manual_seed(4)
     batches = [(torch.randint(0, 100, (2, 16), generator=gen).to(device),)] * 20  # fitted
@@ -106,16 +109,3 @@ def test_gpt2_trains_like_eager(device):
 
     losses = _compare(model, loss_of, batches, device)
     assert losses[-1] < losses[0]
-
-
-def test_sdpa_training_stays_in_eager_with_reason():
-    import ferrite
-
-    torch.manual_seed(0)
-    q, k, v = (torch.randn(2, 2, 8, 4, requires_grad=True) for _ in range(3))
-    attn = torch.nn.functional.scaled_dot_product_attention
-    e = ferrite.explain(lambda q, k, v: attn(q, k, v, is_causal=True) * 2, q, k, v,
-                        backward=True, options={"device": "cpu"})
-    fwd = str(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default)
-    assert "logsumexp" in e.eager_ops[fwd]["reason"], str(e)
-    assert not e.errors, str(e)

@@ -185,12 +185,13 @@ Expected<OpenedSession> open_session(const RunArgs& args, std::unique_ptr<Graph>
   }
   if (n.find_first_not_of("0123456789") != std::string::npos || n.size() > 2)
     return err("--tensor-parallel expects a group size from 1 to 64, got '", n, "'");
-  FERRITE_ASSIGN_OR_RETURN(o.tp, TensorParallelSession::from_graph(std::move(graph), device, opts,
-                                                                  std::stoi(n)));
+  FERRITE_ASSIGN_OR_RETURN(
+      o.tp, TensorParallelSession::from_graph(std::move(graph), device, opts, std::stoi(n)));
   std::fprintf(stderr, "%s; collectives: %s\n", o.tp->report().summary().c_str(),
                o.tp->collectives().c_str());
   if (log_enabled("tp"))
-    for (const std::string& line : o.tp->report().lines) std::fprintf(stderr, "  %s\n", line.c_str());
+    for (const std::string& line : o.tp->report().lines)
+      std::fprintf(stderr, "  %s\n", line.c_str());
   o.session = &o.tp->local(0);
   return o;
 }
@@ -277,8 +278,7 @@ int run_command(const RunArgs& args) {
         rec.tuned->kernels_tuned, rec.tuned->configs_timed, rec.tuned->seconds,
         rec.tuned->kernels_reused);
   if (output) {
-    if (Status st = output->write_run_json(run_json(device, model, session->compiles(), rec));
-        !st)
+    if (Status st = output->write_run_json(run_json(device, model, session->compiles(), rec)); !st)
       return fail(st);
   }
   if (!all_match) {

@@ -339,7 +339,8 @@ def _repeat_heads(ctx, t, rep):
     b, h, s, d = t.shape
     u = ctx.op("Unsqueeze", [t.id, ctx.const_i64([2])])
     e = ctx.op("Expand", [u, ctx.shape_value([b, h, rep, s, d])])
-    return ctx.op("Reshape", [e, ctx.const_i64([0, -1, 0, 0])])
+    # (Reshape's 0 copies the input dim at the same index, which here is rep, not the length.)
+    return ctx.op("Reshape", [e, ctx.shape_value([b, h * rep, s, d])])
 
 
 def _sdpa_check(node):
@@ -350,15 +351,93 @@ def _sdpa_check(node):
     q = fake_value(node.args[0])
     if q.dim() != 4:
         return f"attention of rank {q.dim()} (4 supported)"
-    if _used_outputs(node) - {0}:
-        return "attention's logsumexp (what its backward reads) is not produced by ferrite"
+    cpu_flash = node.target == A._scaled_dot_product_flash_attention_for_cpu.default
+    if _used_outputs(node) - {0} and not cpu_flash:
+        return ("attention's logsumexp (what its backward reads) is produced for the cpu flash "
+                "kernel's overload only")
     return None
 
 
 @aten(A._scaled_dot_product_flash_attention_for_cpu.default, check=_sdpa_check, dtypes=FLOATS)
 def sdpa_flash_cpu(ctx, node, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None,
                    scale=None):
-    return (_attention(ctx, node, q, k, v, attn_mask, is_causal, scale), None)
+    out = _attention(ctx, node, q, k, v, attn_mask, is_causal, scale)
+    if 1 not in _used_outputs(node):
+        return (out, None)
+    # Training: the backward reads the rows' logsumexp of the scaled, masked scores (natural
+    # log, f32, [B, H, L]), as PyTorch's kernel returns it; the output keeps the fused kernel.
+    s, _, _ = _sdpa_scores(ctx, q, k, v, attn_mask, is_causal, scale)
+    m = ctx.op("ReduceMax", [s, ctx.const_i64([-1])], keepdims=1)
+    z = ctx.op("ReduceSum", [ctx.op("Exp", [ctx.op("Sub", [s, m])]), ctx.const_i64([-1])],
+               keepdims=1)
+    lse = ctx.op("Add", [m, ctx.op("Log", [z])])
+    return (out, ctx.op("Squeeze", [lse, ctx.const_i64([-1])]))
+
+
+def _sdpa_scores(ctx, q, k, v, mask, causal, scale):
+    """(scores, k, v) of attention as its math, in f32 (k, v with their heads repeated for
+    grouped-query attention): scale * q k^T with the mask and the causal limit applied
+    (top-left aligned, as PyTorch's), masked places -inf."""
+    ct = torch.float32
+    kid, vid = k.id, v.id
+    hq, hk = q.shape[-3], k.shape[-3]
+    if is_static_int(hq) and is_static_int(hk) and static_int(hq) != static_int(hk):
+        rep = static_int(hq) // static_int(hk)
+        kid, vid = _repeat_heads(ctx, k, rep), _repeat_heads(ctx, v, rep)
+    kf, vf = ctx.cast(kid, ct), ctx.cast(vid, ct)
+    sc = float(scale) if scale is not None else 1.0 / math.sqrt(static_int(q.shape[-1]))
+    s = ctx.op("Mul", [ctx.op("MatMul", [ctx.cast(q.id, ct), _swap_last(ctx, kf)]),
+                       ctx.const(sc, ct)])
+    ninf = ctx.const(float("-inf"), ct)
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            s = ctx.op("Where", [mask.id, s, ninf])
+        else:
+            s = ctx.op("Add", [s, ctx.cast(mask.id, ct)])
+    if causal:
+        def arange(n):
+            end = ctx.op("Squeeze", [ctx.shape_value([n]), ctx.const_i64([0])])
+            return ctx.op("Range", [ctx.const(0, torch.int64), end, ctx.const(1, torch.int64)])
+        rows = ctx.op("Unsqueeze", [arange(q.shape[-2]), ctx.const_i64([1])])
+        cols = ctx.op("Unsqueeze", [arange(k.shape[-2]), ctx.const_i64([0])])
+        s = ctx.op("Where", [ctx.op("Greater", [cols, rows]), ninf, s])
+    return s, kf, vf
+
+
+def _swap_last(ctx, x):
+    return ctx.op("Transpose", [x], perm=[0, 1, 3, 2])
+
+
+@aten(A._scaled_dot_product_flash_attention_for_cpu_backward.default, dtypes=FLOATS)
+def sdpa_flash_cpu_backward(ctx, node, dout, q, k, v, out, lse, dropout_p=0.0, is_causal=False,
+                            attn_mask=None, scale=None):
+    """Attention's gradients from the forward's logsumexp (its probabilities recomputed, as
+    FlashAttention's backward does, here as whole [L, S] matrices): dV = P^T dO, dS = P (dO V^T -
+    rowsum(dO o O)), dQ = scale dS K, dK = scale dS^T Q; grouped-query heads summed back."""
+    ct = torch.float32
+    s, kf, vf = _sdpa_scores(ctx, q, k, v, attn_mask, is_causal, scale)
+    p = ctx.op("Exp", [ctx.op("Sub", [s, ctx.op("Unsqueeze", [ctx.cast(lse.id, ct),
+                                                                ctx.const_i64([-1])])])])
+    do, o = ctx.cast(dout.id, ct), ctx.cast(out.id, ct)
+    dv = ctx.op("MatMul", [_swap_last(ctx, p), do])
+    dp = ctx.op("MatMul", [do, _swap_last(ctx, vf)])
+    rowdot = ctx.op("ReduceSum", [ctx.op("Mul", [do, o]), ctx.const_i64([-1])], keepdims=1)
+    ds = ctx.op("Mul", [p, ctx.op("Sub", [dp, rowdot])])
+    sc = ctx.const(float(scale) if scale is not None else
+                   1.0 / math.sqrt(static_int(q.shape[-1])), ct)
+    dq = ctx.op("Mul", [ctx.op("MatMul", [ds, kf]), sc])
+    dk = ctx.op("Mul", [ctx.op("MatMul", [_swap_last(ctx, ds), ctx.cast(q.id, ct)]), sc])
+    hq, hk = q.shape[-3], k.shape[-3]
+    if is_static_int(hq) and is_static_int(hk) and static_int(hq) != static_int(hk):
+        rep = static_int(hq) // static_int(hk)
+
+        def fold(g, t):  # [B, Hk*rep, S, D] -> [B, Hk, rep, S, D] -> sum over rep
+            b, h, n, d = t.shape
+            g5 = ctx.op("Reshape", [g, ctx.shape_value([b, h, rep, n, d])])
+            return ctx.op("ReduceSum", [g5, ctx.const_i64([2])], keepdims=0)
+
+        dk, dv = fold(dk, k), fold(dv, v)
+    return (ctx.cast(dq, q.dtype), ctx.cast(dk, k.dtype), ctx.cast(dv, v.dtype))
 
 
 @aten(A._scaled_dot_product_flash_attention.default, check=_sdpa_check, dtypes=FLOATS)
