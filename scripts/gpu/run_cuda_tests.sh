@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The cuda device on a lent GPU, in one call: GPU unit tests, the six shared models with --check,
+# The cuda device on a lent GPU, in one call: GPU unit tests, the CTS, the PyTorch frontend's cuda
+# tests (training included), the six shared models with --check,
 # a per-step profile and `ferrite bench` on each. Logs go under $OUT (default ./gpu-out):
 # log.txt (everything), profile.txt, bench.json (one object per model), summary.txt.
 #
@@ -57,6 +58,13 @@ if [ -z "${NO_CTS:-}" ]; then
   timeout 400 "$bin/ferrite" cts --device cuda --json "$out/cts-cuda.json" > "$out/cts-cuda.txt" 2>&1
   echo "cts rc=$? $(tail -2 "$out/cts-cuda.txt" | tr '\n' ' ')" >> "$summary"
   grep -E "^ *(FAIL|error)" "$out/cts-cuda.txt" | head -100 >> "$log"
+fi
+# The PyTorch frontend on the GPU: test_cuda.py and the cuda parametrizations of the training
+# tests (ferrite's Python package from the carry, packed with PY_BUILD set). NO_PYTEST=1 skips.
+if [ -z "${NO_PYTEST:-}" ] && [ -d "$carry/py/ferrite" ]; then
+  (cd "$(dirname "$0")/../../tests/python" && timeout 400 python3 -m pytest -q -p no:cacheprovider \
+    -k cuda test_cuda.py test_training.py test_training_models.py) > "$out/pytest-cuda.txt" 2>&1
+  echo "pytest (cuda) rc=$? $(tail -1 "$out/pytest-cuda.txt")" >> "$summary"
 fi
 mkdir -p /tmp/models
 echo "[" > "$out/bench.json"
