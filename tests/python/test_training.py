@@ -519,6 +519,40 @@ def test_bf16_autocast_training_step(device):
     assert_compiled(reports, "backward", [A.convolution_backward.default])
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_fp16_autocast_with_grad_scaler(device):
+    # fp16 autocast with a GradScaler whose first scale (2^20) overflows the fp16 gradients: the
+    # steps it skips and the scale it backs off to must be eager's (ferrite's fp16 backward
+    # overflows where eager's does), and the losses of the steps taken agree within fp16
+    # rounding (measured on cpu: 2e-6 before the first update, 4e-5 after it).
+    torch.manual_seed(0)
+    model = ConvNet().to(device)
+    eager = copy.deepcopy(model)
+    x, y = [t.to(device) for t in _dataset(16)]
+    runs = []
+    for m, compiled in ((model, True), (eager, False)):
+        fn, reports = compile_training(WithLoss(m), device) if compiled else (WithLoss(m), [])
+        opt = torch.optim.SGD(m.parameters(), lr=0.05)
+        scaler = torch.amp.GradScaler(device, init_scale=2.0**20)
+        history = []
+        for _ in range(6):
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(device, dtype=torch.float16):
+                loss = fn(x, y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            history.append((loss.item(), scaler.get_scale()))
+        runs.append((history, reports))
+    (got, reports), (want, _) = runs
+    assert [sc for _, sc in got] == [sc for _, sc in want]
+    assert want[0][1] < 2.0**20 and want[-1][0] < want[0][0]  # it overflowed, then learned
+    torch.testing.assert_close(torch.tensor([l for l, _ in got]),
+                               torch.tensor([l for l, _ in want]), rtol=1e-3, atol=0)
+    assert_compiled(reports, "forward", [A.convolution.default])
+    assert_compiled(reports, "backward", [A.convolution_backward.default])
+
+
 def test_strided_tangents_aliased_outputs_and_none_grads():
     # A transposed output whose incoming gradient is itself strided, an output that is a view of
     # the input (AOTAutograd regenerates it outside the graph), an integer input (no gradient)
