@@ -64,7 +64,7 @@ Attribute attr_from_py(const std::string& name, nb::handle h) {
       return Attribute(std::move(v));
     }
   }
-  nb::ndarray<> arr;
+  InputArray arr;
   if (nb::try_cast(h, arr))
     return Attribute(unwrap(tensor_from_array(arr, "attribute '" + name + "'")).clone());
   throw nb::type_error(("attribute '" + name + "': unsupported Python type").c_str());
@@ -86,7 +86,7 @@ class GraphBuilder {
   }
 
   // A constant over the array's memory (no copy; the graph keeps the array alive).
-  int add_constant(const std::string& name, const nb::ndarray<>& a) {
+  int add_constant(const std::string& name, const InputArray& a) {
     Tensor t = unwrap(tensor_from_array(a, "constant '" + name + "'"));
     Value* v = g_->add_initializer(name, std::move(t));
     return remember(v);

@@ -73,7 +73,7 @@ nb::dict stats_to_dict(const Session& s) {
 // S: Session or TensorParallelSession (the same run()).
 template <class S>
 std::vector<nb::object> run_session(S& s, const std::vector<std::string>& names,
-                                    const std::vector<nb::ndarray<>>& arrays,
+                                    const std::vector<InputArray>& arrays,
                                     const std::string& framework) {
   if (!names.empty() && names.size() != arrays.size())
     throw nb::value_error("names and arrays differ in length");
@@ -120,8 +120,8 @@ std::string session_device(TensorParallelSession& s) {
 // TensorParallelSession of one rank.
 template <class S>
 void run_device_session(S& s, const std::vector<std::string>& names,
-                        const std::vector<nb::ndarray<>>& arrays, nb::callable alloc,
-                        uintptr_t stream, int gpu) {
+                        const std::vector<InputArray>& arrays, nb::callable alloc, uintptr_t stream,
+                        int gpu) {
   if (!names.empty() && names.size() != arrays.size())
     throw nb::value_error("names and arrays differ in length");
   std::vector<Session::NamedInput> inputs;

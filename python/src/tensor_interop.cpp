@@ -17,7 +17,7 @@ struct DTypeRow {
 
 // One row per dtype that crosses the boundary.
 constexpr DTypeRow kDTypes[] = {
-    {DType::kF32, uint8_t(Code::Float), 32},  {DType::kF16, uint8_t(Code::Float), 16},
+    {DType::kF32, uint8_t(Code::Float), 32},   {DType::kF16, uint8_t(Code::Float), 16},
     {DType::kBF16, uint8_t(Code::Bfloat), 16}, {DType::kF64, uint8_t(Code::Float), 64},
     {DType::kI8, uint8_t(Code::Int), 8},       {DType::kI16, uint8_t(Code::Int), 16},
     {DType::kI32, uint8_t(Code::Int), 32},     {DType::kI64, uint8_t(Code::Int), 64},
@@ -39,21 +39,19 @@ Expected<DType> dtype_from_dlpack(nb::dlpack::dtype t, const std::string& what) 
 nb::dlpack::dtype dlpack_from_dtype(DType t) {
   for (const auto& r : kDTypes)
     if (r.dtype == t) return nb::dlpack::dtype{r.code, r.bits, 1};
-  throw nb::type_error(("ferrite dtype " + std::string(dtype_name(t)) +
-                        " has no DLPack equivalent")
-                           .c_str());
+  throw nb::type_error(
+      ("ferrite dtype " + std::string(dtype_name(t)) + " has no DLPack equivalent").c_str());
 }
 
 namespace {
 
 // The array's dims, checked C-contiguous (strides of size-1 dims do not matter).
-Expected<std::vector<int64_t>> contiguous_dims(const nb::ndarray<>& a, const std::string& what) {
+Expected<std::vector<int64_t>> contiguous_dims(const InputArray& a, const std::string& what) {
   std::vector<int64_t> dims(a.ndim());
   for (size_t i = 0; i < a.ndim(); ++i) dims[i] = static_cast<int64_t>(a.shape(i));
   int64_t expect = 1;
   for (size_t i = a.ndim(); i-- > 0;) {
-    if (dims[i] != 1 && a.stride(i) != expect)
-      return err(what, ": the array is not C-contiguous");
+    if (dims[i] != 1 && a.stride(i) != expect) return err(what, ": the array is not C-contiguous");
     expect *= dims[i];
   }
   return dims;
@@ -61,7 +59,7 @@ Expected<std::vector<int64_t>> contiguous_dims(const nb::ndarray<>& a, const std
 
 }  // namespace
 
-Expected<DeviceArray> device_array(const nb::ndarray<>& a, const std::string& what) {
+Expected<DeviceArray> device_array(const InputArray& a, const std::string& what) {
   DeviceArray d;
   FERRITE_ASSIGN_OR_RETURN(d.dtype, dtype_from_dlpack(a.dtype(), what));
   FERRITE_ASSIGN_OR_RETURN(d.dims, contiguous_dims(a, what));
@@ -71,7 +69,7 @@ Expected<DeviceArray> device_array(const nb::ndarray<>& a, const std::string& wh
   return d;
 }
 
-Expected<Tensor> tensor_from_array(const nb::ndarray<>& a, const std::string& what) {
+Expected<Tensor> tensor_from_array(const InputArray& a, const std::string& what) {
   if (a.device_type() != nb::device::cpu::value)
     return unsupported(what, ": the array is not in host memory (DLPack device type ",
                        a.device_type(), "); pass a CPU tensor");
@@ -82,8 +80,9 @@ Expected<Tensor> tensor_from_array(const nb::ndarray<>& a, const std::string& wh
   if (numel == 0 || a.data() == nullptr) return Tensor::create(dtype, std::move(dims));
   // The storage holds a reference to the array; dropping it may run Python code (the DLPack
   // deleter), so it takes the GIL, from whatever thread releases the tensor last.
-  auto* keep = new nb::ndarray<>(a);
-  std::shared_ptr<uint8_t[]> storage(static_cast<uint8_t*>(a.data()), [keep](uint8_t*) {
+  auto* keep = new InputArray(a);
+  auto* data = static_cast<uint8_t*>(const_cast<void*>(static_cast<const void*>(a.data())));
+  std::shared_ptr<uint8_t[]> storage(data, [keep](uint8_t*) {
     if (!Py_IsInitialized()) return;  // interpreter gone: leak rather than crash at exit
     nb::gil_scoped_acquire gil;
     delete keep;

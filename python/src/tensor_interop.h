@@ -20,9 +20,15 @@ namespace nb = nanobind;
 Expected<DType> dtype_from_dlpack(nb::dlpack::dtype t, const std::string& what);
 nb::dlpack::dtype dlpack_from_dtype(DType t);
 
+// An array ferrite reads: read-only ones too (onnx.numpy_helper's, a torch tensor's numpy view
+// of a non-writable buffer); nanobind's default ndarray refuses them with a TypeError.
+using InputArray = nb::ndarray<nb::ro>;
+
 // A Tensor over the array's memory (no copy): the storage keeps the array alive. The array must
-// be on the CPU and C-contiguous (callers make it so, or get an error naming `what`).
-Expected<Tensor> tensor_from_array(const nb::ndarray<>& a, const std::string& what);
+// be on the CPU and C-contiguous (callers make it so, or get an error naming `what`). ferrite
+// writes into an input only where asked to (RunOptions::outputs_into_inputs, which the
+// torch.compile backend sets for its own writable tensors).
+Expected<Tensor> tensor_from_array(const InputArray& a, const std::string& what);
 
 // An array in a device's memory (DLPack device type other than CPU), described without copying:
 // what Session::run_device takes. Must be C-contiguous.
@@ -33,7 +39,7 @@ struct DeviceArray {
   int device_type = 0;  // DLPack's (2: CUDA)
   int device_id = 0;
 };
-Expected<DeviceArray> device_array(const nb::ndarray<>& a, const std::string& what);
+Expected<DeviceArray> device_array(const InputArray& a, const std::string& what);
 
 // An array of the given framework ("numpy" or "torch") over the tensor's storage (no copy).
 nb::object array_from_tensor(Tensor t, const std::string& framework);

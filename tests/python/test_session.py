@@ -88,6 +88,19 @@ def test_non_contiguous_input_is_made_contiguous():
     torch.testing.assert_close(y, torch.relu(x * torch.tensor([1.0, 2, 3, 4])))
 
 
+def test_read_only_arrays_are_inputs_without_a_copy():
+    # onnx.numpy_helper and np.frombuffer give read-only arrays; they used to be a TypeError.
+    s = ferrite.Session(_tiny_onnx(), "cpu")
+    x = np.array([[1, -1, 2, -2]], dtype=np.float32)
+    x.setflags(write=False)
+    (y,) = s.run({"x": x})
+    np.testing.assert_array_equal(y, np.maximum(x * [1, 2, 3, 4], 0))
+    frozen = np.frombuffer(np.arange(8, dtype=np.float32).tobytes(), np.float32).reshape(2, 4)
+    assert not frozen.flags.writeable
+    (y,) = s.run([frozen])
+    np.testing.assert_array_equal(y, frozen * [1, 2, 3, 4])
+
+
 def test_onnx_file_on_cpu():
     s = ferrite.Session(CONVNET, "cpu", threads=1)
     name, dtype, dims = s.inputs[0]
