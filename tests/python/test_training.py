@@ -199,6 +199,8 @@ def _check_grads(module, args, dtype=torch.float32, device="cpu", **tol):
 @pytest.mark.parametrize("device", DEVICES)
 def test_gradients(case, device):
     bw_ops, fw_ops, make_module, make_inputs = GRAD_CASES[case]
+    if device == "cuda" and SDPA_BW in bw_ops:
+        pytest.skip("cuda's SDPA overloads stay in eager in training (docs/training.md)")
     torch.manual_seed(0)
     reports = _check_grads(make_module(), make_inputs(), device=device)
     assert_compiled(reports, "forward", fw_ops)
