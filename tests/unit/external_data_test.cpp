@@ -1,4 +1,8 @@
 // External tensor data must stay inside the model's directory and match the tensor exactly.
+#include "frontend/onnx/external_data.h"
+
+#include <cstring>
+
 #include "test_util.h"
 
 namespace ferrite::testing {
@@ -193,6 +197,54 @@ TEST_F(ExternalData, BoolExternalDataIsNormalised) {
   auto out = (*s)->run({{"x", Tensor::from_vector<bool>({false, true, true}, {3})}});
   ASSERT_TRUE(out) << out.status().message();
   EXPECT_EQ(values_of<bool>((*out)[0]), (std::vector<bool>{true, true, true}));
+}
+
+// Large aligned ranges are mapped, not read (a model larger than memory loads, a rank touches
+// only its shard's pages); small or unaligned ones are read. Both give the file's values.
+TEST_F(ExternalData, LargeAlignedRangesAreMappedOthersRead) {
+  constexpr int64_t kCount = kMinMappedBytes / 4;
+  std::vector<float> w(kCount);
+  for (int64_t i = 0; i < kCount; ++i) w[i] = static_cast<float>(i % 1000) * 0.5f;
+  const std::string bytes = f32_bytes(w);
+  write(model_dir_ / "big.bin", std::string(4096, '\0') + bytes + std::string(8, '\0') + bytes);
+  auto model = [&](const std::string& offset) {
+    ModelBuilder b;
+    b.input("x", kOnnxFloat, {kCount});
+    auto* t = b.graph()->add_initializer();
+    t->set_name("w");
+    t->set_data_type(kOnnxFloat);
+    t->add_dims(kCount);
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    for (auto [k, v] :
+         {std::pair<const char*, std::string>{"location", "big.bin"}, {"offset", offset}}) {
+      auto* kv = t->add_external_data();
+      kv->set_key(k);
+      kv->set_value(v);
+    }
+    b.node("Add", {"x", "w"}, {"y"}, "add");
+    b.output("y");
+    return b.bytes();
+  };
+  const std::string aligned = "4096", unaligned = std::to_string(4096 + kMinMappedBytes + 8);
+  for (const std::string& offset : {aligned, unaligned}) {
+    onnx::ModelProto m;
+    ASSERT_TRUE(m.ParseFromString(model(offset)));
+    auto range = locate_external_data(m.graph().initializer(0), "w", model_dir_, kMinMappedBytes);
+    ASSERT_TRUE(range) << range.status().message();
+    auto mapped = map_external_data(*range);
+    EXPECT_EQ(mapped != nullptr, offset == aligned) << offset;
+    if (mapped) {
+      EXPECT_EQ(std::memcmp(mapped.get(), bytes.data(), bytes.size()), 0);
+    }
+
+    auto g = load(model(offset));
+    ASSERT_TRUE(g) << g.status().message();
+    auto s = Session::from_graph(std::move(g).value(), "reference");
+    ASSERT_TRUE(s) << s.status().message();
+    auto out = (*s)->run({{"x", Tensor::zeros(DType::kF32, {kCount})}});
+    ASSERT_TRUE(out) << out.status().message();
+    EXPECT_EQ(values_of<float>((*out)[0]), w) << offset;
+  }
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // External tensor data (ONNX "location/offset/length" entries), confined to the model directory.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "support/status.h"
@@ -31,5 +33,14 @@ Expected<ExternalDataRange> locate_external_data(const onnx::TensorProto& proto,
 
 // Reads the range into `dst` (range.length bytes).
 Status read_external_data(const ExternalDataRange& range, const std::string& what, void* dst);
+
+// The range's bytes in a read-only-by-contract, copy-on-write mapping of its file, or null where
+// a copy is the better choice (a range smaller than kMinMappedBytes, an offset not aligned to
+// kMappedAlignment, or mmap refusing). Every range of one file shares one mapping, released with
+// its last tensor. Mapping is what lets a model larger than the host's memory load at all, and a
+// tensor-parallel rank touch only the pages of its own shard: nothing is read until used.
+inline constexpr int64_t kMinMappedBytes = 1 << 20;
+inline constexpr int64_t kMappedAlignment = 64;
+std::shared_ptr<uint8_t[]> map_external_data(const ExternalDataRange& range);
 
 }  // namespace ferrite

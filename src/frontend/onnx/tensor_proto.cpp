@@ -27,14 +27,15 @@ void copy_field(Tensor& t, const Src& field) {
 template <class T>
 void copy_bits16(Tensor& t, const google::protobuf::RepeatedField<int32_t>& field) {
   T* out = t.data<T>();
-  for (int64_t i = 0; i < t.numel(); ++i) out[i].bits = static_cast<uint16_t>(field.Get(static_cast<int>(i)));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    out[i].bits = static_cast<uint16_t>(field.Get(static_cast<int>(i)));
 }
 
 Status fill_from_typed_fields(const onnx::TensorProto& p, const std::string& what, Tensor& t) {
   auto expect = [&](int64_t got, const char* field) -> Status {
     if (got != t.numel())
-      return err(what, ": ", field, " has ", got, " values, but dims ",
-                 dims_to_string(t.dims()), " need ", t.numel());
+      return err(what, ": ", field, " has ", got, " values, but dims ", dims_to_string(t.dims()),
+                 " need ", t.numel());
     return Status::ok();
   };
   switch (t.dtype()) {
@@ -132,10 +133,10 @@ std::string printable_name(const std::string& name) {
 
 std::string onnx_dtype_description(int onnx_type) {
   static const char* const kNames[] = {
-      "undefined", "float", "uint8",     "int8",       "uint16",     "int16",
-      "int32",     "int64", "string",    "bool",       "float16",    "double",
-      "uint32",    "uint64", "complex64", "complex128", "bfloat16",   "float8e4m3fn",
-      "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4", "int4", "float4e2m1"};
+      "undefined",      "float",      "uint8",          "int8",       "uint16",   "int16",
+      "int32",          "int64",      "string",         "bool",       "float16",  "double",
+      "uint32",         "uint64",     "complex64",      "complex128", "bfloat16", "float8e4m3fn",
+      "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4",      "int4",     "float4e2m1"};
   if (onnx_type >= 0 && onnx_type < static_cast<int>(std::size(kNames)))
     return str_cat(onnx_type, " (", kNames[onnx_type], ")");
   return std::to_string(onnx_type);
@@ -172,10 +173,13 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const TensorProto
   if (p.has_segment()) return err(what, ": segmented tensors are not supported");
 
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
-    if (opts.external_data_dir.empty())
-      return err(what, ": external data is not allowed here");
+    if (opts.external_data_dir.empty()) return err(what, ": external data is not allowed here");
     FERRITE_ASSIGN_OR_RETURN(ExternalDataRange range,
                              locate_external_data(p, what, opts.external_data_dir, *nbytes));
+    if (*dtype != DType::kBool) {  // bools are normalised in place, so they are read
+      if (auto mapped = map_external_data(range))
+        return Tensor::over_storage(*dtype, dims, std::move(mapped));
+    }
     // Allocated only after the range is known to exist in a real file.
     FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(*dtype, dims));
     FERRITE_RETURN_IF_ERROR(read_external_data(range, what, t.raw()));
@@ -185,16 +189,17 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const TensorProto
   // Refuse absurd sizes before allocating: data must actually be present in the file.
   if (p.has_raw_data()) {
     if (static_cast<int64_t>(p.raw_data().size()) != *nbytes)
-      return err(what, ": raw_data has ", p.raw_data().size(), " bytes, but ",
-                 dtype_name(*dtype), dims_to_string(dims), " needs ", *nbytes);
+      return err(what, ": raw_data has ", p.raw_data().size(), " bytes, but ", dtype_name(*dtype),
+                 dims_to_string(dims), " needs ", *nbytes);
     return tensor_from_bytes(*dtype, dims, p.raw_data());
   }
   int64_t typed_count = int64_t{p.float_data_size()} + p.int32_data_size() + p.int64_data_size() +
                         p.double_data_size() + p.uint64_data_size();
   if (typed_count != *n)
-    return err(what, ": has ", typed_count, " values, but dims ",
-               dims_to_string(dims), " need ", *n, (p.doc_string() == "materialize"
-                   ? " (weights were stripped: materialize the model first)" : ""));
+    return err(
+        what, ": has ", typed_count, " values, but dims ", dims_to_string(dims), " need ", *n,
+        (p.doc_string() == "materialize" ? " (weights were stripped: materialize the model first)"
+                                         : ""));
   FERRITE_ASSIGN_OR_RETURN(Tensor t, Tensor::create(*dtype, dims));
   FERRITE_RETURN_IF_ERROR(fill_from_typed_fields(p, what, t));
   return t;
