@@ -1,6 +1,7 @@
 // shard-tensor-parallel: see shard_tensor_parallel.h for what it does and why.
 #include "passes/shard_tensor_parallel.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
@@ -228,6 +229,9 @@ class Sharder {
   // Gives the node's outputs their split, rewriting what it must; false: the node cannot take
   // split inputs (the caller gathers them).
   Expected<bool> propagate(Node& n) {
+    // CastLike reads only the dtype of its second input: with only that one split, the output
+    // is as whole as the first (no gather; exported graphs cast scalars "like" activations).
+    if (n.domain.empty() && n.op_type == "CastLike" && !split_.count(n.inputs[0])) return true;
     if (is_pointwise(n)) return pointwise(n);
     if (n.domain == "ferrite" && n.op_type == "Attention") return attention(n);
     if (!n.domain.empty()) return false;
@@ -260,8 +264,31 @@ class Sharder {
     if (op == "Slice") return slice_op(n, in);
     if (op == "Concat") return concat(n, in);
     if (op == "Gather") return gather_op(n, in);
-    if (op == "Shape") return true;  // the local shape: what the local views need
+    if (op == "Shape") return shape_op(n, in);
     return false;
+  }
+
+  // The Shape of a split value is the whole value's shape (the local extent times N): every
+  // unsplit value then holds what it holds in the whole model. A view target computed from it
+  // is divided where the view follows the split (divide_target) and used as it is where the
+  // view's input is gathered; a local shape would be wrong in the second case.
+  Expected<bool> shape_op(Node& n, Split in) {
+    Value* v = n.inputs[0];
+    if (padded_.count(v) || !v->type.shape.rank_known()) return false;
+    const int64_t rank = static_cast<int64_t>(v->type.shape.rank());
+    auto clamp = [&](int64_t x) { return std::clamp(x < 0 ? x + rank : x, int64_t{0}, rank); };
+    const int64_t start = clamp(n.attr_int("start", 0)), end = clamp(n.attr_int("end", rank));
+    if (in.dim < start || in.dim >= end) return true;  // the split dim is not in the result
+    std::vector<int64_t> times(static_cast<size_t>(end - start), 1);
+    times[static_cast<size_t>(in.dim - start)] = size_;
+    Value* local = n.outputs[0];
+    Value* factor =
+        constant(local->name + "_tp_whole", Tensor::from_vector<int64_t>(times, {end - start}));
+    Node* m = insert_node(g_, "", "Mul", rewrite::onnx_opset_at_least(g_, 14), {local, factor}, {},
+                          next_, n.name + "_tp_whole");
+    if (!m) return err(n.describe(), ": tensor-parallel: cannot scale its shape");
+    redirect(local, m->outputs[0], m);
+    return true;
   }
 
   Value* first_split_input(const Node& n) const {
@@ -291,6 +318,7 @@ class Sharder {
       if (!v || !split_.count(v)) continue;
       Split in = split_.at(v);
       Split o{in.dim + r - static_cast<int>(v->type.shape.rank()), in.sections};
+      if (o.dim < 0) return std::nullopt;  // the output has fewer dims than the split input
       if (s && (s->dim != o.dim || s->sections != o.sections)) return std::nullopt;
       s = o;
     }
