@@ -145,6 +145,9 @@ def cmd_graph(a) -> None:
     g.node.extend(keep)
 
     fam = CONFIGS[a.config][0]
+    params = {"m." + n for n, _ in m.m.named_parameters()} | set(folded)
+    lifted = real_constants(a.config, [n for n in inits if n not in params and
+                                       "inv_freq" not in n])
     layout, window_bytes = [], 0
     for name, (shape, dt) in inits.items():
         assert str(dt) == "BFLOAT16", (name, dt)
@@ -153,6 +156,8 @@ def cmd_graph(a) -> None:
         proto = TensorProto(name=name, data_type=TensorProto.BFLOAT16, dims=shape)
         if "inv_freq" in name:
             proto.raw_data = rotary_table(a.config).tobytes()
+        elif name in lifted:
+            proto.raw_data = lifted[name]
         elif name.endswith("norm.weight") or (fam == "gpt2" and ".ln_" in name and
                                                name.endswith(".weight")):
             proto.raw_data = np.full(count, 0x3F80, np.uint16).tobytes()  # 1.0
@@ -187,6 +192,29 @@ def cmd_graph(a) -> None:
     print(f"{path}: {a.config}, {params / 1e9:.2f} B parameters ({2 * params / 2**30:.1f} GiB "
           f"bf16), {len(g.node)} nodes, {len(layout)} matrices as windows into a "
           f"{file_bytes / 2**30:.1f} GiB weights.bin; {time.time() - t0:.1f} s", flush=True)
+
+
+def real_constants(config: str, names: list[str]) -> dict[str, bytes]:
+    """Constants the exporter lifted out of the code (GPT-2's attention mask value, ...): on the
+    meta device they have no value, so they are taken from the same export of the family's tiny
+    config on the CPU, where they are the same scalars."""
+    if not names:
+        return {}
+    import torch
+    tiny = CONFIGS[config][0] + "-tiny"
+    m = Hidden.wrap(hf_model(tiny, device="cpu"))
+    ids = torch.zeros((2, 16), dtype=torch.int64)
+    dims = {0: torch.export.Dim("batch", max=64), 1: torch.export.Dim("seq", max=1024)}
+    prog = torch.onnx.export(m, (ids,), None, input_names=["input_ids"], output_names=["hidden"],
+                             dynamic_shapes=(dims,), opset_version=18, dynamo=True,
+                             optimize=False)
+    out = {}
+    for n in names:
+        v = prog.model.graph.initializers.get(n)
+        if v is None or v.const_value is None or list(v.shape) != []:
+            raise SystemExit(f"{n}: a lifted constant this script cannot reproduce")
+        out[n] = v.const_value.tobytes()
+    return out
 
 
 def random_bits(count: int, seed: int) -> np.ndarray:
@@ -250,7 +278,8 @@ def eager_model(config: str, d: str, device: str = "cpu"):
         if name in folded:
             name, t = folded[name], t.T.contiguous()
         sd[name.removeprefix("m.")] = t
-    sd.pop("rotary_emb.inv_freq", None)  # a buffer the model computes itself (the same table)
+    own = m.state_dict()
+    sd = {k: v for k, v in sd.items() if k in own}  # buffers and lifted constants: its own
     missing, unexpected = m.load_state_dict(sd, strict=False)
     assert not unexpected and all("inv_freq" in k for k in missing), (missing, unexpected)
     return Hidden.wrap(m).to(device)

@@ -108,6 +108,7 @@ def cmd_ferrite(a) -> None:
         try:
             s = ferrite.Session(os.path.join(a.dir, "model.onnx"), a.device, tensor_parallel=tp)
             rec["session_s"] = round(time.time() - t, 2)
+            print(f"# {config} TP {tp}: session in {rec['session_s']} s", flush=True)
             rec["gpu_used_gib"] = gpu_used_gib()
             rec["split"] = s.split_report()["summary"] if tp > 1 else "whole"
             out = None
@@ -116,6 +117,8 @@ def cmd_ferrite(a) -> None:
                 t = time.time()
                 out = s.run({"input_ids": ids})[0]
                 rec[f"first_run_s_{b}x{sq}"] = round(time.time() - t, 2)
+                print(f"# {config} TP {tp}: first run {b}x{sq} in {time.time() - t:.2f} s",
+                      flush=True)
                 ms = median_ms(lambda: s.run({"input_ids": ids}))
                 rec[f"ms_{b}x{sq}"] = round(ms, 2)
                 rec[f"tokens_per_s_{b}x{sq}"] = round(b * sq / ms * 1e3)
