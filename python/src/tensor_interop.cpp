@@ -45,10 +45,16 @@ nb::dlpack::dtype dlpack_from_dtype(DType t) {
 
 namespace {
 
-// The array's dims, checked C-contiguous (strides of size-1 dims do not matter).
+// The array's dims, checked C-contiguous (strides of size-1 dims do not matter, nor any stride
+// of an empty array: exporters report them differently, e.g. numpy 2's DLPack gives 0).
 Expected<std::vector<int64_t>> contiguous_dims(const InputArray& a, const std::string& what) {
   std::vector<int64_t> dims(a.ndim());
-  for (size_t i = 0; i < a.ndim(); ++i) dims[i] = static_cast<int64_t>(a.shape(i));
+  bool empty = false;
+  for (size_t i = 0; i < a.ndim(); ++i) {
+    dims[i] = static_cast<int64_t>(a.shape(i));
+    empty = empty || dims[i] == 0;
+  }
+  if (empty) return dims;
   int64_t expect = 1;
   for (size_t i = a.ndim(); i-- > 0;) {
     if (dims[i] != 1 && a.stride(i) != expect) return err(what, ": the array is not C-contiguous");

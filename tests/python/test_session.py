@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import ferrite
+from ferrite import _core
 
 ROOT = Path(__file__).resolve().parents[2]
 CONVNET = ROOT / "examples" / "convnet" / "model.onnx"
@@ -145,3 +146,21 @@ def test_type_stubs_match_the_extension(tmp_path):
                     "-o", str(out)], check=True)
     kept = pathlib.Path(ferrite.__file__).with_name("_core.pyi")
     assert kept.read_text() == out.read_text(), "stale python/ferrite/_core.pyi"
+
+
+def test_empty_arrays_are_contiguous_whatever_their_strides():
+    # An empty array is contiguous whatever strides its exporter reports (they differ between
+    # numpy, torch and versions). The PyTorch frontend makes empty shape constants
+    # (new_ones(()) -> Expand to []); on the GPU machine's numpy they were refused.
+    torch = pytest.importorskip("torch")
+    for odd in (torch.empty_strided((0,), (5,), dtype=torch.int64),
+                torch.empty_strided((2, 0), (0, 0), dtype=torch.int64)):
+        _core.GraphBuilder("strided").add_constant("c", odd)
+    b = _core.GraphBuilder("empty")
+    x = b.add_input("x", "f32", [])
+    shape = b.add_constant("shape", torch.empty_strided((0,), (5,), dtype=torch.int64))
+    y = b.add_node("Expand", [x, shape], {})[0]
+    b.set_outputs([y])
+    s = b.build_session("cpu")
+    (out,) = s.run([], [np.array(3.0, np.float32)], "numpy")
+    assert out.shape == () and float(out) == 3.0
