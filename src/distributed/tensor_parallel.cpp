@@ -34,7 +34,20 @@ bool is_abort(const Status& s) {
 
 }  // namespace
 
-TensorParallelSession::~TensorParallelSession() = default;
+TensorParallelSession::~TensorParallelSession() {
+  // The ranks' sessions first: their CUDA graphs hold the NCCL operations they captured, and
+  // NCCL waits for those to be released before a communicator can go (destroying the group
+  // first, as member order would, hung every cuda run with captured graphs at its end).
+  ranks_.clear();
+  // Then each rank's communicator on a thread of its own: tearing a group down may need its
+  // ranks at once, which one thread destroying them in turn cannot give.
+  if (comms_.size() > 1) {
+    std::vector<std::thread> threads;
+    for (auto& c : comms_) threads.emplace_back([&c] { c.reset(); });
+    for (auto& t : threads) t.join();
+  }
+  comms_.clear();
+}
 
 Expected<std::unique_ptr<Session>> TensorParallelSession::prepare_rank(std::unique_ptr<Graph> g,
                                                                        int rank,
