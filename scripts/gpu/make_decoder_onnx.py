@@ -32,6 +32,7 @@ import numpy as np
 # name: (family, hidden, layers, heads, kv heads, intermediate, vocab)
 CONFIGS = {
     "llama-tiny": ("llama", 64, 2, 8, 4, 128, 96),
+    "llama-small": ("llama", 512, 8, 8, 4, 1408, 4096),  # for CPU checks of the bf16 drift
     "llama-1b": ("llama", 2048, 16, 32, 8, 5632, 32000),
     "llama-7b": ("llama", 4096, 32, 32, 32, 11008, 32000),  # Llama-2-7B's shape
     "llama-70b": ("llama", 8192, 80, 64, 8, 28672, 128256),  # Llama-3-70B's shape

@@ -109,7 +109,6 @@ def cmd_ferrite(a) -> None:
             s = ferrite.Session(os.path.join(a.dir, "model.onnx"), a.device, tensor_parallel=tp)
             rec["session_s"] = round(time.time() - t, 2)
             print(f"# {config} TP {tp}: session in {rec['session_s']} s", flush=True)
-            rec["gpu_used_gib"] = gpu_used_gib()
             rec["split"] = s.split_report()["summary"] if tp > 1 else "whole"
             out = None
             for b, sq in shapes(a.shapes):
@@ -122,6 +121,7 @@ def cmd_ferrite(a) -> None:
                 ms = median_ms(lambda: s.run({"input_ids": ids}))
                 rec[f"ms_{b}x{sq}"] = round(ms, 2)
                 rec[f"tokens_per_s_{b}x{sq}"] = round(b * sq / ms * 1e3)
+            rec["gpu_used_gib"] = gpu_used_gib()  # after the runs: weights are uploaded by the first
             out = out.float()
             if not torch.isfinite(out).all():
                 rec["error"] = "non-finite outputs"
