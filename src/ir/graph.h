@@ -66,6 +66,9 @@ class Graph {
   Graph() = default;
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
+  // Values and nodes live on the heap: pointers to them stay valid across a move.
+  Graph(Graph&&) = default;
+  Graph& operator=(Graph&&) = default;
 
   Value* add_value(std::string name, TensorType type = {});
   Node* add_node(std::string op_type, std::string name = "");

@@ -30,7 +30,22 @@ const char* const kMicrosoft = "com.microsoft";
 
 class Sharder {
  public:
-  Sharder(Graph& g, int rank, int size) : g_(g), rank_(rank), size_(size) { report_.size = size; }
+  // `whole`: column-parallel candidates a first attempt found wasted (below), kept unsplit.
+  Sharder(Graph& g, int rank, int size, const std::unordered_set<std::string>& whole)
+      : g_(g), rank_(rank), size_(size), whole_(whole) {
+    report_.size = size;
+  }
+
+  // The column-parallel MatMul/Gemm nodes whose split was gathered again before any of it met a
+  // row-parallel contraction: splitting them costs a gather and saves nothing (attention whose
+  // heads N does not divide: GPT-2 XL's 25). The same on every rank: structure, not data.
+  std::vector<std::string> wasted_seeds() const {
+    std::vector<std::string> out;
+    for (const std::string& s : gathered_seeds_)
+      if (!contracted_seeds_.count(s)) out.push_back(s);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
 
   Expected<ShardReport> run() {
     report_.weight_bytes_before = constant_bytes();
@@ -57,11 +72,18 @@ class Sharder {
     for (Value* v : n.inputs) any = any || (v && split_.count(v));
     if (!any) return seed(n);
     FERRITE_ASSIGN_OR_RETURN(bool done, propagate(n));
-    if (done) return Status::ok();
+    if (done) {
+      // A split output descends from its first split input's column-parallel seed.
+      if (auto it = origin_.find(first_split_input(n)); it != origin_.end())
+        for (Value* o : n.outputs)
+          if (o && split_.count(o) && !origin_.count(o)) origin_[o] = it->second;
+      return Status::ok();
+    }
     // The node needs its inputs whole.
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       Value* v = n.inputs[i];
       if (!v || !split_.count(v)) continue;
+      if (auto it = origin_.find(v); it != origin_.end()) gathered_seeds_.insert(it->second);
       FERRITE_ASSIGN_OR_RETURN(Value * whole, gathered(v, n));
       n.inputs[i] = whole;
     }
@@ -83,6 +105,11 @@ class Sharder {
     const Tensor* wt = constant_of(w);
     Value* x = n.input(0);
     if (!wt || wt->rank() != 2 || !is_float(wt->dtype()) || !x || x->constant) return Status::ok();
+    if (whole_.count(n.name)) {
+      note("kept whole ", n.op_type, " '", n.name, "': its split would be gathered before use");
+      return Status::ok();
+    }
+    origin_[n.outputs[0]] = n.name;
     const size_t col_axis = trans_b ? 0 : 1;
     const int64_t cols = wt->dim(col_axis);
     const int sections = sections_after(n.outputs[0], static_cast<int>(cols));
@@ -416,6 +443,7 @@ class Sharder {
     if (sa && !sb) {
       Split s = split_.at(a);
       if (s.dim == ra - 1) {  // contraction over the split: row-parallel with a constant weight
+        if (auto it = origin_.find(a); it != origin_.end()) contracted_seeds_.insert(it->second);
         const Tensor* wt = constant_of(b);
         if (!wt || wt->rank() != 2 || s.sections != 1) return false;
         n.inputs[1] = constant(b->name, slice_chunk(*wt, 0, rank_, size_, 1));
@@ -718,6 +746,9 @@ class Sharder {
   std::unordered_map<const Value*, Value*> gathered_;
   std::unordered_map<const Value*, Value*> reduced_;  // partial sum -> its AllReduce
   std::unordered_map<const Value*, int64_t> padded_;  // split outputs padded: their true extent
+  const std::unordered_set<std::string>& whole_;
+  std::unordered_map<const Value*, std::string> origin_;  // split value -> its seed node
+  std::unordered_set<std::string> gathered_seeds_, contracted_seeds_;
   ShardReport report_;
 };
 
@@ -780,7 +811,19 @@ Expected<ShardReport> shard_tensor_parallel(Graph& g, int rank, int size) {
     ShardReport r;
     return r;
   }
-  return Sharder(g, rank, size).run();
+  // A second attempt, from the graph as it was, keeps whole what the first found wasted; its
+  // own choices change nothing the first attempt split usefully, so two attempts settle it
+  // (a third is allowed for chains of such decisions).
+  std::unique_ptr<Graph> before = g.clone();  // constants shared, not copied
+  std::unordered_set<std::string> whole;
+  for (int attempt = 0;; ++attempt) {
+    Sharder sharder(g, rank, size, whole);
+    FERRITE_ASSIGN_OR_RETURN(ShardReport report, sharder.run());
+    std::vector<std::string> wasted = sharder.wasted_seeds();
+    if (wasted.empty() || attempt == 2) return report;
+    whole.insert(wasted.begin(), wasted.end());
+    g = std::move(*before->clone());
+  }
 }
 
 }  // namespace ferrite
