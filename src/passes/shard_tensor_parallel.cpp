@@ -48,7 +48,7 @@ class Sharder {
   }
 
   Expected<ShardReport> run() {
-    report_.weight_bytes_before = constant_bytes();
+    report_.weight_bytes_before = shard::used_constant_bytes(g_);
     g_.opsets()[kMicrosoft] = 1;  // the collectives' domain
     std::vector<Node*> order;
     for (auto& n : g_.nodes()) order.push_back(n.get());
@@ -58,7 +58,7 @@ class Sharder {
     }
     FERRITE_RETURN_IF_ERROR(gather_outputs());
     FERRITE_RETURN_IF_ERROR(reinfer_and_check());
-    report_.weight_bytes_after = constant_bytes();
+    report_.weight_bytes_after = shard::used_constant_bytes(g_);
     return report_;
   }
 
@@ -694,16 +694,6 @@ class Sharder {
     return g_.add_initializer(name + "_tp" + std::to_string(rank_), std::move(t));
   }
 
-  int64_t constant_bytes() const {
-    std::unordered_set<const Value*> used;
-    for (const auto& n : g_.nodes())
-      for (const Value* v : n->inputs)
-        if (v && v->constant) used.insert(v);
-    int64_t bytes = 0;
-    for (const Value* v : used) bytes += static_cast<int64_t>(v->constant->nbytes());
-    return bytes;
-  }
-
   // Re-infers every node (the split values get their local shapes) and checks each split value
   // came out as 1/N of its whole shape along its split dim.
   Status reinfer_and_check() {
@@ -768,15 +758,6 @@ class ShardTensorParallel : public Pass {
   int rank_, size_;
 };
 
-Expected<int> int_option(const PassOptions& o, const char* key) {
-  auto it = o.find(key);
-  if (it == o.end()) return err("shard-tensor-parallel: missing option '", key, "'");
-  const std::string& v = it->second;
-  if (v.empty() || v.size() > 4 || v.find_first_not_of("0123456789") != std::string::npos)
-    return err("shard-tensor-parallel: option ", key, " expects a small integer, got '", v, "'");
-  return std::stoi(v);
-}
-
 }  // namespace
 
 FERRITE_REGISTER_PASSES(shard_tensor_parallel) {
@@ -788,29 +769,18 @@ FERRITE_REGISTER_PASSES(shard_tensor_parallel) {
            for (const auto& [k, v] : o)
              if (k != "rank" && k != "size")
                return err("shard-tensor-parallel: unknown option '", k, "' (rank, size)");
-           FERRITE_ASSIGN_OR_RETURN(int rank, int_option(o, "rank"));
-           FERRITE_ASSIGN_OR_RETURN(int size, int_option(o, "size"));
+           FERRITE_ASSIGN_OR_RETURN(int rank, shard::int_option(o, "rank"));
+           FERRITE_ASSIGN_OR_RETURN(int size, shard::int_option(o, "size"));
            if (size < 1 || rank >= size)
              return err("shard-tensor-parallel: rank ", rank, " is not in a group of ", size);
            return std::unique_ptr<Pass>(std::make_unique<ShardTensorParallel>(rank, size));
          }});
 }
 
-std::string ShardReport::summary() const {
-  return str_cat("tensor-parallel ", size, ": ", column_parallel, " column-parallel, ",
-                 row_parallel, " row-parallel and ", vocab_parallel, " vocab-parallel weights (",
-                 row_parallel + vocab_parallel, " AllReduce, ", all_gathers,
-                 " AllGather); constants per rank ", weight_bytes_after / 1000000, " MB of ",
-                 weight_bytes_before / 1000000, " MB");
-}
-
 Expected<ShardReport> shard_tensor_parallel(Graph& g, int rank, int size) {
   if (size < 1 || rank < 0 || rank >= size)
     return err("tensor-parallel: rank ", rank, " of ", size, " is not a rank of the group");
-  if (size == 1) {
-    ShardReport r;
-    return r;
-  }
+  if (size == 1) return ShardReport{};
   // A second attempt, from the graph as it was, keeps whole what the first found wasted; its
   // own choices change nothing the first attempt split usefully, so two attempts settle it
   // (a third is allowed for chains of such decisions).

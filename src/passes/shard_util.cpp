@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "ops/scalar_functions.h"
+#include "passes/shard_tensor_parallel.h"
 
 namespace ferrite::shard {
 
@@ -104,4 +105,35 @@ bool is_pointwise(const Node& n) {
   return scalar_function_of(n) != nullptr || extra.count(n.op_type) != 0;
 }
 
+int64_t used_constant_bytes(const Graph& g) {
+  std::unordered_set<const Value*> used;
+  for (const auto& n : g.nodes())
+    for (const Value* v : n->inputs)
+      if (v && v->constant) used.insert(v);
+  int64_t bytes = 0;
+  for (const Value* v : used) bytes += static_cast<int64_t>(v->constant->nbytes());
+  return bytes;
+}
+
+Expected<int> int_option(const PassOptions& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end()) return err("shard-tensor-parallel: missing option '", key, "'");
+  const std::string& v = it->second;
+  if (v.empty() || v.size() > 4 || v.find_first_not_of("0123456789") != std::string::npos)
+    return err("shard-tensor-parallel: option ", key, " expects a small integer, got '", v, "'");
+  return std::stoi(v);
+}
+
 }  // namespace ferrite::shard
+
+namespace ferrite {
+
+std::string ShardReport::summary() const {
+  return str_cat("tensor-parallel ", size, ": ", column_parallel, " column-parallel, ",
+                 row_parallel, " row-parallel and ", vocab_parallel, " vocab-parallel weights (",
+                 row_parallel + vocab_parallel, " AllReduce, ", all_gathers,
+                 " AllGather); constants per rank ", weight_bytes_after / 1000000, " MB of ",
+                 weight_bytes_before / 1000000, " MB");
+}
+
+}  // namespace ferrite

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "ir/graph.h"
+#include "passes/pass.h"
 
 namespace ferrite::shard {
 
@@ -26,5 +27,9 @@ bool divisible(const Dim& d, int64_t by);
 std::optional<int> view_dim(const Shape& in, const Shape& out, int d, const Split& sp, int size);
 // An elementwise op the split passes through unchanged.
 bool is_pointwise(const Node& n);
+// Bytes of the constants some node reads (a rank's weights, for the report).
+int64_t used_constant_bytes(const Graph& g);
+// The pass's small integer option `key` ({rank=R size=N}).
+Expected<int> int_option(const PassOptions& o, const char* key);
 
 }  // namespace ferrite::shard
