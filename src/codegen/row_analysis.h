@@ -44,4 +44,12 @@ class RowPhases {
   const Kernel& k_;
 };
 
+// The live kReduce of a row kernel whose reduction reads columns: one value per row, a single
+// sum phase, and every load that varies along the row is contiguous across neighbouring rows
+// (unit stride along the last row dim) but not along the row (channels-last global pooling, a
+// squeeze-excite mean: rows are channels, the row runs over pixels). The host emits such a
+// kernel with the rows of a block side by side, and gives its tasks whole cache lines of rows.
+// -1 otherwise.
+int column_reduce(const Kernel& k, const RowPhases& ph);
+
 }  // namespace ferrite
