@@ -96,6 +96,8 @@ std::optional<int64_t> load_stride(const SymExpr& address, size_t d) {
 int column_reduce(const Kernel& k, const RowPhases& ph) {
   const size_t rank = k.shape.size(), outer = k.outer_rank();
   if (!k.per_row || outer == 0 || ph.stash >= 0 || !k.segments.empty()) return -1;
+  // Too few rows side by side to fill a vector: the row loop's own reduction is as good.
+  if (k.shape[outer - 1].value().value_or(16) < 4) return -1;
   int reduce = -1;
   for (size_t i = 0; i < k.body.size(); ++i) {
     const ScalarExpr& e = k.body.at(static_cast<int>(i));
