@@ -231,6 +231,63 @@ void emit_pointwise_kernel(std::ostringstream& os, const Kernel& k, const Lowere
   os << "    }\n  }\n}\n";
 }
 
+// A column reduction (codegen/row_analysis.h, column_reduce): blocks of up to kColumnBlock rows
+// that share every row index but the last; per block one pass over the reduced dims whose innermost
+// loop runs over the block's rows, so that it reads contiguous memory and vectorises (row by row,
+// each row would read one element per cache line). Each row still sums its elements in order. Then
+// the store per row, from its accumulator.
+void emit_column_row_kernel(std::ostringstream& os, const Kernel& k, const RowPhases& ph,
+                            int reduce, const std::vector<std::string>& in_names,
+                            const Ident& ident, const Gen& g) {
+  constexpr int kColumnBlock = 256;
+  const size_t rank = k.shape.size(), outer = k.outer_rank(), n = k.body.size();
+  std::vector<std::string> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = "t" + std::to_string(i);
+  const ScalarExpr& r = k.body.at(reduce);
+  const std::string ty = *g.em.type(r.dtype);
+  const std::string last = "x" + std::to_string(outer - 1), dlast = "d" + std::to_string(outer - 1);
+  // Emits every expression of `need` but kReduces and `skip` (arguments precede their users).
+  auto defs = [&](const std::vector<bool>& need, int skip, const std::string& indent) {
+    for (size_t i = 0; i < n; ++i)
+      if (need[i] && static_cast<int>(i) != skip &&
+          k.body.at(static_cast<int>(i)).kind != ScalarKind::kReduce)
+        os << indent << g.em.def(k, i, t, in_names, ident);
+  };
+  os << "  for (int64_t row0 = row_begin; row0 < row_end;) {\n"
+     << "    const int64_t nb = fe_min(fe_min(row_end - row0, " << dlast << " - row0 % " << dlast
+     << "), " << kColumnBlock << ");\n"
+     << "    " << ty << " acc[" << kColumnBlock << "];\n"
+     << "    for (int64_t j = 0; j < nb; ++j) acc[j] = 0;\n"
+     << "    const int64_t row = row0;\n";
+  emit_row_index(os, outer);
+  os << "    const int64_t xb = " << last << ";\n";
+  std::string indent = "    ";
+  for (size_t d = outer; d < rank; ++d) {
+    const std::string x = "x" + std::to_string(d);
+    os << indent << "for (int64_t " << x << " = 0; " << x << " < d" << d << "; ++" << x << ") {\n";
+    indent += "  ";
+  }
+  os << indent << "#pragma omp simd\n"
+     << indent << "for (int64_t j = 0; j < nb; ++j) {\n"
+     << indent << "  const int64_t " << last << " = xb + j;\n";
+  defs(ph.needed(reduce, true), reduce, indent + "  ");
+  os << indent << "  acc[j] += " << t[r.args[0]] << ";\n" << indent << "}\n";
+  for (size_t d = rank; d > outer; --d) {
+    indent.resize(indent.size() - 2);
+    os << indent << "}\n";
+  }
+  // The store loop's body declares the row's indices again, shadowing the block's.
+  os << "    for (int64_t j = 0; j < nb; ++j) {\n"
+     << "    const int64_t row = row0 + j;\n";
+  emit_row_index(os, outer);
+  os << "    const " << ty << " " << t[reduce] << " = acc[j];\n";
+  defs(ph.needed(k.root, false), reduce, "    ");
+  os << "    out[row] = " << t[k.root] << ";\n"
+     << "    }\n"
+     << "    row0 += nb;\n"
+     << "  }\n}\n";
+}
+
 // A row kernel: per row, one loop nest over the reduced dims per kReduce phase, then the store
 // (a loop nest, or one value per row). Expressions that do not vary along the row are computed
 // once per row, before the first loop that needs them; the others are recomputed in each loop
@@ -264,6 +321,8 @@ void emit_row_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph
   for (size_t d = outer; d < rank; ++d)
     row_len += (row_len.empty() ? "d" : " * d") + std::to_string(d);
   os << "  const int64_t row_len = " << row_len << "; (void)row_len;\n";
+  if (const int reduce = column_reduce(k, ph); reduce >= 0)
+    return emit_column_row_kernel(os, k, ph, reduce, in_names, ident, g);
   os << "  for (int64_t row = row_begin; row < row_end; ++row) {\n";
   emit_row_index(os, outer);
 

@@ -1,5 +1,6 @@
 #include "codegen/row_analysis.h"
 
+#include <optional>
 #include <string>
 
 #include "ops/scalar_functions.h"
@@ -68,6 +69,53 @@ std::vector<bool> RowPhases::needed(int root, bool through, int leaf) const {
     for (int a : e.args) need[a] = true;
   }
   return need;
+}
+
+namespace {
+
+// Element stride of a load's address along loop variable `d`: the change from x_d = 0 to 1 with
+// the other loop variables at 0 and every other symbol at 2; nullopt when it cannot be evaluated
+// or is not the same from x_d = 1 to 2 (a non-linear address). Only steers a loop-order choice.
+std::optional<int64_t> load_stride(const SymExpr& address, size_t d) {
+  std::vector<std::string> names;
+  address.collect_symbols(names);
+  SymBindings at;
+  for (const std::string& n : names) at[n] = is_loop_var(n) ? 0 : 2;
+  std::optional<int64_t> v[3];
+  for (int64_t x = 0; x < 3; ++x) {
+    at[loop_var(d)] = x;
+    v[x] = address.evaluate(at);
+    if (!v[x]) return std::nullopt;
+  }
+  if (*v[1] - *v[0] != *v[2] - *v[1]) return std::nullopt;
+  return *v[1] - *v[0];
+}
+
+}  // namespace
+
+int column_reduce(const Kernel& k, const RowPhases& ph) {
+  const size_t rank = k.shape.size(), outer = k.outer_rank();
+  if (!k.per_row || outer == 0 || ph.stash >= 0 || !k.segments.empty()) return -1;
+  // Too few rows side by side to fill a vector: the row loop's own reduction is as good.
+  if (k.shape[outer - 1].value().value_or(16) < 4) return -1;
+  int reduce = -1;
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    const ScalarExpr& e = k.body.at(static_cast<int>(i));
+    if (!ph.live[i] || e.kind != ScalarKind::kReduce) continue;
+    if (reduce >= 0 || e.fn != "sum") return -1;
+    reduce = static_cast<int>(i);
+  }
+  if (reduce < 0) return -1;
+  bool any = false;
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    const ScalarExpr& e = k.body.at(static_cast<int>(i));
+    if (!ph.live[i] || !ph.varies[i] || e.kind != ScalarKind::kLoad) continue;
+    const auto across = load_stride(e.address, outer - 1);
+    const auto along = load_stride(e.address, rank - 1);
+    if (!across || !along || *across != 1 || *along == 1) return -1;
+    any = true;
+  }
+  return any ? reduce : -1;
 }
 
 }  // namespace ferrite

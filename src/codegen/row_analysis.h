@@ -44,4 +44,13 @@ class RowPhases {
   const Kernel& k_;
 };
 
+// The live kReduce of a row kernel whose reduction reads columns: one value per row, a single
+// sum phase, and every load that varies along the row is contiguous across neighbouring rows
+// (unit stride along the last row dim) but not along the row (channels-last global pooling, a
+// squeeze-excite mean: rows are channels, the row runs over pixels), with at least 4 such rows
+// side by side. The host emits such a kernel with a block of rows side by side
+// (codegen/cpp_source.cpp) and gives its tasks whole images (backends/cpu/cpu_backend.cpp).
+// -1 otherwise.
+int column_reduce(const Kernel& k, const RowPhases& ph);
+
 }  // namespace ferrite

@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 
+#include "codegen/cpp_source.h"
 #include "lower/lowering.h"
 #include "test_util.h"
 
@@ -213,6 +214,33 @@ g (float[n,c,h,w] x) => (float[n,c,1,1] y, float[n,c,1,1] z) {
                {{"x", DType::kF32, {2, 3, 0, 7}}},  // an empty plane pools to 0
                {{"x", DType::kF32, {1, 16, 1, 1}}},
                {{"x", DType::kF32, {1, 2, 33, 65}}}});
+}
+
+// Means over the pixels of channels-last maps (the squeeze-excite and head means of CNNs on the
+// cpu's NHWC chains) read columns: the host emits them with a block of channels side by side
+// (codegen/row_analysis.h, column_reduce). Channel counts below, at and above the block of 256,
+// a per-channel prologue, an epilogue, NaN, an empty map, one and two images.
+TEST(RowKernels, ColumnMeansOverChannelsLastMaps) {
+  const char* text = R"(<ir_version: 8, opset_import: ["" : 18]>
+g (float[n,h,w,c] x, float[1,1,1,c] s) => (float[n,1,1,c] y, float[n,c] z) {
+  hw = Constant<value = int64[2] {1, 2}>()
+  p = Mul(x, s)
+  m = ReduceMean(p, hw)
+  y = Sigmoid(m)
+  z = ReduceSum<keepdims = 0>(x, hw)
+}
+)";
+  auto lowered = lower_graph(*parse(text));
+  ASSERT_TRUE(lowered) << lowered.status().message();
+  EXPECT_NE(generate_cpp_source(*lowered).find("acc[j] +="), std::string::npos)
+      << "no column reduction emitted";
+  check_model(
+      text, 2,
+      {{{"x", DType::kF32, {1, 7, 7, 300}, 3.0, {{5, NAN}}}, {"s", DType::kF32, {1, 1, 1, 300}}},
+       {{"x", DType::kF32, {2, 5, 3, 256}}, {"s", DType::kF32, {1, 1, 1, 256}}},
+       {{"x", DType::kF32, {2, 9, 4, 17}}, {"s", DType::kF32, {1, 1, 1, 17}}},
+       {{"x", DType::kF32, {2, 3, 3, 1}}, {"s", DType::kF32, {1, 1, 1, 1}}},
+       {{"x", DType::kF32, {2, 0, 3, 20}}, {"s", DType::kF32, {1, 1, 1, 20}}}});
 }
 
 }  // namespace

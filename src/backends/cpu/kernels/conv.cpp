@@ -423,6 +423,13 @@ Dims layout_strides(const Dims& d, bool channels_last) {
   return st;
 }
 
+// Elements one image of logical dims `d` with `strides` spans (the largest extent of dims 1..).
+int64_t image_span(const Dims& d, const Dims& strides) {
+  int64_t span = 1;
+  for (size_t i = 1; i < d.size(); ++i) span = std::max(span, strides[i] * d[i]);
+  return span;
+}
+
 // xd: the input's logical [N, C, spatial...] dims (its storage NCHW or, channels_last, NHWC).
 bool plan_tasks(const Dims& xd, bool channels_last, const Tensor& w, const Window& win,
                 const std::vector<int64_t>& out, int64_t group, bool bias, bool weights_constant,
@@ -455,6 +462,14 @@ bool plan_tasks(const Dims& xd, bool channels_last, const Tensor& w, const Windo
       s.dst[0] = t.n1 - t.n0;
       s.dst[2] = t.o1 - t.o0;
       s.dst_strides = y_strides;
+      // One image per call: its batch stride is never stepped. It is set to the image's span in
+      // this view, so that an NHWC band is the dense `acdb` layout: oneDNN matches layouts by
+      // every stride, and its NHWC brgemm convolutions (grouped, first layers) take only `acdb`;
+      // with the whole tensor's batch stride they fell back to blocked layouts with reorders.
+      if (t.n1 - t.n0 == 1) {
+        s.src_strides[0] = image_span(s.src, s.src_strides);
+        s.dst_strides[0] = image_span(s.dst, s.dst_strides);
+      }
       if (group == 1) {
         s.wei = w.dims();
       } else {

@@ -70,6 +70,17 @@ struct BlockPlan {
   bool row_bias_native = false;         // the row bias is oneDNN's bias input
 };
 
+// Whether the steps oneDNN did not take can run as one pass over a block `nb` columns wide: it
+// spans whole rows of y (so its rows are contiguous, and a dense residual's too) and no step is
+// per row (a row bias).
+bool unfused_whole_block(const BlockPlan& plan, const GemmProblem& p, int64_t nb) {
+  if (nb != p.N) return false;
+  for (size_t j = plan.fused; j < plan.order.size(); ++j)
+    if (plan.order[j] == Post::kRowBias || (plan.order[j] == Post::kRes && !p.res_full))
+      return false;
+  return true;
+}
+
 Cache<BlockPlan>& plan_cache() {
   static Cache<BlockPlan> cache;
   return cache;
@@ -250,6 +261,14 @@ bool run_gemm(const GemmProblem& p, ThreadPool& pool) {
       }
       // The epilogue steps oneDNN did not take, in the problem's order.
       if (plan.fused == plan.order.size()) continue;
+      if (unfused_whole_block(plan, p, nb)) {
+        // One pass per step over the whole block, not one call per row (a 1x1 convolution's
+        // rows are pixels of a few dozen channels each).
+        for (size_t j = plan.fused; j < plan.order.size(); ++j)
+          apply_epilogue(yb, plan.order[j] == Post::kRes ? res_block : nullptr, mb * nb,
+                         plan.order[j] == Post::kRes ? Activation() : p.act);
+        continue;
+      }
       for (int64_t r = 0; r < mb; ++r) {
         float* row = yb + r * p.N;
         for (size_t j = plan.fused; j < plan.order.size(); ++j) {

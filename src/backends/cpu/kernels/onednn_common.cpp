@@ -99,9 +99,9 @@ namespace {
 // Reordered constants. The pinned tensor keeps the source storage alive, so a key's address
 // always means the same data.
 struct Packed {
+  memory::desc have, want;
   Tensor pinned;
   memory mem;
-  size_t bytes;
 };
 
 class PackedCache {
@@ -109,36 +109,47 @@ class PackedCache {
   memory get(const Tensor& owner, const void* ptr, const memory::desc& have,
              const memory::desc& want) {
     // A borrowed tensor's memory may change between sessions: its key is the borrow, and the
-    // entry does not pin it (the packed copy is all the entry needs).
+    // entry does not pin it (the packed copy is all the entry needs). The layouts are compared
+    // as descriptors, not as part of the key: this lookup runs on every call of a convolution
+    // or GEMM with constant weights, and two descriptors as key bytes made it a 1.4 KB string
+    // to build, hash and compare each time.
     std::string key = owner.borrowed()
                           ? "b" + std::to_string(owner.borrow_id()) + ":" +
                                 std::to_string(reinterpret_cast<uintptr_t>(ptr) -
                                                reinterpret_cast<uintptr_t>(owner.raw()))
                           : std::to_string(reinterpret_cast<uintptr_t>(ptr));
-    key += ":" + desc_bytes(have) + desc_bytes(want);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = map_.find(key);
-      if (it != map_.end()) return it->second.mem;
+      if (const Packed* hit = find(key, have, want)) return hit->mem;
     }
     memory out(want, engine());
     reorder(wrap(have, ptr), out);
     std::lock_guard<std::mutex> lock(mu_);
+    // Another thread may have packed the same entry meanwhile: the first one stays.
+    if (const Packed* hit = find(key, have, want)) return hit->mem;
     size_t bytes = want.get_size();
     // Bounded: a process that loads many models must not keep all their weights forever.
     if (total_ + bytes > (size_t{2} << 30)) {
       map_.clear();
       total_ = 0;
     }
-    auto [it, inserted] =
-        map_.emplace(key, Packed{owner.borrowed() ? Tensor() : owner, out, bytes});
-    if (inserted) total_ += bytes;
-    return it->second.mem;
+    map_[key].push_back(Packed{have, want, owner.borrowed() ? Tensor() : owner, out});
+    total_ += bytes;
+    return out;
   }
 
  private:
+  // Under mu_.
+  const Packed* find(const std::string& key, const memory::desc& have, const memory::desc& want) {
+    auto it = map_.find(key);
+    if (it == map_.end()) return nullptr;
+    for (const Packed& p : it->second)
+      if (p.have == have && p.want == want) return &p;
+    return nullptr;
+  }
+
   std::mutex mu_;
-  std::unordered_map<std::string, Packed> map_;
+  std::unordered_map<std::string, std::vector<Packed>> map_;  // by source; one per layout pair
   size_t total_ = 0;
 };
 
