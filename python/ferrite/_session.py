@@ -260,6 +260,16 @@ class Session:
         self._s.run_device(names, arrays, alloc, stream, gpu=self._gpu)
         return outputs
 
+    def time_resident(self, inputs: Mapping[str, ArrayLike], runs: int = 10) -> dict[str, Any]:
+        """Device time of ``runs`` runs on ``inputs`` kept in the device's memory (copied there
+        once; each run replays the recorded CUDA graph where the device records runs): a dict of
+        ``seconds`` (one sample per run) and ``method`` (how they were taken). A tensor-parallel
+        Session times every rank at once; each sample is the slowest rank's. Host devices do not
+        time runs themselves: ``UnsupportedError``."""
+        names = [str(k) for k in inputs.keys()]
+        arrays = [_contiguous_host(v, f"input '{n}'") for n, v in inputs.items()]
+        return dict(self._s.time_resident(names, arrays, runs))
+
     def __call__(self, *args: ArrayLike) -> list[Any]:
         """``session(x, y)`` is ``session.run([x, y])``."""
         return self.run(list(args))

@@ -105,6 +105,33 @@ std::vector<nb::object> run_session(S& s, const std::vector<std::string>& names,
   return result;
 }
 
+// S::time_resident from Python: device seconds of `runs` runs with the inputs resident on the
+// device (the CUDA graph replayed where the device records runs), as a dict of the samples and
+// how they were taken.
+template <class S>
+nb::dict time_resident_session(S& s, const std::vector<std::string>& names,
+                               const std::vector<InputArray>& arrays, int runs) {
+  if (!names.empty() && names.size() != arrays.size())
+    throw nb::value_error("names and arrays differ in length");
+  if (runs < 1) throw nb::value_error("runs must be at least 1");
+  std::vector<Session::NamedInput> inputs;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    std::string name = names.empty() ? std::string() : names[i];
+    std::string what = name.empty() ? "input " + std::to_string(i) : "input '" + name + "'";
+    inputs.push_back({name, unwrap(tensor_from_array(arrays[i], what))});
+  }
+  Expected<DeviceTiming> t = [&] {
+    nb::gil_scoped_release nogil;
+    return s.time_resident(inputs, runs);
+  }();
+  inputs.clear();
+  DeviceTiming timing = unwrap(std::move(t));
+  nb::dict d;
+  d["seconds"] = timing.seconds;
+  d["method"] = timing.method;
+  return d;
+}
+
 std::string session_device(Session& s) {
   return s.device().name();
 }
@@ -248,6 +275,8 @@ void bind_session(nb::module_& m) {
       .def("run", &run_session<Session>, nb::arg("names"), nb::arg("arrays"), nb::arg("framework"))
       .def("run_device", &run_device_session<Session>, nb::arg("names"), nb::arg("arrays"),
            nb::arg("alloc"), nb::arg("stream"), nb::arg("gpu") = 0)
+      .def("time_resident", &time_resident_session<Session>, nb::arg("names"), nb::arg("arrays"),
+           nb::arg("runs"))
       .def_prop_ro("inputs", [](const Session& s) { return describe_values(s.graph().inputs()); })
       .def_prop_ro("outputs", [](const Session& s) { return describe_values(s.graph().outputs()); })
       .def_prop_ro("device", [](const Session& s) { return s.device().name(); })
@@ -296,6 +325,8 @@ void bind_session(nb::module_& m) {
            nb::arg("framework"))
       .def("run_device", &run_device_session<TensorParallelSession>, nb::arg("names"),
            nb::arg("arrays"), nb::arg("alloc"), nb::arg("stream"), nb::arg("gpu") = 0)
+      .def("time_resident", &time_resident_session<TensorParallelSession>, nb::arg("names"),
+           nb::arg("arrays"), nb::arg("runs"))
       .def_prop_ro(
           "inputs",
           [](TensorParallelSession& s) { return describe_values(s.local(0).graph().inputs()); })

@@ -5,6 +5,7 @@ the initializers point into (external data), written separately.
     python3 scripts/gpu/make_decoder_onnx.py graph llama-7b DIR     # DIR/model.onnx (no weights)
     python3 scripts/gpu/make_decoder_onnx.py weights DIR            # DIR/weights.bin
     python3 scripts/gpu/make_decoder_onnx.py eager DIR --ids 2x16   # torch eager on the same weights
+    python3 scripts/gpu/make_decoder_onnx.py graph llama-7b DIR --decode  # one decoding step
 
 Why: a 70B-parameter model is 141 GB in bf16. Exporting it the usual way needs those weights in
 host memory (twice), and writing them takes minutes of disk. Here the graph of any size exports
@@ -90,6 +91,64 @@ class Hidden:  # built lazily so that `weights` needs only numpy
         return H()
 
 
+class Decode:
+    """One decoding step: the new tokens' ids and every layer's past keys and values in
+    (`past_key_<i>`, `past_value_<i>`: batch x kv heads x past x head dim), the new tokens'
+    hidden state out. The step appends its keys and values to the past (the concatenation
+    transformers' DynamicCache makes) and attends over all of them; the grown cache is not an
+    output, so that a timed step moves no more than the model's own work."""
+
+    @staticmethod
+    def wrap(m):
+        import torch
+        from transformers import DynamicCache
+
+        class D(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.m = m
+
+            def forward(self, ids, *past):
+                cache = DynamicCache(ddp_cache_data=[(past[2 * i], past[2 * i + 1])
+                                                     for i in range(len(past) // 2)])
+                return self.m(input_ids=ids, past_key_values=cache,
+                              use_cache=True).last_hidden_state
+        return D()
+
+    @staticmethod
+    def past_shape(config: str, batch: int, past: int) -> list[int]:
+        _, h, _, heads, kv, _, _ = CONFIGS[config]
+        return [batch, kv, past, h // heads]
+
+    @staticmethod
+    def names(config: str) -> list[str]:
+        return [f"past_{w}_{i}" for i in range(CONFIGS[config][2]) for w in ("key", "value")]
+
+
+def export_program(config: str, decode: bool, device: str):
+    """torch.onnx's program of the family model: the prefill graph (token ids -> hidden) or, with
+    `decode`, one decoding step (see Decode). Batch, sequence and past lengths are symbolic."""
+    import torch
+    m = hf_model(config, device=device)
+    batch = torch.export.Dim("batch", max=64)
+    if not decode:
+        ids = torch.zeros((2, 16), dtype=torch.int64, device=device)
+        dims = ({0: batch, 1: torch.export.Dim("seq", max=1024)},)
+        return m, torch.onnx.export(Hidden.wrap(m), (ids,), None, input_names=["input_ids"],
+                                    output_names=["hidden"], dynamic_shapes=dims,
+                                    opset_version=18, dynamo=True, optimize=False)
+    ids = torch.zeros((2, 1), dtype=torch.int64, device=device)
+    names = Decode.names(config)
+    past = tuple(torch.zeros(Decode.past_shape(config, 2, 16), dtype=torch.bfloat16,
+                             device=device) for _ in names)
+    plen = torch.export.Dim("past", max=8192)
+    dims = ({0: batch}, tuple({0: batch, 2: plen} for _ in names))  # forward(ids, *past)
+    return m, torch.onnx.export(Decode.wrap(m), (ids,) + past, None,
+                                input_names=["input_ids"] + names, output_names=["hidden"],
+                                dynamic_shapes=dims, opset_version=18, dynamo=True,
+                                optimize=False)
+
+
 def rotary_table(name: str) -> np.ndarray:
     """The Llama rotary inverse frequencies, from transformers itself, as bf16 bits."""
     import torch
@@ -105,12 +164,8 @@ def cmd_graph(a) -> None:
     from onnx import TensorProto
 
     t0 = time.time()
-    m = Hidden.wrap(hf_model(a.config))
-    ids = torch.zeros((2, 16), dtype=torch.int64, device="meta")
-    dims = {0: torch.export.Dim("batch", max=64), 1: torch.export.Dim("seq", max=1024)}
-    prog = torch.onnx.export(m, (ids,), None, input_names=["input_ids"], output_names=["hidden"],
-                             dynamic_shapes=(dims,), opset_version=18, dynamo=True,
-                             optimize=False)
+    decode = getattr(a, "decode", False)
+    m, prog = export_program(a.config, decode, "meta")
     # The weights are on the meta device: take their names and shapes, then let the exporter's
     # optimizer run with them as values it cannot fold (it would read them otherwise).
     weights = prog.model.graph.initializers
@@ -146,9 +201,9 @@ def cmd_graph(a) -> None:
     g.node.extend(keep)
 
     fam = CONFIGS[a.config][0]
-    params = {"m." + n for n, _ in m.m.named_parameters()} | set(folded)
-    lifted = real_constants(a.config, [n for n in inits if n not in params and
-                                       "inv_freq" not in n])
+    params = {"m." + n for n, _ in m.named_parameters()} | set(folded)
+    lifted = real_constants(a.config, decode, [n for n in inits if n not in params and
+                                               "inv_freq" not in n])
     layout, window_bytes = [], 0
     for name, (shape, dt) in inits.items():
         assert str(dt) == "BFLOAT16", (name, dt)
@@ -185,7 +240,7 @@ def cmd_graph(a) -> None:
         total += nbytes
     onnx.save(model, path)
     params = sum(int(np.prod(s)) if s else 1 for s, _ in inits.values())
-    meta = {"config": a.config, "params": params, "weight_bytes": 2 * params,
+    meta = {"config": a.config, "decode": decode, "params": params, "weight_bytes": 2 * params,
             "weights_bin_bytes": file_bytes, "windows": len(layout),
             "folded_transposes": folded, "weights": sorted(inits)}
     with open(os.path.join(a.dir, "model.json"), "w") as f:
@@ -195,20 +250,14 @@ def cmd_graph(a) -> None:
           f"{file_bytes / 2**30:.1f} GiB weights.bin; {time.time() - t0:.1f} s", flush=True)
 
 
-def real_constants(config: str, names: list[str]) -> dict[str, bytes]:
+def real_constants(config: str, decode: bool, names: list[str]) -> dict[str, bytes]:
     """Constants the exporter lifted out of the code (GPT-2's attention mask value, ...): on the
     meta device they have no value, so they are taken from the same export of the family's tiny
     config on the CPU, where they are the same scalars."""
     if not names:
         return {}
-    import torch
     tiny = CONFIGS[config][0] + "-tiny"
-    m = Hidden.wrap(hf_model(tiny, device="cpu"))
-    ids = torch.zeros((2, 16), dtype=torch.int64)
-    dims = {0: torch.export.Dim("batch", max=64), 1: torch.export.Dim("seq", max=1024)}
-    prog = torch.onnx.export(m, (ids,), None, input_names=["input_ids"], output_names=["hidden"],
-                             dynamic_shapes=(dims,), opset_version=18, dynamo=True,
-                             optimize=False)
+    _, prog = export_program(tiny, decode, "cpu")
     out = {}
     for n in names:
         v = prog.model.graph.initializers.get(n)
@@ -267,8 +316,9 @@ def load_weights(d: str) -> dict[str, np.ndarray]:
     return out
 
 
-def eager_model(config: str, d: str, device: str = "cpu"):
-    """The transformers model with DIR's weights (transposed back where the graph folded it)."""
+def eager_model(config: str, d: str, device: str = "cpu", wrap: bool = True):
+    """The transformers model with DIR's weights (transposed back where the graph folded it),
+    wrapped as the prefill graph is (token ids -> hidden) unless `wrap` is false."""
     import torch
     m = hf_model(config, device="cpu")
     with open(os.path.join(d, "model.json")) as f:
@@ -283,7 +333,7 @@ def eager_model(config: str, d: str, device: str = "cpu"):
     sd = {k: v for k, v in sd.items() if k in own}  # buffers and lifted constants: its own
     missing, unexpected = m.load_state_dict(sd, strict=False)
     assert not unexpected and all("inv_freq" in k for k in missing), (missing, unexpected)
-    return Hidden.wrap(m).to(device)
+    return (Hidden.wrap(m) if wrap else m).to(device)
 
 
 def cmd_eager(a) -> None:
@@ -303,6 +353,8 @@ def main() -> int:
     p.add_argument("config", nargs="?", choices=sorted(CONFIGS))
     p.add_argument("dir")
     p.add_argument("--ids", default="2x16", help="eager: batch x sequence of the token ids")
+    p.add_argument("--decode", action="store_true",
+                   help="graph: one decoding step over a past (KV cache) instead of the prefill")
     a = p.parse_args()
     if a.what != "weights" and not a.config:
         p.error(f"{a.what} needs a config")

@@ -13,8 +13,15 @@ per GPU under torchrun), on decoder stacks with random bf16 weights.
 The models are the transformers decoder stacks without their LM head (the timed output is the
 last hidden state, so that its copy back to the host stays small). ferrite's times are wall
 clock of `Session.run` on host arrays (token ids in, the bf16 hidden state out: its
-tensor-parallel Session runs on host arrays); PyTorch's are GPU-resident forward passes with a
-synchronize. Medians of 10 runs after 3 warm-up runs. `ferrite` also compares every TP's
+tensor-parallel Session runs on host arrays) and device time with the inputs resident
+(`Session.time_resident`: the recorded CUDA graph replayed, each sample the slowest rank's);
+PyTorch's are GPU-resident forward passes with a synchronize. Medians of 10 runs after 3
+warm-up runs.
+
+A decoding step (`make_decoder_onnx.py graph --decode`, `torch --decode`): one new token per
+sequence over a past of P tokens in every layer (shapes BATCHxP); ferrite's figure is device
+time with the past resident, PyTorch's the step over transformers' DynamicCache on the GPU
+(under DTensor, each rank's cache holds its own heads). `ferrite` also compares every TP's
 outputs with the first TP's (max abs difference, on the last shape) and records each GPU's
 memory in use after the Session is made.
 """
@@ -55,6 +62,26 @@ def token_ids(config: str, b: int, s: int) -> np.ndarray:
     return np.random.default_rng(0).integers(0, vocab, size=(b, s), dtype=np.int64)
 
 
+def past_arrays(config: str, b: int, p: int) -> list[np.ndarray]:
+    """A decoding step's past keys and values (Decode.names order) as bf16 bits, N(0, 0.02)."""
+    shape = mk.Decode.past_shape(config, b, p)
+    return [mk.random_bits(int(np.prod(shape)), seed=i).reshape(shape)
+            for i, _ in enumerate(mk.Decode.names(config))]
+
+
+def as_bf16(bits: np.ndarray, scale: float = 50.0):
+    """torch bf16 from bf16 bits, times `scale` (N(0, 0.02) bits -> about N(0, 1))."""
+    return (torch.from_numpy(bits.view(np.int16)).view(torch.bfloat16) * scale).contiguous()
+
+
+def decode_feed(config: str, b: int, p: int) -> dict:
+    """The decoding step's inputs: one new token per sequence and a past of length p."""
+    feed = {"input_ids": torch.from_numpy(token_ids(config, b, 1))}
+    for name, bits in zip(mk.Decode.names(config), past_arrays(config, b, p)):
+        feed[name] = as_bf16(bits)
+    return feed
+
+
 def gpu_used_gib() -> list[float]:
     out = []
     for i in range(torch.cuda.device_count()):
@@ -71,26 +98,41 @@ def emit(rec: dict, path: str | None) -> None:
 
 
 def cmd_check(a) -> None:
-    """A small model on cuda: ferrite TP 1 and TP N against eager PyTorch on the same weights."""
+    """A small model on cuda: ferrite TP 1 and TP N against eager PyTorch on the same weights
+    (with --decode, one decoding step over a past of 9 tokens, against transformers' cache)."""
     import ferrite
-    d = f"/tmp/tp_check_{a.config}"
+    from transformers import DynamicCache
+    d = f"/tmp/tp_check_{a.config}{'_decode' if a.decode else ''}"
     if not os.path.exists(os.path.join(d, "model.json")):
-        mk.cmd_graph(argparse.Namespace(config=a.config, dir=d))
+        mk.cmd_graph(argparse.Namespace(config=a.config, dir=d, decode=a.decode))
         mk.cmd_weights(argparse.Namespace(dir=d))
-    ids = token_ids(a.config, 2, 12)
-    with torch.no_grad():
-        eager = mk.eager_model(a.config, d, "cuda")(torch.from_numpy(ids).cuda()).float().cpu()
-    t_ids = torch.from_numpy(ids)
-    whole = ferrite.Session(f"{d}/model.onnx", "cuda").run({"input_ids": t_ids})[0].float()
+    if a.decode:
+        feed = decode_feed(a.config, 2, 9)
+        names = mk.Decode.names(a.config)
+        m = mk.eager_model(a.config, d, "cuda", wrap=False)
+        cache = DynamicCache(ddp_cache_data=[(feed[names[2 * i]].cuda(), feed[names[2 * i + 1]].cuda())
+                                             for i in range(len(names) // 2)])
+        with torch.no_grad():
+            eager = m(input_ids=feed["input_ids"].cuda(), past_key_values=cache,
+                      use_cache=True).last_hidden_state.float().cpu()
+    else:
+        feed = {"input_ids": torch.from_numpy(token_ids(a.config, 2, 12))}
+        with torch.no_grad():
+            eager = mk.eager_model(a.config, d, "cuda")(feed["input_ids"].cuda()).float().cpu()
+    whole = ferrite.Session(f"{d}/model.onnx", "cuda").run(feed)[0].float()
     print(f"cuda TP 1 vs eager: max abs diff {float((whole - eager).abs().max()):.3g} "
           f"(|eager| max {float(eager.abs().max()):.3g})")
     torch.testing.assert_close(whole, eager, rtol=0.0625, atol=0.0625)  # the CLI's bf16 --check
     for tp in a.tp:
         s = ferrite.Session(f"{d}/model.onnx", "cuda", tensor_parallel=tp)
-        got = s.run({"input_ids": t_ids})[0].float()
+        got = s.run(feed)[0].float()
         print(f"cuda TP {tp}: {s.split_report()['summary']}")
         print(f"cuda TP {tp} vs TP 1: max abs diff {float((got - whole).abs().max()):.3g}")
         torch.testing.assert_close(got, whole, rtol=0.0625, atol=0.0625)
+        t = s.time_resident(feed, runs=5)
+        print(f"cuda TP {tp}: resident {1e3 * statistics.median(t['seconds']):.3f} ms "
+              f"({t['method']})")
+        del s
     print("check: pass")
 
 
@@ -98,12 +140,13 @@ def cmd_ferrite(a) -> None:
     import ferrite
     with open(os.path.join(a.dir, "model.json")) as f:
         meta = json.load(f)
-    config = meta["config"]
+    config, decode = meta["config"], meta.get("decode", False)
     first = None
     for tp in a.tp:
         rec = {"impl": "ferrite", "config": config, "tp": tp, "params": meta["params"],
-               "device": a.device,
-               "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+               "step": "decode" if decode else "prefill", "device": a.device,
+               "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+               "cuda_graphs": os.environ.get("FERRITE_CUDA_GRAPHS", "1") != "0"}
         t = time.time()
         try:
             s = ferrite.Session(os.path.join(a.dir, "model.onnx"), a.device, tensor_parallel=tp)
@@ -112,16 +155,28 @@ def cmd_ferrite(a) -> None:
             rec["split"] = s.split_report()["summary"] if tp > 1 else "whole"
             out = None
             for b, sq in shapes(a.shapes):
-                ids = torch.from_numpy(token_ids(config, b, sq))
+                # prefill: b sequences of sq tokens; decode: b sequences, one new token each,
+                # over a past of sq tokens
+                feed = (decode_feed(config, b, sq) if decode else
+                        {"input_ids": torch.from_numpy(token_ids(config, b, sq))})
                 t = time.time()
-                out = s.run({"input_ids": ids})[0]
+                out = s.run(feed)[0]
                 rec[f"first_run_s_{b}x{sq}"] = round(time.time() - t, 2)
                 print(f"# {config} TP {tp}: first run {b}x{sq} in {time.time() - t:.2f} s",
                       flush=True)
-                ms = median_ms(lambda: s.run({"input_ids": ids}))
-                rec[f"ms_{b}x{sq}"] = round(ms, 2)
-                rec[f"tokens_per_s_{b}x{sq}"] = round(b * sq / ms * 1e3)
+                if not decode:  # a decode step's wall clock would be its past's copies
+                    ms = median_ms(lambda: s.run(feed))
+                    rec[f"ms_{b}x{sq}"] = round(ms, 2)
+                    rec[f"tokens_per_s_{b}x{sq}"] = round(b * sq / ms * 1e3)
+                if a.device != "cpu":  # host devices do not time runs themselves
+                    timing = s.time_resident(feed, runs=10)
+                    rec[f"device_ms_{b}x{sq}"] = round(
+                        1e3 * statistics.median(timing["seconds"]), 3)
+                    rec["device_method"] = timing["method"]
             rec["gpu_used_gib"] = gpu_used_gib()  # after the runs: weights are uploaded by the first
+            dm = s.stats().get("device_memory")  # rank 0's own allocator
+            if dm:
+                rec["rank0_peak_reserved_gib"] = round(dm["peak_reserved_bytes"] / 2**30, 2)
             out = out.float()
             if not torch.isfinite(out).all():
                 rec["error"] = "non-finite outputs"
@@ -169,18 +224,33 @@ def cmd_torch(a) -> None:
                 "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
                 "mlp.down_proj": RowwiseParallel()})
     rec = {"impl": "torch-dtensor" if world > 1 else "torch-eager", "config": a.config,
-           "tp": world, "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
+           "tp": world, "step": "decode" if a.decode else "prefill",
+           "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
     for b, sq in shapes(a.shapes):
-        ids = torch.from_numpy(token_ids(a.config, b, sq)).cuda()
+        if a.decode:
+            from transformers import DynamicCache
+            feed = decode_feed(a.config, b, sq)
+            ids = feed.pop("input_ids").cuda()
+            # this rank's heads of the past (ColwiseParallel k/v projections give local heads)
+            past = [v.chunk(world, dim=1)[rank].contiguous().cuda() for v in feed.values()]
 
-        @torch.no_grad()
-        def step():
-            m(input_ids=ids, use_cache=False)
-            torch.cuda.synchronize()
+            @torch.no_grad()
+            def step():
+                cache = DynamicCache(ddp_cache_data=[(past[2 * i], past[2 * i + 1])
+                                                     for i in range(len(past) // 2)])
+                m(input_ids=ids, past_key_values=cache, use_cache=True)
+                torch.cuda.synchronize()
+        else:
+            ids = torch.from_numpy(token_ids(a.config, b, sq)).cuda()
+
+            @torch.no_grad()
+            def step():
+                m(input_ids=ids, use_cache=False)
+                torch.cuda.synchronize()
 
         ms = median_ms(step)
         rec[f"ms_{b}x{sq}"] = round(ms, 2)
-        rec[f"tokens_per_s_{b}x{sq}"] = round(b * sq / ms * 1e3)
+        rec[f"tokens_per_s_{b}x{sq}"] = round(b * (1 if a.decode else sq) / ms * 1e3)
     if rank == 0:
         emit(rec, a.json)
     if world > 1:
@@ -193,15 +263,20 @@ def main() -> int:
     c = sub.add_parser("check", help="a small model: ferrite on cuda at TP 1 and N vs eager")
     c.add_argument("--config", default="llama-tiny", choices=sorted(mk.CONFIGS))
     c.add_argument("--tp", type=int, nargs="+", default=[2])
+    c.add_argument("--decode", action="store_true", help="a decoding step's graph")
     f = sub.add_parser("ferrite", help="time a model directory at each TP")
     f.add_argument("dir", help="made by make_decoder_onnx.py (graph + weights)")
     f.add_argument("--tp", type=int, nargs="+", default=[1, 2])
-    f.add_argument("--shapes", nargs="+", default=["8x512", "1x128"], help="BATCHxSEQ ...")
+    f.add_argument("--shapes", nargs="+", default=["8x512", "1x128"],
+                   help="BATCHxSEQ ... (a decoding step's graph: BATCHxPAST)")
     f.add_argument("--json", help="append one JSON line per TP here")
     f.add_argument("--device", default="cuda", help="cuda (cpu: to try the script)")
     t = sub.add_parser("torch", help="PyTorch eager (one process) or DTensor TP (torchrun)")
     t.add_argument("--config", required=True, choices=sorted(mk.CONFIGS))
-    t.add_argument("--shapes", nargs="+", default=["8x512", "1x128"])
+    t.add_argument("--shapes", nargs="+", default=["8x512", "1x128"],
+                   help="BATCHxSEQ ... (with --decode: BATCHxPAST)")
+    t.add_argument("--decode", action="store_true",
+                   help="one decoding step (one new token per sequence) over a past")
     t.add_argument("--json")
     a = p.parse_args()
     {"check": cmd_check, "ferrite": cmd_ferrite, "torch": cmd_torch}[a.what](a)

@@ -2,18 +2,25 @@
 # Tensor-parallel runs on a lent multi-GPU machine (issue 17), in stages that fit one call each.
 #   source scripts/gpu/carry_env.sh .devcarry
 #   scripts/gpu/tp_run.sh STAGE OUT [CARRY]
-# CARRY/tp_models/<config>/model.onnx.xz and model.json come from
-#   scripts/gpu/make_decoder_onnx.py graph <config> DIR   (run where torch is; seconds to minutes)
-# and the weights are made here (make_decoder_onnx.py weights). Results: OUT/tp.jsonl.
+# CARRY/tp_models/<model>/model.onnx.xz and model.json come from
+#   scripts/gpu/make_decoder_onnx.py graph <config> DIR [--decode]   (seconds to minutes)
+# (<model> is the config, with -decode for a decoding step's graph), and the weights are made
+# here (make_decoder_onnx.py weights). Results: OUT/tp.jsonl, one line per implementation and TP.
+# TPS (default "1 2 4", or "1 2" on two GPUs) says which group sizes run.
 # Stages:
-#   tests   the 2-process test (gloo, then NCCL on cuda) and `tp_bench.py check`
-#   7b      ferrite llama-7b at TP 1 and 2; PyTorch eager and DTensor TP 2
-#   xl      ferrite gpt2-xl at TP 1 and 2; PyTorch eager
-#   70b     llama-70b-40l at TP 1 and 2 (outputs compared), llama-70b at TP 1 (too big) and 2
+#   tests      the 2-process test (gloo, then NCCL on cuda) and `tp_bench.py check` (prefill and
+#              a decoding step; every TP against TP 1 and eager)
+#   7b         llama-7b prefill: ferrite at each TP; PyTorch eager and DTensor at each TP > 1
+#   7b-decode  llama-7b, one decoding step over a past of 512: the same
+#   xl         gpt2-xl prefill and decoding step: ferrite at each TP, PyTorch eager (GPT-2's
+#              Conv1D layers are not nn.Linear: DTensor's plans do not apply)
+#   70b        llama-70b-40l at each TP (outputs compared), llama-70b (129.5 GiB of bf16) at each
+#              TP: on 80 GiB cards TP 1 cannot hold it
 set -u
 stage=$1 out=$2 carry=${3:-.devcarry}
+tps=${TPS:-"1 2 4"}
 mkdir -p "$out"
-model() {  # model CONFIG -> /tmp/tp/CONFIG with its weights
+model() {  # model NAME -> /tmp/tp/NAME with its weights
   local d=/tmp/tp/$1
   mkdir -p "$d"
   [ -f "$d/model.onnx" ] || xz -dc "$carry/tp_models/$1/model.onnx.xz" > "$d/model.onnx"
@@ -21,29 +28,49 @@ model() {  # model CONFIG -> /tmp/tp/CONFIG with its weights
   python3 scripts/gpu/make_decoder_onnx.py weights "$d"
 }
 bench() { python3 scripts/gpu/tp_bench.py "$@" --json "$out/tp.jsonl"; }
+dtensor() {  # dtensor CONFIG ARGS...: PyTorch's tensor parallelism at each TP > 1
+  local config=$1; shift
+  for n in $tps; do
+    [ "$n" = 1 ] && continue
+    timeout 240 torchrun --nproc_per_node "$n" scripts/gpu/tp_bench.py torch --config "$config" \
+      "$@" --json "$out/tp.jsonl" > "$out/dtensor_${config}_$n.log" 2>&1
+    grep RESULT "$out/dtensor_${config}_$n.log" | tail -2
+  done
+}
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 case $stage in
   tests)
     # the test reads the zoo from ../shared/models
     mkdir -p ../shared && [ -e ../shared/models ] || ln -s "$(cd "$carry" && pwd)/models" ../shared/models
-    (cd tests/python && timeout 300 python3 -m pytest -q -rs test_tensor_parallel_processes.py 2>&1 | tail -15)
-    timeout 200 python3 scripts/gpu/tp_bench.py check --config llama-tiny --tp 2
-    timeout 200 python3 scripts/gpu/tp_bench.py check --config gpt2-tiny --tp 2 ;;
+    (cd tests/python && timeout 200 python3 -m pytest -q -rs test_tensor_parallel_processes.py \
+      > "$out/processes.log" 2>&1; tail -15 "$out/processes.log")
+    for c in "llama-tiny" "gpt2-tiny" "llama-tiny --decode"; do
+      timeout 100 python3 scripts/gpu/tp_bench.py check --config $c --tp $(echo $tps | cut -d' ' -f2-) \
+        > "$out/check_${c// /_}.log" 2>&1
+      grep -v "Warning\|warn" "$out/check_${c// /_}.log" | tail -8
+    done ;;
   7b)
     model llama-7b
-    bench ferrite /tmp/tp/llama-7b --tp 1 2
+    bench ferrite /tmp/tp/llama-7b --tp $tps
     bench torch --config llama-7b
-    timeout 240 torchrun --nproc_per_node 2 scripts/gpu/tp_bench.py torch --config llama-7b \
-      --json "$out/tp.jsonl" 2>&1 | grep -v "^W1\|warn" | tail -5 ;;
+    dtensor llama-7b ;;
+  7b-decode)
+    model llama-7b-decode
+    bench ferrite /tmp/tp/llama-7b-decode --tp $tps --shapes 1x512 8x512
+    bench torch --config llama-7b --decode --shapes 1x512 8x512
+    dtensor llama-7b --decode --shapes 1x512 8x512 ;;
   xl)
     model gpt2-xl
-    bench ferrite /tmp/tp/gpt2-xl --tp 1 2
-    bench torch --config gpt2-xl ;;
+    bench ferrite /tmp/tp/gpt2-xl --tp $tps
+    bench torch --config gpt2-xl
+    model gpt2-xl-decode
+    bench ferrite /tmp/tp/gpt2-xl-decode --tp $tps --shapes 1x512 8x512
+    bench torch --config gpt2-xl --decode --shapes 1x512 8x512 ;;
   70b)
     model llama-70b-40l
-    bench ferrite /tmp/tp/llama-70b-40l --tp 1 2 --shapes 8x512 1x128
+    bench ferrite /tmp/tp/llama-70b-40l --tp $tps --shapes 8x512 1x128
     model llama-70b
-    bench ferrite /tmp/tp/llama-70b --tp 1 2 --shapes 8x512 1x128 ;;
+    bench ferrite /tmp/tp/llama-70b --tp $tps --shapes 8x512 1x128 ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac
 free -g | head -2

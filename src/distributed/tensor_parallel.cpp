@@ -147,6 +147,35 @@ Expected<std::vector<Tensor>> TensorParallelSession::run(
   return std::move(*results[0]);
 }
 
+Expected<DeviceTiming> TensorParallelSession::time_resident(
+    const std::vector<Session::NamedInput>& inputs, int runs) {
+  const int n = local_ranks();
+  std::vector<std::optional<Expected<DeviceTiming>>> results(static_cast<size_t>(n));
+  auto rank_main = [&](int i) {
+    Communicator& c = comm(static_cast<size_t>(i));
+    BindCommunicator bind(&c);
+    auto t = ranks_[static_cast<size_t>(i)]->time_resident(inputs, runs);
+    if (!t) c.abort(str_cat("rank ", c.rank(), ": ", t.status().message()));
+    results[static_cast<size_t>(i)] = std::move(t);
+  };
+  std::vector<std::thread> threads;
+  for (int i = 1; i < n; ++i) threads.emplace_back(rank_main, i);
+  rank_main(0);
+  for (auto& t : threads) t.join();
+  for (auto& res : results)
+    if (!*res && !is_abort(res->status())) return res->status();
+  for (auto& res : results)
+    if (!*res) return res->status();
+  DeviceTiming out = std::move(**results[0]);
+  for (size_t i = 1; i < results.size(); ++i) {
+    const std::vector<double>& s = (*results[i])->seconds;
+    for (size_t k = 0; k < std::min(s.size(), out.seconds.size()); ++k)
+      out.seconds[k] = std::max(out.seconds[k], s[k]);
+  }
+  if (n > 1) out.method += str_cat("; the slowest of ", n, " ranks per run");
+  return out;
+}
+
 Status TensorParallelSession::run_device(const std::vector<Session::NamedInput>& inputs,
                                          DeviceRun run) {
   // The ranks of a thread group would each need their own device buffers and streams: only a

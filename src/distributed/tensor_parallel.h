@@ -43,6 +43,9 @@ class TensorParallelSession {
   // is not such an abort is returned. (An external group's other ranks are not ours to stop:
   // they see the failure as their communicator reports it, a timeout of gloo or NCCL.)
   Expected<std::vector<Tensor>> run(const std::vector<Session::NamedInput>& inputs);
+  // Session::time_resident on every local rank at once (the collectives pace them together):
+  // sample k is the slowest rank's k-th run, so a rank that waits on its peers counts that wait.
+  Expected<DeviceTiming> time_resident(const std::vector<Session::NamedInput>& inputs, int runs);
   // Session::run_device for a one-rank session (for_rank): tensors stay in the device's memory.
   Status run_device(const std::vector<Session::NamedInput>& inputs, DeviceRun run);
 

@@ -75,10 +75,10 @@ std::optional<int> view_dim(const Shape& in, const Shape& out, int d, const Spli
   const SymExpr before = prefix_product(in, static_cast<size_t>(d));
   for (size_t e = 0; e < out.rank(); ++e) {
     if (!(prefix_product(out, e) == before)) continue;
-    if (out[e] == in[static_cast<size_t>(d)]) {
-      if (out[e].value() == 1) continue;  // a unit dim in front: look further
-      return static_cast<int>(e);
-    }
+    // A unit dim in front (a decoding step's one token: [b, 1, h*d] -> [b, 1, h, d]): the split
+    // dim is further on (a split dim is never 1: N divides it).
+    if (out[e].value() == 1) continue;
+    if (out[e] == in[static_cast<size_t>(d)]) return static_cast<int>(e);
     if (sp.sections != 1) return std::nullopt;
     // in[d] merged with the dims after it (d outermost: each rank's rows stay contiguous).
     SymExpr merged = in[static_cast<size_t>(d)].expr();

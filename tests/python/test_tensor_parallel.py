@@ -110,3 +110,65 @@ def test_a_communicator_is_checked_before_it_is_used(llama):
     assert (c.rank, c.size) == (1, 2)
     with pytest.raises(ValueError, match="communicator has 2 ranks"):
         ferrite.Session(path, "cpu", tensor_parallel=4, communicator=c)
+
+
+@pytest.fixture(scope="module")
+def llama_decode(tmp_path_factory):
+    """One decoding step of the same architecture: the new token's ids and every layer's past
+    keys and values in (transformers' DynamicCache, concatenated inside), hidden state out."""
+    from transformers import DynamicCache, LlamaConfig, LlamaModel
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128,
+                      num_hidden_layers=LAYERS, num_attention_heads=8, num_key_value_heads=4,
+                      max_position_embeddings=64)
+    cfg._attn_implementation = "eager"
+    model = LlamaModel(cfg).eval()
+
+    class Step(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, ids, *past):
+            cache = DynamicCache(ddp_cache_data=[(past[2 * i], past[2 * i + 1])
+                                                 for i in range(len(past) // 2)])
+            return self.m(input_ids=ids, past_key_values=cache, use_cache=True).last_hidden_state
+
+    step = Step(model).eval()
+    names = [f"past_{w}_{i}" for i in range(LAYERS) for w in ("key", "value")]
+    ids = torch.randint(0, cfg.vocab_size, (2, 1))
+    past = tuple(torch.randn(2, 4, 9, 8) for _ in names)  # batch, kv heads, past, head dim
+    path = tmp_path_factory.mktemp("llama_decode") / "step.onnx"
+    batch, plen = torch.export.Dim("batch", max=64), torch.export.Dim("past", max=64)
+    torch.onnx.export(step, (ids,) + past, str(path), input_names=["input_ids"] + names,
+                      output_names=["hidden"],
+                      dynamic_shapes=({0: batch}, tuple({0: batch, 2: plen} for _ in names)),
+                      opset_version=18, dynamo=True)
+    with torch.no_grad():
+        want = step(ids, *past).numpy()
+    feed = {"input_ids": ids.numpy(), **{n: p.numpy() for n, p in zip(names, past)}}
+    return path, feed, want
+
+
+@pytest.mark.parametrize("tp", [2, 4])
+def test_decoding_step_splits_the_past_by_heads(llama_decode, tp):
+    """Each rank attends over its own heads of the past (sliced from the whole input, no gather
+    of keys or values), and the step's output is the whole model's and eager's."""
+    path, feed, eager = llama_decode
+    whole = ferrite.Session(path, "cpu").run(feed)[0]
+    np.testing.assert_allclose(whole, eager, rtol=1e-4, atol=1e-4)
+    s = ferrite.Session(path, "cpu", tensor_parallel=tp)
+    np.testing.assert_allclose(s.run(feed)[0], whole, rtol=1e-5, atol=1e-5)
+    r = s.split_report()
+    assert r["column_parallel"] == 5 * LAYERS and r["row_parallel"] == 2 * LAYERS, r["lines"]
+    assert r["all_gathers"] == 0, r["lines"]
+    # A longer past: the past length stays symbolic.
+    longer = {k: (np.concatenate([v, v], axis=2) if k.startswith("past") else v)
+              for k, v in feed.items()}
+    np.testing.assert_allclose(s.run(longer)[0],
+                               ferrite.Session(path, "cpu").run(longer)[0], rtol=1e-5, atol=1e-5)
+    assert s.compiles == 1
+    # Host devices run at the caller's pace: device timing is the GPU's (tp_bench.py uses it).
+    with pytest.raises(ferrite.UnsupportedError, match="time runs"):
+        s.time_resident(feed, runs=2)
