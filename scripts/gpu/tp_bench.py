@@ -223,8 +223,13 @@ def cmd_torch(a) -> None:
                 "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
                 "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
                 "mlp.down_proj": RowwiseParallel()})
-    rec = {"impl": "torch-dtensor" if world > 1 else "torch-eager", "config": a.config,
-           "tp": world, "step": "decode" if a.decode else "prefill",
+    impl = "torch-dtensor" if world > 1 else "torch-eager"
+    run = m
+    if a.compile:  # torch.compile over the (parallelized) model: Inductor, per rank
+        impl = ("torch-dtensor" if world > 1 else "torch") + f"-compile-{a.compile}"
+        run = torch.compile(m, mode=a.compile)
+    rec = {"impl": impl, "config": a.config, "tp": world,
+           "step": "decode" if a.decode else "prefill",
            "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
     for b, sq in shapes(a.shapes):
         if a.decode:
@@ -238,16 +243,19 @@ def cmd_torch(a) -> None:
             def step():
                 cache = DynamicCache(ddp_cache_data=[(past[2 * i], past[2 * i + 1])
                                                      for i in range(len(past) // 2)])
-                m(input_ids=ids, past_key_values=cache, use_cache=True)
+                run(input_ids=ids, past_key_values=cache, use_cache=True)
                 torch.cuda.synchronize()
         else:
             ids = torch.from_numpy(token_ids(a.config, b, sq)).cuda()
 
             @torch.no_grad()
             def step():
-                m(input_ids=ids, use_cache=False)
+                run(input_ids=ids, use_cache=False)
                 torch.cuda.synchronize()
 
+        t = time.time()
+        step()  # compiles, where compiled
+        rec[f"first_s_{b}x{sq}"] = round(time.time() - t, 1)
         ms = median_ms(step)
         rec[f"ms_{b}x{sq}"] = round(ms, 2)
         rec[f"tokens_per_s_{b}x{sq}"] = round(b * (1 if a.decode else sq) / ms * 1e3)
@@ -277,6 +285,8 @@ def main() -> int:
                    help="BATCHxSEQ ... (with --decode: BATCHxPAST)")
     t.add_argument("--decode", action="store_true",
                    help="one decoding step (one new token per sequence) over a past")
+    t.add_argument("--compile", metavar="MODE",
+                   help="torch.compile the model in this mode (default, reduce-overhead, ...)")
     t.add_argument("--json")
     a = p.parse_args()
     {"check": cmd_check, "ferrite": cmd_ferrite, "torch": cmd_torch}[a.what](a)

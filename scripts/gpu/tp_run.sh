@@ -14,6 +14,9 @@
 #   7b-decode  llama-7b, one decoding step over a past of 512: the same
 #   xl         gpt2-xl prefill and decoding step: ferrite at each TP, PyTorch eager (GPT-2's
 #              Conv1D layers are not nn.Linear: DTensor's plans do not apply)
+#   compiled   llama-7b under torch.compile (PyTorch's strongest configuration): one GPU with
+#              CUDA graphs (reduce-overhead), DTensor at each TP > 1 in the default mode; prefill
+#              8x512 and a decoding step over 1x512 (COMPILE_SHAPES, DECODE_SHAPES)
 #   70b        llama-70b-40l at each TP (outputs compared), llama-70b (129.5 GiB of bf16) at each
 #              TP: on 80 GiB cards TP 1 cannot hold it
 set -u
@@ -32,9 +35,10 @@ dtensor() {  # dtensor CONFIG ARGS...: PyTorch's tensor parallelism at each TP >
   local config=$1; shift
   for n in $tps; do
     [ "$n" = 1 ] && continue
+    local log="$out/dtensor_${config}_${n}_$(echo "$*" | tr -cd 'a-z0-9').log"
     timeout 240 torchrun --nproc_per_node "$n" scripts/gpu/tp_bench.py torch --config "$config" \
-      "$@" --json "$out/tp.jsonl" > "$out/dtensor_${config}_$n.log" 2>&1
-    grep RESULT "$out/dtensor_${config}_$n.log" | tail -2
+      "$@" --json "$out/tp.jsonl" > "$log" 2>&1
+    grep RESULT "$log" | tail -2
   done
 }
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
@@ -59,6 +63,15 @@ case $stage in
     bench ferrite /tmp/tp/llama-7b-decode --tp $tps --shapes 1x512 8x512
     bench torch --config llama-7b --decode --shapes 1x512 8x512
     dtensor llama-7b --decode --shapes 1x512 8x512 ;;
+  compiled)
+    timeout 200 python3 scripts/gpu/tp_bench.py torch --config llama-7b --compile reduce-overhead \
+      --shapes ${COMPILE_SHAPES:-8x512} --json "$out/tp.jsonl" > "$out/compile_prefill.log" 2>&1
+    timeout 200 python3 scripts/gpu/tp_bench.py torch --config llama-7b --decode \
+      --compile reduce-overhead --shapes ${DECODE_SHAPES:-1x512} --json "$out/tp.jsonl" \
+      > "$out/compile_decode.log" 2>&1
+    grep -h RESULT "$out"/compile_*.log
+    dtensor llama-7b --compile default --shapes ${COMPILE_SHAPES:-8x512}
+    dtensor llama-7b --decode --compile default --shapes ${DECODE_SHAPES:-1x512} ;;
   xl)
     model gpt2-xl
     bench ferrite /tmp/tp/gpt2-xl --tp $tps

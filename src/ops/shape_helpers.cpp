@@ -112,7 +112,15 @@ std::optional<std::vector<int64_t>> static_values(const std::optional<std::vecto
 bool known_nonneg(const Dim& d) {
   if (!d.is_known()) return false;
   if (auto v = d.value()) return *v >= 0;
-  return d.expr().is_symbol();
+  // A dim symbol, or one plus a constant >= 0 (a decoding step's past + 1): symbols are sizes.
+  const SymExpr& e = d.expr();
+  if (e.is_symbol()) return true;
+  std::vector<std::string> names;
+  e.collect_symbols(names);
+  SymBindings zero;
+  for (const std::string& n : names) zero[n] = 0;
+  const std::optional<int64_t> c = e.evaluate(zero);
+  return c && *c >= 0 && (e - SymExpr(*c)).is_symbol();
 }
 
 SliceRange static_slice(int64_t d, int64_t start, int64_t end, int64_t step) {

@@ -474,18 +474,26 @@ class Sharder {
   }
 
   // ferrite.Attention (the FX importer's SDPA, fuse-attention's result) is per batch item: a
-  // split of a batch dim (the heads) that Q, K and V share, or where each whole one and the mask
-  // broadcast, carries to the output.
+  // split of a batch dim (the heads) that Q, K and V share carries to the output. A whole
+  // operand broadcasts there, or has every head (a mask expanded per head, as PyTorch's cuda
+  // SDPA kernels take it): the rank then reads its own heads of it.
   Expected<bool> attention(Node& n) {
     std::optional<Split> s = common_split(n);
     Value* out = n.outputs[0];
     if (!s || s->dim >= static_cast<int>(out->type.shape.rank()) - 2) return false;
     const int r = static_cast<int>(out->type.shape.rank());
-    for (Value* v : n.inputs) {
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      Value* v = n.inputs[i];
       if (!v || split_.count(v)) continue;
       if (!v->type.shape.rank_known()) return false;
       const int j = s->dim - (r - static_cast<int>(v->type.shape.rank()));
-      if (j >= 0 && v->type.shape[static_cast<size_t>(j)].value() != 1) return false;
+      if (j < 0) continue;
+      const Dim& d = v->type.shape[static_cast<size_t>(j)];
+      if (d.value() == 1) continue;
+      if (s->sections != 1 || d != out->type.shape[static_cast<size_t>(s->dim)] ||
+          !divisible(d, size_))
+        return false;
+      FERRITE_ASSIGN_OR_RETURN(n.inputs[i], local_slice(v, j, *d.value(), n));
     }
     return set(out, *s);
   }
@@ -766,14 +774,8 @@ FERRITE_REGISTER_PASSES(shard_tensor_parallel) {
          [] { return std::make_unique<ShardTensorParallel>(0, 0); },
          {},
          [](const PassOptions& o) -> Expected<std::unique_ptr<Pass>> {
-           for (const auto& [k, v] : o)
-             if (k != "rank" && k != "size")
-               return err("shard-tensor-parallel: unknown option '", k, "' (rank, size)");
-           FERRITE_ASSIGN_OR_RETURN(int rank, shard::int_option(o, "rank"));
-           FERRITE_ASSIGN_OR_RETURN(int size, shard::int_option(o, "size"));
-           if (size < 1 || rank >= size)
-             return err("shard-tensor-parallel: rank ", rank, " is not in a group of ", size);
-           return std::unique_ptr<Pass>(std::make_unique<ShardTensorParallel>(rank, size));
+           FERRITE_ASSIGN_OR_RETURN(auto rs, shard::rank_and_size(o));
+           return std::unique_ptr<Pass>(std::make_unique<ShardTensorParallel>(rs.first, rs.second));
          }});
 }
 

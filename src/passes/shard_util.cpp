@@ -115,6 +115,8 @@ int64_t used_constant_bytes(const Graph& g) {
   return bytes;
 }
 
+namespace {
+
 Expected<int> int_option(const PassOptions& o, const char* key) {
   auto it = o.find(key);
   if (it == o.end()) return err("shard-tensor-parallel: missing option '", key, "'");
@@ -122,6 +124,19 @@ Expected<int> int_option(const PassOptions& o, const char* key) {
   if (v.empty() || v.size() > 4 || v.find_first_not_of("0123456789") != std::string::npos)
     return err("shard-tensor-parallel: option ", key, " expects a small integer, got '", v, "'");
   return std::stoi(v);
+}
+
+}  // namespace
+
+Expected<std::pair<int, int>> rank_and_size(const PassOptions& o) {
+  for (const auto& [k, v] : o)
+    if (k != "rank" && k != "size")
+      return err("shard-tensor-parallel: unknown option '", k, "' (rank, size)");
+  FERRITE_ASSIGN_OR_RETURN(int rank, int_option(o, "rank"));
+  FERRITE_ASSIGN_OR_RETURN(int size, int_option(o, "size"));
+  if (size < 1 || rank >= size)
+    return err("shard-tensor-parallel: rank ", rank, " is not in a group of ", size);
+  return std::make_pair(rank, size);
 }
 
 }  // namespace ferrite::shard

@@ -29,7 +29,7 @@ std::optional<int> view_dim(const Shape& in, const Shape& out, int d, const Spli
 bool is_pointwise(const Node& n);
 // Bytes of the constants some node reads (a rank's weights, for the report).
 int64_t used_constant_bytes(const Graph& g);
-// The pass's small integer option `key` ({rank=R size=N}).
-Expected<int> int_option(const PassOptions& o, const char* key);
+// The pass's options {rank=R size=N}, checked: (rank, size).
+Expected<std::pair<int, int>> rank_and_size(const PassOptions& o);
 
 }  // namespace ferrite::shard

@@ -47,6 +47,30 @@ TEST(ShapeBroadcast, DefiniteMismatchNamesBothShapes) {
             "error: cannot broadcast [b,3] with [b,5] (dim 1: 3 vs 5)");
 }
 
+// A decoding step's positions: Range(0, past + 1) over a cache of `past` entries is past + 1
+// long, not max(0, past + 1), which no other dim equals (the attention scores then had an
+// unknown dim, and on cuda such steps ran on the host).
+TEST(ShapeInference, RangeToASizePlusAConstantHasThatLength) {
+  auto g = testing::parse_onnx_text(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[B,2,P,4] past) => (int64[N] pos, int64[M] down) {
+  len = Shape <start = 2, end = 3> (past)
+  one = Constant <value = int64[1] {1}> ()
+  zero = Constant <value = int64 {0}> ()
+  step = Constant <value = int64 {1}> ()
+  plus = Add(len, one)
+  limit = Squeeze(plus)
+  pos = Range(zero, limit, step)
+  minus = Sub(len, one)
+  low = Squeeze(minus)
+  down = Range(zero, low, step)
+}
+)");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->outputs()[0]->type.shape.to_string(), "[P+1]");
+  EXPECT_EQ(g->outputs()[1]->type.shape.to_string(), "[max(0,P-1)]");  // P may be 0
+}
+
 TEST(ShapeBasics, NumelAndStatic) {
   Shape s = shape({sym("batch"), 12, 64});
   EXPECT_FALSE(s.is_static());
