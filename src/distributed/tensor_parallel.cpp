@@ -1,6 +1,7 @@
 #include "distributed/tensor_parallel.h"
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 #include "distributed/loopback.h"
@@ -119,16 +120,17 @@ Expected<std::unique_ptr<TensorParallelSession>> TensorParallelSession::for_rank
   return tp;
 }
 
-Expected<std::vector<Tensor>> TensorParallelSession::run(
-    const std::vector<Session::NamedInput>& inputs) {
+template <class T>
+Expected<std::vector<T>> TensorParallelSession::on_every_rank(
+    const std::function<Expected<T>(Session&)>& work) {
   const int n = local_ranks();
-  std::vector<std::optional<Expected<std::vector<Tensor>>>> results(static_cast<size_t>(n));
+  std::vector<std::optional<Expected<T>>> results(static_cast<size_t>(n));
   auto rank_main = [&](int i) {
     Communicator& c = comm(static_cast<size_t>(i));
     BindCommunicator bind(&c);
-    auto out = ranks_[static_cast<size_t>(i)]->run(inputs);
-    if (!out) c.abort(str_cat("rank ", c.rank(), ": ", out.status().message()));
-    results[static_cast<size_t>(i)] = std::move(out);
+    Expected<T> r = work(*ranks_[static_cast<size_t>(i)]);
+    if (!r) c.abort(str_cat("rank ", c.rank(), ": ", r.status().message()));
+    results[static_cast<size_t>(i)] = std::move(r);
   };
   std::vector<std::thread> threads;
   for (int i = 1; i < n; ++i) threads.emplace_back(rank_main, i);
@@ -141,38 +143,32 @@ Expected<std::vector<Tensor>> TensorParallelSession::run(
     // Every rank has stopped: a fresh loopback group, so that the abort does not outlive this
     // run (an NCCL group has nothing to reset: its ranks fail before their first collective; an
     // external group is its owner's to reset).
+    Status s = *first;
     if (!external_ && comms_[0]->native("nccl") == nullptr) comms_ = make_loopback_group(n);
-    return *first;
+    return s;
   }
-  return std::move(*results[0]);
+  std::vector<T> out;
+  for (auto& res : results) out.push_back(std::move(**res));
+  return out;
+}
+
+Expected<std::vector<Tensor>> TensorParallelSession::run(
+    const std::vector<Session::NamedInput>& inputs) {
+  FERRITE_ASSIGN_OR_RETURN(
+      auto all, on_every_rank<std::vector<Tensor>>([&](Session& s) { return s.run(inputs); }));
+  return std::move(all[0]);  // every rank has the whole outputs: the first local rank's
 }
 
 Expected<DeviceTiming> TensorParallelSession::time_resident(
     const std::vector<Session::NamedInput>& inputs, int runs) {
-  const int n = local_ranks();
-  std::vector<std::optional<Expected<DeviceTiming>>> results(static_cast<size_t>(n));
-  auto rank_main = [&](int i) {
-    Communicator& c = comm(static_cast<size_t>(i));
-    BindCommunicator bind(&c);
-    auto t = ranks_[static_cast<size_t>(i)]->time_resident(inputs, runs);
-    if (!t) c.abort(str_cat("rank ", c.rank(), ": ", t.status().message()));
-    results[static_cast<size_t>(i)] = std::move(t);
-  };
-  std::vector<std::thread> threads;
-  for (int i = 1; i < n; ++i) threads.emplace_back(rank_main, i);
-  rank_main(0);
-  for (auto& t : threads) t.join();
-  for (auto& res : results)
-    if (!*res && !is_abort(res->status())) return res->status();
-  for (auto& res : results)
-    if (!*res) return res->status();
-  DeviceTiming out = std::move(**results[0]);
-  for (size_t i = 1; i < results.size(); ++i) {
-    const std::vector<double>& s = (*results[i])->seconds;
-    for (size_t k = 0; k < std::min(s.size(), out.seconds.size()); ++k)
-      out.seconds[k] = std::max(out.seconds[k], s[k]);
-  }
-  if (n > 1) out.method += str_cat("; the slowest of ", n, " ranks per run");
+  FERRITE_ASSIGN_OR_RETURN(auto all, on_every_rank<DeviceTiming>([&](Session& s) {
+                             return s.time_resident(inputs, runs);
+                           }));
+  DeviceTiming out = std::move(all[0]);
+  for (size_t i = 1; i < all.size(); ++i)
+    for (size_t k = 0; k < std::min(all[i].seconds.size(), out.seconds.size()); ++k)
+      out.seconds[k] = std::max(out.seconds[k], all[i].seconds[k]);
+  if (all.size() > 1) out.method += str_cat("; the slowest of ", all.size(), " ranks per run");
   return out;
 }
 

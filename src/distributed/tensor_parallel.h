@@ -11,6 +11,7 @@
 // torch.distributed from Python, or NCCL bootstrapped over it: Device::communicator_rank).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -67,6 +68,11 @@ class TensorParallelSession {
                                                   const std::string& device,
                                                   const RunOptions& opts);
   Communicator& comm(size_t i) const { return external_ ? *external_ : *comms_[i]; }
+  // `work` on every local rank's Session at once, each on a thread of its own (the first local
+  // rank on the caller's) with its communicator bound. A rank that fails aborts the others'
+  // collectives; the first error that is not such an abort is returned, else every result.
+  template <class T>
+  Expected<std::vector<T>> on_every_rank(const std::function<Expected<T>(Session&)>& work);
 
   int size_ = 1, first_rank_ = 0;
   std::vector<std::unique_ptr<Session>> ranks_;

@@ -18,15 +18,24 @@ import ferrite  # noqa: E402
 LAYERS = 2
 
 
-@pytest.fixture(scope="module")
-def llama(tmp_path_factory):
-    from transformers import LlamaConfig, LlamaForCausalLM
+def _config():
+    """A small Llama: rotary, GQA (8 query / 4 key-value heads), RMSNorm, SwiGLU; eager attention
+    (its matmuls and softmax export as themselves)."""
+    from transformers import LlamaConfig
 
-    torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128,
                       num_hidden_layers=LAYERS, num_attention_heads=8, num_key_value_heads=4,
                       max_position_embeddings=64)
     cfg._attn_implementation = "eager"
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = _config()
     model = LlamaForCausalLM(cfg).eval()
 
     class Logits(torch.nn.Module):
@@ -116,13 +125,10 @@ def test_a_communicator_is_checked_before_it_is_used(llama):
 def llama_decode(tmp_path_factory):
     """One decoding step of the same architecture: the new token's ids and every layer's past
     keys and values in (transformers' DynamicCache, concatenated inside), hidden state out."""
-    from transformers import DynamicCache, LlamaConfig, LlamaModel
+    from transformers import DynamicCache, LlamaModel
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128,
-                      num_hidden_layers=LAYERS, num_attention_heads=8, num_key_value_heads=4,
-                      max_position_embeddings=64)
-    cfg._attn_implementation = "eager"
+    cfg = _config()
     model = LlamaModel(cfg).eval()
 
     class Step(torch.nn.Module):
