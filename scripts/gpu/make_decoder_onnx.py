@@ -38,6 +38,9 @@ CONFIGS = {
     "llama-7b": ("llama", 4096, 32, 32, 32, 11008, 32000),  # Llama-2-7B's shape
     "llama-70b": ("llama", 8192, 80, 64, 8, 28672, 128256),  # Llama-3-70B's shape
     "llama-70b-40l": ("llama", 8192, 40, 64, 8, 28672, 128256),  # its first 40 layers
+    # Qwen1.5-110B's shape as a Llama (no q/k/v biases): 111 B parameters, 207 GiB in bf16, more
+    # than one H200 (140 GiB) or H100 holds
+    "llama-110b": ("llama", 8192, 80, 64, 8, 49152, 152064),
     "gpt2-tiny": ("gpt2", 64, 2, 8, 8, 256, 96),
     "gpt2-xl": ("gpt2", 1600, 48, 25, 25, 6400, 50257),
 }

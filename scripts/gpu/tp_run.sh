@@ -19,6 +19,8 @@
 #              8x512 and a decoding step over 1x512 (COMPILE_SHAPES, DECODE_SHAPES)
 #   70b        llama-70b-40l at each TP (outputs compared), llama-70b (129.5 GiB of bf16) at each
 #              TP: on 80 GiB cards TP 1 cannot hold it
+#   110b       llama-110b (Qwen1.5-110B's shape, 207 GiB of bf16) at each TP: no single H100 or
+#              H200 holds it (TP 2 needs 104 GiB a card: H200s; TP 4 fits H100s too)
 set -u
 stage=$1 out=$2 carry=${3:-.devcarry}
 tps=${TPS:-"1 2 4"}
@@ -84,6 +86,9 @@ case $stage in
     bench ferrite /tmp/tp/llama-70b-40l --tp $tps --shapes 8x512 1x128
     model llama-70b
     bench ferrite /tmp/tp/llama-70b --tp $tps --shapes 8x512 1x128 ;;
+  110b)
+    model llama-110b
+    bench ferrite /tmp/tp/llama-110b --tp $tps --shapes 8x512 1x128 ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac
 free -g | head -2
