@@ -473,10 +473,9 @@ class Sharder {
     return set(n.outputs[0], {db, y.sections});
   }
 
-  // ferrite.Attention (the FX importer's SDPA, fuse-attention's result) is per batch item: a
-  // split of a batch dim (the heads) that Q, K and V share carries to the output. A whole
-  // operand broadcasts there, or has every head (a mask expanded per head, as PyTorch's cuda
-  // SDPA kernels take it): the rank then reads its own heads of it.
+  // ferrite.Attention (the FX importer's SDPA, fuse-attention's result) is per batch item: a head
+  // split that Q, K and V share carries to the output. A whole operand broadcasts there or has
+  // every head (a mask expanded per head, as PyTorch's cuda SDPA takes it): sliced per rank.
   Expected<bool> attention(Node& n) {
     std::optional<Split> s = common_split(n);
     Value* out = n.outputs[0];
