@@ -70,11 +70,10 @@ nb::dict stats_to_dict(const Session& s) {
   return d;
 }
 
-// S: Session or TensorParallelSession (the same run()).
-template <class S>
-std::vector<nb::object> run_session(S& s, const std::vector<std::string>& names,
-                                    const std::vector<InputArray>& arrays,
-                                    const std::string& framework) {
+// Host arrays as named inputs (names empty: graph-input order). Their storages hold Python
+// references: drop the inputs with the GIL held.
+std::vector<Session::NamedInput> host_inputs(const std::vector<std::string>& names,
+                                             const std::vector<InputArray>& arrays) {
   if (!names.empty() && names.size() != arrays.size())
     throw nb::value_error("names and arrays differ in length");
   std::vector<Session::NamedInput> inputs;
@@ -84,6 +83,15 @@ std::vector<nb::object> run_session(S& s, const std::vector<std::string>& names,
     std::string what = name.empty() ? "input " + std::to_string(i) : "input '" + name + "'";
     inputs.push_back({name, unwrap(tensor_from_array(arrays[i], what))});
   }
+  return inputs;
+}
+
+// S: Session or TensorParallelSession (the same run()).
+template <class S>
+std::vector<nb::object> run_session(S& s, const std::vector<std::string>& names,
+                                    const std::vector<InputArray>& arrays,
+                                    const std::string& framework) {
+  std::vector<Session::NamedInput> inputs = host_inputs(names, arrays);
   Expected<std::vector<Tensor>> out = [&] {
     nb::gil_scoped_release nogil;
     return s.run(inputs);
@@ -111,15 +119,8 @@ std::vector<nb::object> run_session(S& s, const std::vector<std::string>& names,
 template <class S>
 nb::dict time_resident_session(S& s, const std::vector<std::string>& names,
                                const std::vector<InputArray>& arrays, int runs) {
-  if (!names.empty() && names.size() != arrays.size())
-    throw nb::value_error("names and arrays differ in length");
   if (runs < 1) throw nb::value_error("runs must be at least 1");
-  std::vector<Session::NamedInput> inputs;
-  for (size_t i = 0; i < arrays.size(); ++i) {
-    std::string name = names.empty() ? std::string() : names[i];
-    std::string what = name.empty() ? "input " + std::to_string(i) : "input '" + name + "'";
-    inputs.push_back({name, unwrap(tensor_from_array(arrays[i], what))});
-  }
+  std::vector<Session::NamedInput> inputs = host_inputs(names, arrays);
   Expected<DeviceTiming> t = [&] {
     nb::gil_scoped_release nogil;
     return s.time_resident(inputs, runs);
