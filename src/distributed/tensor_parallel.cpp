@@ -50,12 +50,10 @@ TensorParallelSession::~TensorParallelSession() {
   comms_.clear();
 }
 
-Expected<std::unique_ptr<Session>> TensorParallelSession::prepare_rank(std::unique_ptr<Graph> g,
+Expected<std::unique_ptr<Session>> TensorParallelSession::compile_rank(std::unique_ptr<Graph> g,
                                                                        int rank,
                                                                        const std::string& device,
                                                                        const RunOptions& opts) {
-  FERRITE_ASSIGN_OR_RETURN(ShardReport rep, shard_tensor_parallel(*g, rank, size_));
-  if (ranks_.empty()) report_ = std::move(rep);
   FERRITE_ASSIGN_OR_RETURN(auto s, Session::from_graph(std::move(g), device, opts));
   s->set_label(str_cat("rank ", rank, "/", size_));
   return s;
@@ -88,11 +86,28 @@ Expected<std::unique_ptr<TensorParallelSession>> TensorParallelSession::from_gra
   if (tp->comms_.empty()) tp->comms_ = make_loopback_group(size);
   tp->collectives_ = tp->comms_[0]->describe();
   FERRITE_RETURN_IF_ERROR(run_pipeline(*graph, pre_shard_passes()));
+  // Copies share the constants' storage; each rank's shard replaces the weights it splits. The
+  // ranks are split at once, on a thread each: the copies of column-parallel weights are most of
+  // the time to make a session of a large model.
+  std::vector<std::unique_ptr<Graph>> graphs;
+  for (int r = 0; r < size; ++r)
+    graphs.push_back(r + 1 < size ? copy_graph(*graph) : std::move(graph));
+  std::vector<std::optional<Expected<ShardReport>>> reports(static_cast<size_t>(size));
+  {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < size; ++r)
+      threads.emplace_back([&, r] {
+        reports[static_cast<size_t>(r)] =
+            shard_tensor_parallel(*graphs[static_cast<size_t>(r)], r, size);
+      });
+    for (auto& t : threads) t.join();
+  }
   for (int r = 0; r < size; ++r) {
-    // Copies share the constants' storage; each rank's shard replaces the weights it splits.
-    std::unique_ptr<Graph> g = r + 1 < size ? copy_graph(*graph) : std::move(graph);
-    FERRITE_ASSIGN_OR_RETURN(
-        auto s, tp->prepare_rank(std::move(g), r, rank_device[static_cast<size_t>(r)], opts));
+    Expected<ShardReport>& rep = *reports[static_cast<size_t>(r)];
+    if (!rep) return rep.status();
+    if (r == 0) tp->report_ = std::move(rep).value();
+    FERRITE_ASSIGN_OR_RETURN(auto s, tp->compile_rank(std::move(graphs[static_cast<size_t>(r)]), r,
+                                                      rank_device[static_cast<size_t>(r)], opts));
     tp->ranks_.push_back(std::move(s));
   }
   return tp;
@@ -113,9 +128,10 @@ Expected<std::unique_ptr<TensorParallelSession>> TensorParallelSession::for_rank
   tp->collectives_ = comm->describe();
   tp->external_ = std::move(comm);
   FERRITE_RETURN_IF_ERROR(run_pipeline(*graph, pre_shard_passes()));
+  FERRITE_ASSIGN_OR_RETURN(tp->report_, shard_tensor_parallel(*graph, rank, size));
   FERRITE_ASSIGN_OR_RETURN(
       auto s,
-      tp->prepare_rank(std::move(graph), rank, named.empty() ? default_device() : named, opts));
+      tp->compile_rank(std::move(graph), rank, named.empty() ? default_device() : named, opts));
   tp->ranks_.push_back(std::move(s));
   return tp;
 }

@@ -63,8 +63,8 @@ class TensorParallelSession {
 
  private:
   TensorParallelSession() = default;
-  // Shards the simplified `g` for `rank` and prepares its Session.
-  Expected<std::unique_ptr<Session>> prepare_rank(std::unique_ptr<Graph> g, int rank,
+  // The Session of `rank`'s shard `g`, labelled with the rank.
+  Expected<std::unique_ptr<Session>> compile_rank(std::unique_ptr<Graph> g, int rank,
                                                   const std::string& device,
                                                   const RunOptions& opts);
   Communicator& comm(size_t i) const { return external_ ? *external_ : *comms_[i]; }

@@ -123,8 +123,8 @@ class Sharder {
           Tensor::zeros(wt->dtype(), trans_b ? std::vector<int64_t>{chunk * size_, wt->dim(1)}
                                              : std::vector<int64_t>{wt->dim(0), chunk * size_});
       copy_columns(*wt, padded, col_axis);
-      n.inputs[static_cast<size_t>(w_input)] =
-          constant(w->name, slice_chunk(padded, col_axis, rank_, size_, 1));
+      FERRITE_ASSIGN_OR_RETURN(n.inputs[static_cast<size_t>(w_input)],
+                               sliced(w->name, padded, col_axis, 1));
       const int out_rank = static_cast<int>(n.outputs[0]->type.shape.rank());
       split_[n.outputs[0]] = {out_rank - 1, 1};
       padded_[n.outputs[0]] = cols;
@@ -136,13 +136,14 @@ class Sharder {
     if (c) {  // Gemm's bias: sliced with the columns when it has them
       const Tensor* ct = constant_of(c);
       if (!ct) return Status::ok();
-      if (ct->rank() >= 1 && ct->dims().back() == cols)
-        n.inputs[2] = constant(c->name, slice_chunk(*ct, ct->rank() - 1, rank_, size_, sections));
-      else if (ct->numel() != 1)
+      if (ct->rank() >= 1 && ct->dims().back() == cols) {
+        FERRITE_ASSIGN_OR_RETURN(n.inputs[2], sliced(c->name, *ct, ct->rank() - 1, sections));
+      } else if (ct->numel() != 1) {
         return Status::ok();
+      }
     }
-    n.inputs[static_cast<size_t>(w_input)] =
-        constant(w->name, slice_chunk(*wt, col_axis, rank_, size_, sections));
+    FERRITE_ASSIGN_OR_RETURN(n.inputs[static_cast<size_t>(w_input)],
+                             sliced(w->name, *wt, col_axis, sections));
     const int out_rank = static_cast<int>(n.outputs[0]->type.shape.rank());
     split_[n.outputs[0]] = {out_rank - 1, sections};
     ++report_.column_parallel;
@@ -166,11 +167,8 @@ class Sharder {
       return Status::ok();
     const int64_t vocab = wt->dim(0), rows = (vocab + size_ - 1) / size_;
     Value* w = n.inputs[0];
-    Tensor local = Tensor::zeros(wt->dtype(), {rows, wt->dim(1)});
-    const size_t row_bytes = static_cast<size_t>(wt->dim(1)) * dtype_size(wt->dtype());
-    const int64_t first = rank_ * rows, have = std::max<int64_t>(0, std::min(rows, vocab - first));
-    std::memcpy(local.raw(), static_cast<const uint8_t*>(wt->raw()) + first * row_bytes,
-                static_cast<size_t>(have) * row_bytes);
+    const int64_t first = rank_ * rows;
+    FERRITE_ASSIGN_OR_RETURN(Tensor local, shard::vocab_rows(*wt, rank_, size_));
     const DType it = ids->type.dtype;
     auto scalar = [&](int64_t v) {
       return constant("tp_index", it == DType::kI64
@@ -367,8 +365,8 @@ class Sharder {
       const Dim& full = out->type.shape[static_cast<size_t>(s->dim)];
       if (v->type.shape[static_cast<size_t>(j)] != full) return false;
       if (const Tensor* t = constant_of(v)) {
-        n.inputs[i] =
-            constant(v->name, slice_chunk(*t, static_cast<size_t>(j), rank_, size_, s->sections));
+        FERRITE_ASSIGN_OR_RETURN(n.inputs[i],
+                                 sliced(v->name, *t, static_cast<size_t>(j), s->sections));
         continue;
       }
       if (s->sections != 1 || !divisible(full, size_)) return false;
@@ -446,7 +444,7 @@ class Sharder {
         if (auto it = origin_.find(a); it != origin_.end()) contracted_seeds_.insert(it->second);
         const Tensor* wt = constant_of(b);
         if (!wt || wt->rank() != 2 || s.sections != 1) return false;
-        n.inputs[1] = constant(b->name, slice_chunk(*wt, 0, rank_, size_, 1));
+        FERRITE_ASSIGN_OR_RETURN(n.inputs[1], sliced(b->name, *wt, 0, 1));
         FERRITE_RETURN_IF_ERROR(all_reduce_after(n, b->name));
         return true;
       }
@@ -505,7 +503,7 @@ class Sharder {
     if (!wt || wt->rank() != 2) return false;
     const bool tb = n.attr_int("transB", 0) != 0;
     Value* b = n.inputs[1];
-    n.inputs[1] = constant(b->name, slice_chunk(*wt, tb ? 1 : 0, rank_, size_, 1));
+    FERRITE_ASSIGN_OR_RETURN(n.inputs[1], sliced(b->name, *wt, tb ? 1 : 0, 1));
     Value* c = n.input(2);
     if (c) {  // the bias joins after the sum, once
       const Tensor* ct = constant_of(c);
@@ -613,8 +611,8 @@ class Sharder {
       }
       const Dim& full = v->type.shape[static_cast<size_t>(in.dim)];
       if (const Tensor* t = constant_of(v)) {
-        n.inputs[i] = constant(
-            v->name, slice_chunk(*t, static_cast<size_t>(in.dim), rank_, size_, in.sections));
+        FERRITE_ASSIGN_OR_RETURN(n.inputs[i],
+                                 sliced(v->name, *t, static_cast<size_t>(in.dim), in.sections));
         continue;
       }
       if (in.sections != 1 || !divisible(full, size_)) return false;
@@ -699,6 +697,11 @@ class Sharder {
   // ---- bookkeeping ----------------------------------------------------------------------------
   Value* constant(const std::string& name, Tensor t) {
     return g_.add_initializer(name + "_tp" + std::to_string(rank_), std::move(t));
+  }
+  // This rank's part of constant `t` (slice_chunk) as a new constant.
+  Expected<Value*> sliced(const std::string& name, const Tensor& t, size_t axis, int sections) {
+    FERRITE_ASSIGN_OR_RETURN(Tensor part, slice_chunk(t, axis, rank_, size_, sections));
+    return constant(name, std::move(part));
   }
 
   // Re-infers every node (the split values get their local shapes) and checks each split value

@@ -16,8 +16,12 @@ struct Split {
   int sections = 1;
 };
 
-// `t` with `axis` cut into `sections` parts of which this rank keeps chunk `rank` of `size` each.
-Tensor slice_chunk(const Tensor& t, size_t axis, int rank, int size, int sections);
+// `t` with `axis` cut into `sections` parts of which this rank keeps chunk `rank` of `size` each
+// (a view of `t`'s storage where that is one aligned run).
+Expected<Tensor> slice_chunk(const Tensor& t, size_t axis, int rank, int size, int sections);
+// A vocab-parallel rank's rows of an embedding table [V, H]: ceil(V/N) of them, the last rank's
+// padded with zero rows (a view of the table where N divides V).
+Expected<Tensor> vocab_rows(const Tensor& table, int rank, int size);
 // `dst` (larger along `axis`) gets `src` at its start along `axis`.
 void copy_columns(const Tensor& src, Tensor& dst, size_t axis);
 // A static dim, positive and a multiple of `by`.
