@@ -142,6 +142,19 @@ def cmd_ferrite(a) -> None:
         meta = json.load(f)
     config, decode = meta["config"], meta.get("decode", False)
     first = None
+    eager = eager32 = None
+    if a.eager:  # transformers on one GPU, same weights, the last shape (a prefill graph): in
+        # bf16, and in f32 as the yardstick of both bf16 results' rounding
+        b, sq = shapes(a.shapes)[-1]
+        ids = torch.from_numpy(token_ids(config, b, sq)).to(a.device)
+        m = mk.eager_model(config, a.dir, a.device)
+        with torch.no_grad():
+            eager = m(ids).float().cpu()
+            eager32 = m.float()(ids).cpu()
+        del m
+        torch.cuda.empty_cache()
+        emit({"impl": "torch-eager-bf16", "config": config, "step": "prefill",
+              **differences(eager, eager32, "eager_f32")}, a.json)
     for tp in a.tp:
         rec = {"impl": "ferrite", "config": config, "tp": tp, "params": meta["params"],
                "step": "decode" if decode else "prefill", "device": a.device,
@@ -183,14 +196,25 @@ def cmd_ferrite(a) -> None:
             if first is None:
                 first = (tp, out)
             else:
-                rec[f"max_abs_diff_vs_tp{first[0]}"] = float((out - first[1]).abs().max())
-                rec["max_abs_output"] = float(first[1].abs().max())
+                rec.update(differences(out, first[1], f"tp{first[0]}"))
+            if eager is not None:
+                rec.update(differences(out, eager, "eager"))
+                rec.update(differences(out, eager32, "eager_f32"))
             del s
         except Exception as e:  # a model too large for the GPU: the error is the result
             rec["error"] = f"{type(e).__name__}: {e}"[:600]
             rec["seconds_to_error"] = round(time.time() - t, 1)
         emit(rec, a.json)
         torch.cuda.empty_cache()
+
+
+def differences(out: torch.Tensor, ref: torch.Tensor, name: str) -> dict:
+    """Largest and relative RMS difference of `out` from `ref` (bf16 results of 32-80 layers
+    drift apart by their rounding: the RMS figure says whether that is all it is)."""
+    d = out - ref
+    return {f"max_abs_diff_vs_{name}": float(d.abs().max()),
+            f"rel_rms_diff_vs_{name}": float(d.norm() / ref.norm()),
+            f"max_abs_{name}": float(ref.abs().max())}
 
 
 def build_torch(config: str, device: str):
@@ -279,6 +303,8 @@ def main() -> int:
                    help="BATCHxSEQ ... (a decoding step's graph: BATCHxPAST)")
     f.add_argument("--json", help="append one JSON line per TP here")
     f.add_argument("--device", default="cuda", help="cuda (cpu: to try the script)")
+    f.add_argument("--eager", action="store_true",
+                   help="also compare each TP with transformers on one GPU (the last shape)")
     t = sub.add_parser("torch", help="PyTorch eager (one process) or DTensor TP (torchrun)")
     t.add_argument("--config", required=True, choices=sorted(mk.CONFIGS))
     t.add_argument("--shapes", nargs="+", default=["8x512", "1x128"],
