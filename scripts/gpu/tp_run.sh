@@ -21,6 +21,7 @@
 #              TP: on 80 GiB cards TP 1 cannot hold it
 #   110b       llama-110b (Qwen1.5-110B's shape, 207 GiB of bf16) at each TP: no single H100 or
 #              H200 holds it (TP 2 needs 104 GiB a card: H200s; TP 4 fits H100s too)
+#   110b-decode  its decoding step over a past of 512 (1x512, 8x512) at each TP
 set -u
 stage=$1 out=$2 carry=${3:-.devcarry}
 tps=${TPS:-"1 2 4"}
@@ -89,6 +90,9 @@ case $stage in
   110b)
     model llama-110b
     bench ferrite /tmp/tp/llama-110b --tp $tps --shapes 8x512 1x128 ;;
+  110b-decode)
+    model llama-110b-decode
+    bench ferrite /tmp/tp/llama-110b-decode --tp $tps --shapes 1x512 8x512 ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac
 free -g | head -2
