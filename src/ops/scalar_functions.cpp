@@ -4,30 +4,39 @@
 #include <cmath>
 #include <limits>
 
+#include "support/target_clones.h"
+
 namespace ferrite {
 
 namespace {
 
+// The epilogue loop of a row: what runs over every output of a library GEMM or convolution whose
+// activation the library does not compute as defined (oneDNN's relu and clip turn NaN into 0).
+// It is a pass over every conv output of a CNN: cloned per ISA (support/target_clones.h).
+template <class L>
+FERRITE_TEMPLATE_TARGET_CLONES void epilogue_loop(float* __restrict y, const float* __restrict res,
+                                                  int64_t n, const float* p) {
+  // Two loops rather than adding a zero residual: -0 + 0 is +0.
+  if (res) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float a[2] = {y[i] + res[i], 0.0f};
+      y[i] = static_cast<float>(L{}(a, p));
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const float a[2] = {y[i], 0.0f};
+      y[i] = static_cast<float>(L{}(a, p));
+    }
+  }
+}
+
 // A reference evaluation from one generic lambda `(auto* a, auto* p)`, instantiated for both
 // compute types and as the epilogue loop (binary rows read a[1] only through the scalar forms).
 template <class L>
-constexpr ScalarEval ev(L) {
+ScalarEval ev(L) {
   return {[](const float* a, const float* p) { return static_cast<float>(L{}(a, p)); },
           [](const double* a, const double* p) { return static_cast<double>(L{}(a, p)); },
-          [](float* __restrict y, const float* __restrict res, int64_t n, const float* p) {
-            // Two loops rather than adding a zero residual: -0 + 0 is +0.
-            if (res) {
-              for (int64_t i = 0; i < n; ++i) {
-                const float a[2] = {y[i] + res[i], 0.0f};
-                y[i] = static_cast<float>(L{}(a, p));
-              }
-            } else {
-              for (int64_t i = 0; i < n; ++i) {
-                const float a[2] = {y[i], 0.0f};
-                y[i] = static_cast<float>(L{}(a, p));
-              }
-            }
-          }};
+          &epilogue_loop<L>};
 }
 
 using S = const SpellContext&;

@@ -9,21 +9,7 @@
 #include "backend_api/library.h"
 #include "backends/cpu/thread_pool.h"
 #include "ops/context.h"
-
-// Per-ISA clones of the hot loops of the library kernels, picked at load time. The pick is an
-// ifunc resolver that the dynamic loader runs while relocating the library, before a
-// ThreadSanitizer runtime has started; instrumented, it crashes there (libferrite.so under
-// build-tsan/). TSan builds keep the default clone only.
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define FERRITE_NO_TARGET_CLONES 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__) || defined(FERRITE_NO_TARGET_CLONES)
-#define FERRITE_TARGET_CLONES
-#else
-#define FERRITE_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+#include "support/target_clones.h"
 
 namespace ferrite {
 
