@@ -487,7 +487,8 @@ Status concat_kernel(KernelContext& ctx) {
                          x.type_string(), "); only axis ", axis, " may differ");
     out[axis] += x.dim(axis);
   }
-  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x0.dtype(), out));
+  // Every element is written below: no zero fill.
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output_uninitialized(0, x0.dtype(), out));
   int64_t outer = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= out[d];
   size_t row =
@@ -613,7 +614,7 @@ Status split_kernel(KernelContext& ctx) {
     if (ctx.has_output(i)) {
       std::vector<int64_t> dims = x.dims();
       dims[axis] = len;
-      FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(i, x.dtype(), dims));
+      FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output_uninitialized(i, x.dtype(), dims));
       std::vector<std::vector<int64_t>> maps;
       for (int64_t d = 0; d < rank; ++d)
         maps.push_back(iota_map(dims[d], strides[d], d == axis ? offset : 0));

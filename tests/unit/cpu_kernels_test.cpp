@@ -378,6 +378,74 @@ TEST(CpuKernels, MaxPoolGeometry) {
   for (const auto& [x, attrs] : cases) check("", "MaxPool", {x}, attrs, seed++, {}, nans);
 }
 
+TEST(CpuKernels, ConcatAxesAndSizes) {
+  using V = std::vector<std::optional<Dims>>;
+  // Channels-last channel concats (the layout pass's), large enough to spread over the threads.
+  check("", "Concat", V{Dims{1, 28, 28, 58}, Dims{1, 28, 28, 58}}, {{"axis", int64_t{3}}}, 600);
+  check("", "Concat", V{Dims{2, 13, 13, 64}, Dims{2, 13, 13, 128}, Dims{2, 13, 13, 8}},
+        {{"axis", int64_t{-1}}}, 601);
+  check("", "Concat", V{Dims{2, 3, 5}, Dims{2, 4, 5}}, {{"axis", int64_t{1}}}, 602);
+  check("", "Concat", V{Dims{3, 7}, Dims{1, 7}, Dims{2, 7}}, {{"axis", int64_t{0}}}, 603);
+  check("", "Concat", V{Dims{4, 0, 3}, Dims{4, 2, 3}}, {{"axis", int64_t{1}}}, 604);
+  check("", "Concat", V{Dims{5}}, {{"axis", int64_t{0}}}, 605);
+}
+
+// Split has several outputs (and an i64 input), so it is checked here rather than by check():
+// every output of the cpu kernel against the reference's, on 1 and 3 threads. `sizes`: the
+// `split` input, or empty for an even split (with num_outputs when `num_outputs` is set).
+void check_split(const Dims& x, int64_t axis, const std::vector<int64_t>& sizes, size_t outputs,
+                 bool num_outputs, bool covered, uint32_t seed) {
+  SCOPED_TRACE("Split seed " + std::to_string(seed));
+  ModelBuilder b(18);
+  b.input("x", testing::kOnnxFloat, std::vector<testing::DimSpec>(x.begin(), x.end()));
+  std::vector<std::string> ins = {"x"};
+  if (!sizes.empty()) {
+    b.input("split", testing::kOnnxInt64, {static_cast<int64_t>(sizes.size())});
+    ins.push_back("split");
+  }
+  std::vector<std::string> outs;
+  for (size_t i = 0; i < outputs; ++i) outs.push_back("y" + std::to_string(i));
+  auto* n = b.node("Split", ins, outs, "n");
+  add_attr(n, {"axis", axis});
+  if (num_outputs) add_attr(n, {"num_outputs", static_cast<int64_t>(outputs)});
+  for (const auto& o : outs) b.output(o);
+  auto g = testing::import_bytes(b.bytes());
+  ASSERT_TRUE(g) << g.status().message();
+  const Node& node = *(*g)->nodes().at(0);
+  const CpuKernel* k = CpuKernelRegistry::global().find(node);
+  ASSERT_NE(k, nullptr);
+  std::mt19937 rng(seed);
+  Tensor tx = random_tensor(x, rng);
+  Tensor ts = Tensor::from_vector(sizes, {static_cast<int64_t>(sizes.size())});
+  std::vector<const Tensor*> ptrs = {&tx};
+  if (!sizes.empty()) ptrs.push_back(&ts);
+  std::vector<Tensor> want(outputs);
+  KernelContext ref_ctx(node, ptrs, want);
+  Status rs = node.schema->kernel(ref_ctx);
+  ASSERT_TRUE(rs.is_ok()) << rs.message();
+  const int64_t fallbacks = cpu_library_fallbacks();
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    std::vector<Tensor> got(outputs);
+    KernelContext ctx(node, ptrs, got);
+    Status st = k->run(ctx, pool);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    for (size_t i = 0; i < outputs; ++i)
+      EXPECT_TRUE(close(got[i], want[i])) << "output " << i << " threads " << threads;
+  }
+  // An uneven num_outputs split is the op table's rule: the kernel hands it to the reference.
+  EXPECT_EQ(cpu_library_fallbacks() == fallbacks, covered);
+}
+
+TEST(CpuKernels, SplitEvenGivenAndUneven) {
+  check_split({1, 28, 28, 116}, 3, {}, 2, true, true, 610);  // ShuffleNet's channel split
+  check_split({2, 13, 13, 96}, -1, {}, 3, false, true, 611);
+  check_split({2, 13, 13, 96}, 3, {16, 64, 16}, 3, false, true, 612);
+  check_split({6, 5}, 0, {1, 0, 5}, 3, false, true, 613);
+  check_split({4, 9, 3}, 1, {}, 3, true, true, 614);
+  check_split({4, 10, 3}, 1, {}, 3, true, false, 615);  // 4 + 4 + 2
+}
+
 TEST(CpuKernels, OtherDtypesDecline) {
   ModelBuilder b(17);
   b.input("a", testing::kOnnxDouble, {3, 4});

@@ -39,5 +39,6 @@ void register_cpu_gemm_kernels(CpuKernelRegistry& r);
 void register_cpu_conv_kernels(CpuKernelRegistry& r);
 void register_cpu_attention_kernels(CpuKernelRegistry& r);
 void register_cpu_pool_kernels(CpuKernelRegistry& r);
+void register_cpu_concat_split_kernels(CpuKernelRegistry& r);
 
 }  // namespace ferrite
