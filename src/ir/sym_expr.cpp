@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "ir/sym_ranges.h"
 #include "support/status.h"
 
 namespace ferrite {
@@ -38,7 +39,23 @@ int64_t floor_mod(int64_t a, int64_t b) {
 bool divisible(int64_t a, int64_t b) {
   return b == -1 || a % b == 0;
 }
+
+thread_local const SymRangeScope* g_range_scope = nullptr;
 }  // namespace
+
+SymRangeScope::SymRangeScope(std::unordered_map<std::string, int64_t> extents)
+    : extents_(std::move(extents)), outer_(g_range_scope) {
+  g_range_scope = this;
+}
+SymRangeScope::~SymRangeScope() {
+  g_range_scope = outer_;
+}
+std::optional<int64_t> SymRangeScope::extent(const std::string& symbol) {
+  if (!g_range_scope) return std::nullopt;
+  auto it = g_range_scope->extents_.find(symbol);
+  if (it == g_range_scope->extents_.end()) return std::nullopt;
+  return it->second;
+}
 
 SymExpr::SymExpr(int64_t constant) {
   if (constant != 0) terms_[{}] = constant;
@@ -149,6 +166,37 @@ SymExpr SymExpr::floordiv(const SymExpr& o) const {
       for (auto& [m, c] : r.terms_) c = floor_div(c, *b);
       return r;
     }
+    if (g_range_scope) {
+      // Within a SymRangeScope, this = b*q + r with r in [0, b) when the terms split so: q
+      // collects the terms whose coefficient b divides (any atoms), r the others, each a
+      // nonnegative coefficient times an atom of known range (a symbol of the scope, or x % k
+      // for a constant k > 0) or a nonnegative constant, their largest sum below b. Then this
+      // // b is q (and mod() gets r as this - b*q).
+      constexpr int64_t kLimit = int64_t{1} << 31;  // keeps every product below 2^62
+      SymExpr q;
+      q.atoms_ = atoms_;
+      int64_t r_max = 0;
+      bool split = *b > 1;
+      for (const auto& [m, c] : terms_) {
+        if (!split) break;
+        if (divisible(c, *b)) {
+          q.add_term(m, c / *b);
+          continue;
+        }
+        std::optional<int64_t> top;  // the term's atom's largest value
+        if (m.empty()) {
+          top = 1;
+        } else if (m.size() == 1) {
+          const SymAtom& atom = *atoms_.at(m[0]);
+          std::optional<int64_t> bound;  // the atom's values are in [0, bound)
+          if (atom.kind == SymAtom::Kind::kSymbol) bound = SymRangeScope::extent(atom.name);
+          if (atom.kind == SymAtom::Kind::kMod) bound = atom.b.constant();
+          if (bound && *bound > 0 && *bound <= kLimit) top = *bound - 1;
+        }
+        split = top && c >= 0 && c <= kLimit && (r_max += c * *top) < *b;
+      }
+      if (split) return q;
+    }
   }
   if (*this == o && !terms_.empty()) return SymExpr(1);
   auto atom = std::make_shared<SymAtom>();
@@ -167,6 +215,14 @@ SymExpr SymExpr::mod(const SymExpr& o) const {
     bool exact = true;
     for (const auto& [m, c] : terms_) exact = exact && divisible(c, *b);
     if (exact) return SymExpr(0);
+    if (g_range_scope) {  // the remainder of a quotient that floordiv split into digits
+      SymExpr q = floordiv(o);
+      SymAtom div;
+      div.kind = SymAtom::Kind::kFloorDiv;
+      div.a = *this;
+      div.b = o;
+      if (!q.terms_.count(Monomial{div.key()})) return *this - q * o;
+    }
   }
   auto atom = std::make_shared<SymAtom>();
   atom->kind = SymAtom::Kind::kMod;

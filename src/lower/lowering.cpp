@@ -6,6 +6,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "ir/sym_ranges.h"
 #include "lower/horizontal_fusion.h"
 #include "lower/lowered_value.h"
 #include "lower/pointwise_ops.h"
@@ -121,6 +122,11 @@ class Lowerer {
       idx = l.row->out_idx;
       out_.row_kernels++;
     }
+    // Loop variable i runs over [0, shape[i]): index arithmetic uses that (ir/sym_ranges.h).
+    std::unordered_map<std::string, int64_t> extents;
+    for (size_t i = 0; i < k.shape.size(); ++i)
+      if (auto e = k.shape[i].value()) extents[loop_var(i)] = *e;
+    SymRangeScope ranges(std::move(extents));
     EmitContext ctx{k.body, k.input_buffers};
     k.root = emit_value(l, ctx, idx);
     if (is_low_float(l.dtype)) k.root = k.body.cast(k.root, l.dtype);  // the store rounds

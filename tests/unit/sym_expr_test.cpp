@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "ir/shape.h"
+#include "ir/sym_ranges.h"
 
 namespace ferrite {
 
@@ -139,6 +140,53 @@ TEST(SymExpr, SplitAndMergedDimFoldsBack) {
   // Not an identity: different divisors, or a coefficient that does not match.
   EXPECT_NE(x.floordiv(6) * 4 + x.mod(6), x);
   EXPECT_NE(x.floordiv(4) * 6 + x.mod(6), x);
+}
+
+TEST(SymExpr, RangesSplitAnIndexIntoDigits) {
+  const SymExpr x = SymExpr::symbol("x"), y = SymExpr::symbol("y"), z = SymExpr::symbol("z");
+  const SymExpr i = y * 64 + x;
+  const std::string opaque = i.floordiv(64).to_string();  // no scope: kept as a division
+  {
+    SymRangeScope r({{"x", 64}, {"y", 12}});
+    EXPECT_EQ(i.floordiv(64), y);
+    EXPECT_EQ(i.mod(64), x);
+    EXPECT_EQ((z * 2304 + y * 64 + x).floordiv(768), z * 3);  // z unbounded: a multiple of 768
+    EXPECT_EQ((z * 2304 + y * 64 + x).mod(768), y * 64 + x);
+    EXPECT_EQ((y.mod(12) * 64 + x).floordiv(768), SymExpr(0));  // x % k is in [0, k)
+    EXPECT_EQ((i + 5).floordiv(1024), SymExpr(0));                // 11*64 + 63 + 5 < 1024
+    // Not provably in one digit: kept as they were.
+    EXPECT_NE((i - 1).floordiv(64), y);  // i - 1 may be negative
+    EXPECT_NE((y * 64 + x * 2).floordiv(64), y);
+    EXPECT_NE((y * 64 + z).floordiv(64), y);  // z has no range
+    {
+      SymRangeScope inner({{"x", 65}});  // the innermost scope answers
+      EXPECT_NE(i.floordiv(64), y);
+    }
+    EXPECT_EQ(i.floordiv(64), y);
+  }
+  EXPECT_EQ(i.floordiv(64).to_string(), opaque);
+}
+
+// Every split equals Python's floor division and modulo at every point of the ranges.
+TEST(SymExpr, RangedDivisionAgreesWithEvaluation) {
+  const SymExpr x = SymExpr::symbol("x"), y = SymExpr::symbol("y"), w = SymExpr::symbol("w");
+  const std::vector<SymExpr> exprs = {y * 96 + x * 3 + 2, w * 40 + y * 8 + x, y.mod(5) * 7 + x,
+                                      w * 24 + x * 5 + 1, y * 12 - x + 30};
+  const std::vector<int64_t> divisors = {2, 3, 7, 8, 12, 40, 96, 97, 320, 1000};
+  SymRangeScope r({{"x", 8}, {"y", 6}, {"w", 4}});
+  for (const SymExpr& e : exprs)
+    for (int64_t b : divisors) {
+      const SymExpr q = e.floordiv(b), m = e.mod(b);
+      for (int64_t xv = 0; xv < 8; ++xv)
+        for (int64_t yv = 0; yv < 6; ++yv)
+          for (int64_t wv = 0; wv < 4; ++wv) {
+            SymBindings at{{"x", xv}, {"y", yv}, {"w", wv}};
+            const int64_t v = *e.evaluate(at);
+            const int64_t fq = v >= 0 ? v / b : -((-v + b - 1) / b);
+            ASSERT_EQ(q.evaluate(at), fq) << e.to_string() << " // " << b;
+            ASSERT_EQ(m.evaluate(at), v - fq * b) << e.to_string() << " % " << b;
+          }
+    }
 }
 
 }  // namespace ferrite
