@@ -19,7 +19,6 @@ namespace {
 
 using rewrite::constant_of;
 using rewrite::insert_node;
-using shard::copy_columns;
 using shard::divisible;
 using shard::is_pointwise;
 using shard::slice_chunk;
@@ -119,10 +118,7 @@ class Sharder {
       // when its result is a graph output, which the final AllGather then cuts back.
       if (sections != 1 || c || !is_graph_output(g_, n.outputs[0])) return Status::ok();
       const int64_t chunk = (cols + size_ - 1) / size_;
-      Tensor padded =
-          Tensor::zeros(wt->dtype(), trans_b ? std::vector<int64_t>{chunk * size_, wt->dim(1)}
-                                             : std::vector<int64_t>{wt->dim(0), chunk * size_});
-      copy_columns(*wt, padded, col_axis);
+      FERRITE_ASSIGN_OR_RETURN(Tensor padded, shard::padded(*wt, col_axis, chunk * size_));
       FERRITE_ASSIGN_OR_RETURN(n.inputs[static_cast<size_t>(w_input)],
                                sliced(w->name, padded, col_axis, 1));
       const int out_rank = static_cast<int>(n.outputs[0]->type.shape.rank());

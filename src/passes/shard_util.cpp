@@ -56,6 +56,14 @@ Expected<Tensor> vocab_rows(const Tensor& table, int rank, int size) {
   return local;
 }
 
+Expected<Tensor> padded(const Tensor& t, size_t axis, int64_t to) {
+  std::vector<int64_t> dims = t.dims();
+  dims[axis] = to;
+  FERRITE_ASSIGN_OR_RETURN(Tensor out, Tensor::create(t.dtype(), std::move(dims)));
+  copy_columns(t, out, axis);
+  return out;
+}
+
 // `dst` (larger along `axis`) gets `src` at its start along `axis`.
 void copy_columns(const Tensor& src, Tensor& dst, size_t axis) {
   const size_t el = dtype_size(src.dtype());

@@ -22,6 +22,8 @@ Expected<Tensor> slice_chunk(const Tensor& t, size_t axis, int rank, int size, i
 // A vocab-parallel rank's rows of an embedding table [V, H]: ceil(V/N) of them, the last rank's
 // padded with zero rows (a view of the table where N divides V).
 Expected<Tensor> vocab_rows(const Tensor& table, int rank, int size);
+// `t` grown along `axis` to `to` with zeros after its own elements.
+Expected<Tensor> padded(const Tensor& t, size_t axis, int64_t to);
 // `dst` (larger along `axis`) gets `src` at its start along `axis`.
 void copy_columns(const Tensor& src, Tensor& dst, size_t axis);
 // A static dim, positive and a multiple of `by`.

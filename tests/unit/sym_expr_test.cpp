@@ -153,7 +153,7 @@ TEST(SymExpr, RangesSplitAnIndexIntoDigits) {
     EXPECT_EQ((z * 2304 + y * 64 + x).floordiv(768), z * 3);  // z unbounded: a multiple of 768
     EXPECT_EQ((z * 2304 + y * 64 + x).mod(768), y * 64 + x);
     EXPECT_EQ((y.mod(12) * 64 + x).floordiv(768), SymExpr(0));  // x % k is in [0, k)
-    EXPECT_EQ((i + 5).floordiv(1024), SymExpr(0));                // 11*64 + 63 + 5 < 1024
+    EXPECT_EQ((i + 5).floordiv(1024), SymExpr(0));              // 11*64 + 63 + 5 < 1024
     // Not provably in one digit: kept as they were.
     EXPECT_NE((i - 1).floordiv(64), y);  // i - 1 may be negative
     EXPECT_NE((y * 64 + x * 2).floordiv(64), y);
