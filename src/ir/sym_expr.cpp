@@ -199,6 +199,32 @@ SymExpr SymExpr::floordiv(const SymExpr& o) const {
     }
   }
   if (*this == o && !terms_.empty()) return SymExpr(1);
+  if (!b && o.terms_.size() == 1 && !o.terms_.begin()->first.empty()) {
+    // Exact division by a symbolic term (dims are sizes, so their symbols are positive): every
+    // monomial holds the divisor's atoms and a multiple of its coefficient. `(batch*seq)//batch`
+    // is `seq` (an exporter's `view(batch*seq) -> view(batch, -1)`).
+    const auto& [om, oc] = *o.terms_.begin();
+    SymExpr r;
+    r.atoms_ = atoms_;
+    bool exact = oc > 0;
+    for (const std::string& key : om)
+      exact = exact && o.atoms_.at(key)->kind == SymAtom::Kind::kSymbol;
+    for (const auto& [m, c] : terms_) {
+      if (!exact) break;
+      Monomial rest = m;  // sorted: remove each divisor atom once
+      for (const std::string& key : om) {
+        auto it = std::find(rest.begin(), rest.end(), key);
+        if (it == rest.end()) {
+          exact = false;
+          break;
+        }
+        rest.erase(it);
+      }
+      exact = exact && divisible(c, oc);
+      if (exact) r.add_term(rest, c / oc);
+    }
+    if (exact) return r;
+  }
   auto atom = std::make_shared<SymAtom>();
   atom->kind = SymAtom::Kind::kFloorDiv;
   atom->a = *this;
