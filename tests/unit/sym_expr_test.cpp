@@ -142,6 +142,19 @@ TEST(SymExpr, SplitAndMergedDimFoldsBack) {
   EXPECT_NE(x.floordiv(4) * 6 + x.mod(6), x);
 }
 
+TEST(SymExpr, ExactDivisionBySizeSymbols) {
+  const SymExpr b = SymExpr::symbol("batch"), s = SymExpr::symbol("seq");
+  EXPECT_EQ((b * s).floordiv(b), s);  // view(batch*seq) -> view(batch, -1)
+  EXPECT_EQ((b * s * 12 + b * 4).floordiv(b * 4), s * 3 + 1);
+  EXPECT_EQ((b * b * s).floordiv(b * s), b);
+  // Not exact, or not by sizes: kept as divisions.
+  EXPECT_EQ((b * s + 1).floordiv(b).to_string(), "(batch*seq+1)//batch");
+  EXPECT_EQ((b * s * 3).floordiv(b * 2).to_string(), "(batch*seq*3)//(batch*2)");
+  const SymExpr m = b.mod(3);
+  EXPECT_EQ((m * s).floordiv(m).to_string(), "((batch%3)*seq)//(batch%3)");  // may be 0
+  EXPECT_EQ((b * s).floordiv(-b).to_string(), "(batch*seq)//(-batch)");
+}
+
 TEST(SymExpr, RangesSplitAnIndexIntoDigits) {
   const SymExpr x = SymExpr::symbol("x"), y = SymExpr::symbol("y"), z = SymExpr::symbol("z");
   const SymExpr i = y * 64 + x;
