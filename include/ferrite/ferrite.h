@@ -28,11 +28,11 @@
  *  - What each call has to itself: an execution context, checked out of a per-variant pool for
  *    the duration of the call, which holds the memory arena for intermediates, the per-shape
  *    launch state, the step buffers and, on cpu, its own worker threads (the `threads` option
- *    per context). Contexts are made lazily when calls overlap, up to the session option
- *    max_concurrency (default 8 on cpu; 1 on cuda and accelerator plugins, whose runs take
- *    turns on the device's single stream anyway); beyond that a call waits for a free context.
- *    Extra contexts share weights on cpu; on devices with their own memory each context would
- *    hold its own copy, which is why their default is 1.
+ *    per context) and, on cuda, a stream of its own, so that the runs of several contexts overlap
+ *    on the GPU. Contexts are made lazily when calls overlap, up to the session option
+ *    max_concurrency (default 8 on cpu, 4 on cuda, 1 on accelerator plugins, whose runs take
+ *    turns); beyond that a call waits for a free context. Extra contexts share the weights: on
+ *    cpu in host memory, on cuda the device copies of the first context.
  *  - Inputs are read in place during the call only and never written; outputs belong to the
  *    caller. Option and value handles are not themselves locked: do not modify one handle from
  *    two threads at once. Environments and sessions may be created and released on any thread;
@@ -257,8 +257,10 @@ typedef struct ferrite_run_stats {
  *    one copy from the result; device memory: written on the device, see below).
  *  Device memory (cuda): when any input or output is FERRITE_MEMORY_DEVICE, every output must
  *    be caller-provided (ferrite does not allocate device outputs); the run is ordered on
- *    `stream` (a CUstream; NULL: the device's own stream) and this call returns once the work is
- *    queued there, so the caller synchronizes that stream before reading the outputs.
+ *    `stream` (a CUstream; NULL: CUDA's legacy default stream, handle 0): the run starts after
+ *    the work queued there so far and work queued there later starts after the run. The call
+ *    returns once the work is queued, so the caller synchronizes that stream before reading
+ *    the outputs.
  *  stats: may be NULL. */
 FERRITE_API ferrite_status* ferrite_session_run(ferrite_session* session,
                                                 const char* const* input_names,

@@ -87,7 +87,7 @@ class Session:
     """An ONNX model compiled for one device.
 
     ``Session(model, device=None, precision="f32", threads=0, autotune=False, passes=None,
-    cache_dir=None, dump_dir=None, tensor_parallel=1)``
+    cache_dir=None, dump_dir=None, tensor_parallel=1, contexts=0)``
 
     * ``model``: a path to an ``.onnx`` file, or its bytes (external data is then resolved
       against ``base_dir``, refused when that is None).
@@ -110,6 +110,10 @@ class Session:
       process keeps only its rank's shard and runs the collectives through the default process
       group (NCCL bootstrapped over it on cuda, where ``cuda`` means ``cuda:LOCAL_RANK``); a
       whole-model Session when ``torch.distributed`` is not initialised or has one rank.
+    * ``contexts``: how many runs of this Session may proceed at once when threads call
+      :meth:`run` together (each an execution context over the shared code and weights: an
+      arena, and on cuda a stream of its own). 0: the device's default (8 on cpu, 4 on cuda).
+      Contexts are made only when runs overlap. Not with ``tensor_parallel``.
     * ``communicator``: with one rank per process, the group to use instead of the default one
       (:func:`ferrite.distributed.communicator`, or ``_core.Communicator.from_python`` over any
       object with ``all_reduce``/``all_gather``/``reduce_scatter``).
@@ -138,6 +142,7 @@ class Session:
         base_dir: Union[str, os.PathLike, None] = None,
         tensor_parallel: Union[int, str] = 1,
         communicator: Any = None,
+        contexts: int = 0,
     ) -> None:
         if cache_dir is not None:
             os.environ["FERRITE_CACHE_DIR"] = str(cache_dir)
@@ -165,9 +170,10 @@ class Session:
                                                        **kw)
         elif isinstance(model, (bytes, bytearray, memoryview)):
             self._s = _core.Session.from_bytes(
-                bytes(model), str(base_dir) if base_dir is not None else "", **kw)
+                bytes(model), str(base_dir) if base_dir is not None else "", contexts=contexts,
+                **kw)
         else:
-            self._s = _core.Session.load(str(Path(model)), **kw)
+            self._s = _core.Session.load(str(Path(model)), contexts=contexts, **kw)
 
     @classmethod
     def _wrap(cls, core_session: Any) -> "Session":

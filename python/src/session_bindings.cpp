@@ -220,6 +220,13 @@ RunOptions make_options(const std::string& precision, int threads, bool autotune
   return o;
 }
 
+// Session's execution contexts (RunOptions::contexts): 0 is the device's default.
+int check_contexts(int contexts) {
+  if (contexts < 0 || contexts > 1024)
+    throw nb::value_error("contexts must be in 0..1024 (0: the device's default)");
+  return contexts;
+}
+
 std::unique_ptr<Session> session_from_graph(std::unique_ptr<Graph> g, const std::string& device,
                                             const RunOptions& o) {
   Expected<std::unique_ptr<Session>> s = [&] {
@@ -246,8 +253,9 @@ void bind_session(nb::module_& m) {
           "load",
           [](const std::string& path, const std::string& device, const std::string& precision,
              int threads, bool autotune, std::optional<std::vector<std::string>> passes,
-             std::optional<std::string> dump_dir) {
+             std::optional<std::string> dump_dir, int contexts) {
             RunOptions o = make_options(precision, threads, autotune, passes, dump_dir);
+            o.contexts = check_contexts(contexts);
             Expected<std::unique_ptr<Session>> s = [&] {
               nb::gil_scoped_release nogil;
               return Session::load(path, device, o);
@@ -256,13 +264,15 @@ void bind_session(nb::module_& m) {
           },
           nb::arg("path"), nb::arg("device"), nb::arg("precision") = "f32", nb::arg("threads") = 0,
           nb::arg("autotune") = false, nb::arg("passes") = nb::none(),
-          nb::arg("dump_dir") = nb::none())
+          nb::arg("dump_dir") = nb::none(), nb::arg("contexts") = 0)
       .def_static(
           "from_bytes",
           [](nb::bytes data, const std::string& base_dir, const std::string& device,
              const std::string& precision, int threads, bool autotune,
-             std::optional<std::vector<std::string>> passes, std::optional<std::string> dump_dir) {
+             std::optional<std::vector<std::string>> passes, std::optional<std::string> dump_dir,
+             int contexts) {
             RunOptions o = make_options(precision, threads, autotune, passes, dump_dir);
+            o.contexts = check_contexts(contexts);
             std::string bytes(data.c_str(), data.size());
             Expected<std::unique_ptr<Graph>> g = [&] {
               nb::gil_scoped_release nogil;
@@ -272,7 +282,7 @@ void bind_session(nb::module_& m) {
           },
           nb::arg("data"), nb::arg("base_dir"), nb::arg("device"), nb::arg("precision") = "f32",
           nb::arg("threads") = 0, nb::arg("autotune") = false, nb::arg("passes") = nb::none(),
-          nb::arg("dump_dir") = nb::none())
+          nb::arg("dump_dir") = nb::none(), nb::arg("contexts") = 0)
       .def("run", &run_session<Session>, nb::arg("names"), nb::arg("arrays"), nb::arg("framework"))
       .def("run_device", &run_device_session<Session>, nb::arg("names"), nb::arg("arrays"),
            nb::arg("alloc"), nb::arg("stream"), nb::arg("gpu") = 0)

@@ -169,6 +169,7 @@ ferrite_status* run_device(ferrite_session* s, std::vector<ferrite::Session::Nam
   ferrite::DeviceRun run;
   run.input_dev = dev;
   run.stream = stream;
+  run.caller_stream = true;  // NULL: CUDA's legacy default stream, which the caller can wait on
   run.output = [&](size_t j, DType dtype,
                    const std::vector<int64_t>& dims) -> ferrite::Expected<void*> {
     if (j >= output_count) return ferrite::err("output ", j, " out of range");

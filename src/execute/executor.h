@@ -26,6 +26,7 @@
 #include <string>
 
 #include "backend_api/backend.h"
+#include "execute/device_gate.h"
 #include "lower/lowering.h"
 #include "runtime/device.h"
 
@@ -58,10 +59,13 @@ struct ExecutorConfig {
   // Launch shapes may be autotuned (RunOptions::autotune): the device runs kernels synchronously
   // enough to time them.
   bool tunable = true;
-  // Runs of every model of the device take turns (a shared stream being recorded).
-  std::mutex* device_mutex = nullptr;
-  // Called first in every run and in destruction (e.g. making a GPU context current).
+  // Shared by the models of a device whose contexts run at once but record alone
+  // (execute/device_gate.h); null: no coordination between models.
+  DeviceGate* device_gate = nullptr;
+  // Called first in every run and in destruction (e.g. making a GPU context and the model's own
+  // stream current on the calling thread); `leave` at the end of each.
   std::function<Status()> enter;
+  std::function<void()> leave;
   // What the FERRITE_LOG=compile line calls a compile that missed the cache ("C++ compile").
   std::string compiler_label = "device compiler";
 };

@@ -39,7 +39,8 @@ Model::Model(const Graph& g, LoweredGraph lg, std::unique_ptr<LoadedModule> modu
 }
 
 Model::~Model() {
-  if (cfg_.enter && !cfg_.enter()) return;  // the device is gone: nothing can be freed
+  DeviceTurn turn(cfg_.device_gate, &cfg_.enter, &cfg_.leave);
+  if (!turn.enter()) return;  // the device is gone: nothing can be freed
   (void)rt_.synchronize();
   recorder_.reset();
   for (auto& [k, s] : states_) drop_binding(*s);
@@ -88,10 +89,10 @@ Status Model::init(const std::string& source, const RunOptions& opts) {
 }
 
 Expected<std::vector<Tensor>> Model::run(const std::vector<Tensor>& inputs) {
-  std::unique_lock<std::mutex> device_lock;
-  if (cfg_.device_mutex) device_lock = std::unique_lock<std::mutex>(*cfg_.device_mutex);
+  DeviceTurn turn(cfg_.device_gate, &cfg_.enter, &cfg_.leave);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (cfg_.enter) FERRITE_RETURN_IF_ERROR(cfg_.enter());
+  FERRITE_RETURN_IF_ERROR(turn.enter());
+  CurrentTurn current(turn_, turn);
   prepare_into_inputs(inputs);
   auto out = run_locked(inputs);
   store_into_.clear();

@@ -32,6 +32,7 @@ class Model : public PreparedModel {
   Expected<DeviceTiming> time_resident(const std::vector<Tensor>& inputs, int runs) override;
   Status run_device(const std::vector<Tensor>& inputs, const DeviceRun& run) override;
   ModelStats stats() const override;
+  std::map<const void*, RunOptions::DeviceMirror> device_constants() override;
 
  private:
   // A buffer's value this run: on the host, on the device, or both (one place on host-memory
@@ -170,6 +171,7 @@ class Model : public PreparedModel {
   const bool tf32_;
   int64_t runs_ = 0;
   mutable std::mutex mutex_;
+  DeviceTurn* turn_ = nullptr;  // the run in progress (a recording asks it for the device alone)
 };
 
 }  // namespace ferrite::execute

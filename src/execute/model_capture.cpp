@@ -46,6 +46,8 @@ Status Model::record(const std::vector<Tensor>& inputs,
         slots_[lg_.inputs[i]].host = Tensor();
         slots_[lg_.inputs[i]].host_valid = false;
       }
+  // Other contexts' host calls (allocations, frees, synchronisations) must not meet the capture.
+  if (turn_) turn_->alone();
   pool_->begin_owned();
   capturing_ = true;
   Status s = cap.begin();
@@ -159,10 +161,10 @@ Expected<DeviceTiming> Model::time_resident(const std::vector<Tensor>& inputs, i
   if (!timer || host_) return unsupported("this device does not time runs itself");
   // Steady state for this binding: run 1 is step by step, run 2 records, run 3 replays.
   for (int i = 0; i < 2; ++i) FERRITE_RETURN_IF_ERROR(run(inputs).status());
-  std::unique_lock<std::mutex> device_lock;
-  if (cfg_.device_mutex) device_lock = std::unique_lock<std::mutex>(*cfg_.device_mutex);
+  DeviceTurn turn(cfg_.device_gate, &cfg_.enter, &cfg_.leave);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (cfg_.enter) FERRITE_RETURN_IF_ERROR(cfg_.enter());
+  FERRITE_RETURN_IF_ERROR(turn.enter());
+  CurrentTurn current(turn_, turn);
   FERRITE_RETURN_IF_ERROR(bind(inputs));
   BindingState& st = *state_;
   std::vector<std::vector<int64_t>> in_dims;

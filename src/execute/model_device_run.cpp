@@ -26,10 +26,10 @@ Status Model::run_device(const std::vector<Tensor>& inputs, const DeviceRun& run
   const bool ordered = run.stream || (run.caller_stream && order);
   if (ordered && !order)
     return unsupported(name_, ": this device cannot order its work on a caller's stream");
-  std::unique_lock<std::mutex> device_lock;
-  if (cfg_.device_mutex) device_lock = std::unique_lock<std::mutex>(*cfg_.device_mutex);
+  DeviceTurn turn(cfg_.device_gate, &cfg_.enter, &cfg_.leave);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (cfg_.enter) FERRITE_RETURN_IF_ERROR(cfg_.enter());
+  FERRITE_RETURN_IF_ERROR(turn.enter());
+  CurrentTurn current(turn_, turn);
   FERRITE_RETURN_IF_ERROR(bind(inputs));
   if (ordered) FERRITE_RETURN_IF_ERROR(order->after(run.stream));
   Status s = run_device_locked(inputs, run);

@@ -212,6 +212,25 @@ Expected<void*> Model::device_ptr(int b) {
   return p;
 }
 
+// The constants uploaded so far (after the first run: all that the steps read on the device),
+// once their copies are complete, for another context to use in place of its own.
+std::map<const void*, RunOptions::DeviceMirror> Model::device_constants() {
+  std::map<const void*, RunOptions::DeviceMirror> out;
+  if (host_) return out;
+  // Not through the device gate: a run of this model holds the gate and waits for mutex_, and a
+  // recording waiting for the gate would close it to us (a cycle). Waiting for this model's
+  // stream is allowed while another context records.
+  std::lock_guard<std::mutex> lock(mutex_);
+  DeviceTurn turn(nullptr, &cfg_.enter, &cfg_.leave);
+  if (!turn.enter() || !rt_.synchronize()) return out;  // the other context copies its own
+  for (size_t b = 0; b < lg_.buffers.size(); ++b) {
+    if (!const_dev_[b] || lg_.buffers[b].kind != Buffer::Kind::kConstant) continue;
+    const Tensor& host = *lg_.buffers[b].value->constant;
+    out.emplace(host.raw(), RunOptions::DeviceMirror{host, const_dev_[b]});
+  }
+  return out;
+}
+
 // Makes buffer b valid on the host (copying a device value back).
 Expected<Tensor> Model::host_tensor(int b) {
   Slot& s = slots_[b];

@@ -24,9 +24,7 @@ namespace ferrite {
 struct RunOptions {
   int threads = 0;  // 0 = device default
   // Session only: execution contexts per compiled variant, i.e. how many runs of one Session
-  // proceed at once (runtime/session.h). 0 = 8 on host-memory devices ("host" kind: each context
-  // is an arena and a worker pool over shared code and weights), 1 elsewhere (a device whose
-  // runs take turns on one stream would only hold more copies of the weights).
+  // proceed at once (runtime/session.h). 0 = the device's Device::default_contexts().
   int contexts = 0;
   // Time candidate launch configurations of every generated kernel on the first run at each
   // size and keep the fastest (persisted in the tuning database); see tune/autotuner.h.
@@ -138,6 +136,11 @@ class PreparedModel {
     (void)run;
     return unsupported("this device does not run on tensors in device memory");
   }
+  // Optional: the graph constants this model holds in the device's memory, keyed like
+  // RunOptions::constant_mirrors, so that further execution contexts of the same graph use them
+  // instead of copies of their own. The entries stay valid while this model lives. Default (and
+  // host-memory devices): none.
+  virtual std::map<const void*, RunOptions::DeviceMirror> device_constants() { return {}; }
 };
 
 // A device's declaration of the graph passes it wants before prepare().
@@ -160,6 +163,11 @@ class Device {
   // Optional: what the default pipeline does for this device (default_passes below). The
   // default runs no passes: the graph as given, as the `reference` oracle wants.
   virtual PassPlan pass_plan() const { return {}; }
+  // How many execution contexts of one compiled variant a Session makes at most when runs
+  // overlap (RunOptions::contexts = 0). Default: 8 where memory is the host's (contexts share the
+  // weights; each has an arena and a worker pool), 1 elsewhere (runs take turns). A device whose
+  // contexts run concurrently and share the weights in its memory (device_constants) says more.
+  virtual int default_contexts() const { return properties().kind == "host" ? 8 : 1; }
   // Whether the device can run now (a GPU answers); an error saying why not otherwise. Devices
   // that are always there keep the default.
   virtual Status available() const { return Status::ok(); }

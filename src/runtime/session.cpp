@@ -66,9 +66,8 @@ Expected<std::unique_ptr<Session>> Session::from_graph(std::unique_ptr<Graph> gr
 }
 
 Status Session::init() {
-  // Host-memory devices share the weights between contexts; the others would copy them.
   max_contexts_ = opts_.contexts;
-  if (max_contexts_ <= 0) max_contexts_ = device_->properties().kind == "host" ? 8 : 1;
+  if (max_contexts_ <= 0) max_contexts_ = std::max(1, device_->default_contexts());
   declared_ = GuardSet::for_inputs(*graph_);
   const auto& in = graph_->inputs();
   for (size_t i = 0; i < in.size(); ++i) {
@@ -248,6 +247,9 @@ Expected<Session::Lease> Session::checkout(const std::shared_ptr<Variant>& v) {
   RunOptions opts = opts_;
   opts.dump_dir.reset();  // context 0 dumped and traces this variant
   opts.trace.reset();
+  // Weights in device memory are shared with context 0 (it outlives the others: Variant).
+  for (auto& [host, mirror] : v->prepared->device_constants())
+    opts.constant_mirrors.emplace(host, mirror);
   auto prepared = device_->prepare(*v->graph, opts);
   lock.lock();
   if (!prepared) {

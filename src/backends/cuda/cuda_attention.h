@@ -6,6 +6,7 @@
 // first use and cached like generated code).
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -114,7 +115,7 @@ class FlashAttention {
   };
   std::map<std::string, Loaded> modules_;  // by dtype + kernel name
   std::set<std::string> noted_;
-  int64_t launches_ = 0;
+  std::atomic<int64_t> launches_{0};
 };
 
 }  // namespace ferrite::cuda

@@ -113,6 +113,7 @@ LaunchConfig CudaHeuristics::choose(const Kernel& kernel, int64_t rows, int64_t 
 
 CudnnConv* CudaBackend::conv_library() {
   if (!cudnn_enabled()) return nullptr;
+  std::lock_guard<std::mutex> lock(cudnn_mutex);
   if (!cudnn_tried) {
     // cudnnCreate allocates and synchronises: never inside a CUDA graph capture (a binding's
     // first run, which always precedes its capture, creates it).

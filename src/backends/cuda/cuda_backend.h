@@ -12,6 +12,7 @@
 #include "backends/cuda/cuda_library.h"
 #include "backends/cuda/cuda_runtime.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "execute/device_gate.h"
 
 namespace ferrite::cuda {
 
@@ -43,11 +44,12 @@ struct CudaBackend {
   // unchanged); null after that when cuDNN is disabled or missing (im2col path).
   std::unique_ptr<CudnnConv> cudnn;
   bool cudnn_tried = false;
-  // The cuDNN object, created on first use. Called from library steps (runs take turns).
+  std::mutex cudnn_mutex;
+  // The cuDNN object, created on first use. Called from library steps of any context.
   CudnnConv* conv_library();
-  // Models of one device share its stream, cuBLASLt plans and library kernels; their runs take
-  // turns (a graph capture on the shared stream must not record another model's work).
-  std::mutex run_mutex;
+  // Models of one device share its cuBLASLt plans, cuDNN handle and library kernels (each
+  // thread-safe); each context runs on a stream of its own, and a recording runs alone.
+  DeviceGate gate;
 };
 
 // Opens GPU `ordinal`: the driver, its properties, a stream, NVRTC, the library kernels and

@@ -245,6 +245,7 @@ Expected<bool> CudnnConv::run(const CudnnConvProblem& q, const void* x, const vo
   std::shared_ptr<Plan> pl;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> call(call_mu_);  // the heuristics query the handle
     FERRITE_ASSIGN_OR_RETURN(pl, plan(q));
   }
   if (!pl->usable) {
@@ -257,9 +258,15 @@ Expected<bool> CudnnConv::run(const CudnnConvProblem& q, const void* x, const vo
     FERRITE_ASSIGN_OR_RETURN(ws, scratch(pl->workspace));
   }
   const float alpha = 1.0f, beta = 0.0f;
-  cudnnStatus_t s =
-      d.cudnnConvolutionForward(static_cast<cudnnHandle_t>(handle_), &alpha, pl->x, x, pl->w, w,
-                                pl->conv, pl->algo, ws, pl->workspace, &beta, pl->y, y);
+  cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
+  {
+    // One handle for all contexts: the call goes on the calling thread's stream.
+    std::lock_guard<std::mutex> call(call_mu_);
+    s = d.cudnnSetStream(static_cast<cudnnHandle_t>(handle_), rt_->stream());
+    if (s == CUDNN_STATUS_SUCCESS)
+      s = d.cudnnConvolutionForward(static_cast<cudnnHandle_t>(handle_), &alpha, pl->x, x, pl->w, w,
+                                    pl->conv, pl->algo, ws, pl->workspace, &beta, pl->y, y);
+  }
   if (s >= CUDNN_STATUS_NOT_SUPPORTED && s < CUDNN_STATUS_NOT_SUPPORTED + 1000) {
     // Nothing was launched: the plan is dropped for good and this call takes the other path.
     {
@@ -284,6 +291,7 @@ Expected<bool> CudnnConv::run_fused(const CudnnConvProblem& q, const void* x, co
   std::shared_ptr<Plan> pl;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> call(call_mu_);  // the heuristics query the handle
     FERRITE_ASSIGN_OR_RETURN(pl, plan(q));
     if (!pl->usable || !pl->fused_ok) return false;
     // Without an activation cuDNN fuses only with IMPLICIT_PRECOMP_GEMM.
@@ -312,10 +320,16 @@ Expected<bool> CudnnConv::run_fused(const CudnnConvProblem& q, const void* x, co
   }
   const float alpha1 = 1.0f, alpha2 = z ? 1.0f : 0.0f;
   // With alpha2 = 0 cuDNN does not read z; y is a valid tensor of z's descriptor.
-  cudnnStatus_t s = d.cudnnConvolutionBiasActivationForward(
-      static_cast<cudnnHandle_t>(handle_), &alpha1, pl->x, x, pl->w, w, pl->conv, pl->algo, ws,
-      pl->workspace, &alpha2, pl->y, z ? z : y, pl->bias, bias, relu ? pl->relu : pl->identity,
-      pl->y, y);
+  cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
+  {
+    std::lock_guard<std::mutex> call(call_mu_);
+    s = d.cudnnSetStream(static_cast<cudnnHandle_t>(handle_), rt_->stream());
+    if (s == CUDNN_STATUS_SUCCESS)
+      s = d.cudnnConvolutionBiasActivationForward(
+          static_cast<cudnnHandle_t>(handle_), &alpha1, pl->x, x, pl->w, w, pl->conv, pl->algo, ws,
+          pl->workspace, &alpha2, pl->y, z ? z : y, pl->bias, bias, relu ? pl->relu : pl->identity,
+          pl->y, y);
+  }
   if (s >= CUDNN_STATUS_NOT_SUPPORTED && s < CUDNN_STATUS_NOT_SUPPORTED + 1000) {
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <atomic>
 #include <mutex>
 #include <set>
 #include <string>
@@ -70,9 +71,10 @@ class CudnnConv {
   const void* api_ = nullptr;  // const Cudnn* (cuda_api.h; opaque here for builds without cuDNN)
   void* handle_ = nullptr;     // cudnnHandle_t
   std::map<std::string, std::shared_ptr<Plan>> plans_;  // per shape / dtype / math key
-  std::mutex mu_;
+  std::mutex mu_;       // plans_ and noted_
+  std::mutex call_mu_;  // the handle, during one call
   std::set<std::string> noted_;
-  int64_t calls_ = 0, fused_calls_ = 0;
+  std::atomic<int64_t> calls_{0}, fused_calls_{0};
 };
 
 // FERRITE_CUDA_CUDNN != "0" (read per call, like FERRITE_CUDA_FLASH).

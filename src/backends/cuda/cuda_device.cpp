@@ -48,14 +48,21 @@ int chunk_count(size_t kernels, int threads) {
 
 // The executor's hooks for a model on the opened GPU: its parts, library state (the backend),
 // kernel launches on the runtime's stream, and the runs of all models taking turns.
-void use_backend(const std::shared_ptr<cuda::CudaBackend>& be,
-                 std::shared_ptr<const BackendParts>& parts, ExecutorConfig& cfg) {
+Status use_backend(const std::shared_ptr<cuda::CudaBackend>& be,
+                   std::shared_ptr<const BackendParts>& parts, ExecutorConfig& cfg) {
   parts = std::shared_ptr<const BackendParts>(be, &be->parts);
   cfg.library_state = be.get();
   cfg.state_owner = be;
-  cfg.device_mutex = &be->run_mutex;
+  cfg.device_gate = &be->gate;
   cuda::CudaRuntime* rt = be->rt();
-  cfg.enter = [rt] { return rt->make_current(); };
+  // This context's own stream: its runs overlap with other contexts' on the GPU.
+  FERRITE_ASSIGN_OR_RETURN(std::shared_ptr<cuda::ContextStream> cs,
+                           cuda::ContextStream::create(*rt));
+  cfg.enter = [rt, cs] {
+    rt->use(cs.get());
+    return rt->make_current();
+  };
+  cfg.leave = [rt] { rt->use(nullptr); };
   cfg.launch = [rt](void* fn, const LaunchConfig& lc, const std::vector<void*>& bufs,
                     const std::vector<int64_t>& syms, int64_t) -> Status {
     std::vector<void*> ptrs(bufs);
@@ -70,6 +77,7 @@ void use_backend(const std::shared_ptr<cuda::CudaBackend>& be,
                                  args.data(), nullptr),
         "cuLaunchKernel");
   };
+  return Status::ok();
 }
 
 class CudaDevice : public Device {
@@ -99,6 +107,10 @@ class CudaDevice : public Device {
   PassPlan pass_plan() const override {
     return {true, {}, {kLayoutPass, "narrow-attention-precision"}};
   }
+  // Up to 4 runs of one session at once, each context on a stream of its own over the weights
+  // context 0 holds (PreparedModel::device_constants); each further context adds its arena and
+  // a cuBLASLt workspace. Contexts are made only when runs overlap.
+  int default_contexts() const override { return 4; }
 
   // bf16 GEMMs need compute capability 8.0 (Ampere); fp16 and TF32 likewise for tensor cores.
   // Without a GPU the answer waits for prepare(), which reports why there is none.
@@ -159,7 +171,7 @@ class CudaDevice : public Device {
                      props.arch.c_str(), t_lower, t_nvrtc, static_cast<size_t>(ks.kernels),
                      ks.texts.size(), compiled.chunks.size(), compiled.threads, compiled.cache_hits,
                      compiled.compile_seconds, t_wait, since(t3));
-      use_backend(be, parts, self);
+      FERRITE_RETURN_IF_ERROR(use_backend(be, parts, self));
       CompiledModule m;
       m.module = std::move(modules);
       m.seconds = compiled.wall_seconds;

@@ -42,17 +42,12 @@ Expected<std::unique_ptr<CublasGemm>> CublasGemm::create(const CudaRuntime& rt) 
   FERRITE_RETURN_IF_ERROR(rt.make_current());
   FERRITE_RETURN_IF_ERROR(lt_check(lt->cublasLtCreate(&g->handle_), "cublasLtCreate"));
   g->workspace_bytes_ = size_t{32} << 20;
-  CUdeviceptr p = 0;
-  FERRITE_RETURN_IF_ERROR(
-      check(rt.api().cuMemAlloc(&p, g->workspace_bytes_), "cuBLASLt workspace"));
-  g->workspace_ = reinterpret_cast<void*>(p);
   return g;
 }
 
 CublasGemm::~CublasGemm() {
   plans_.clear();
   if (rt_ && rt_->make_current().is_ok()) {
-    if (workspace_) rt_->api().cuMemFree(dptr(workspace_));
     if (handle_) lt_->cublasLtDestroy(handle_);
   }
 }
@@ -77,6 +72,7 @@ Status CublasGemm::tune(const GemmCall& g, Plan& p, const cublasLtMatmulHeuristi
                                         sizeof g.bias);
   float beta = has_c ? g.beta : 0.f;
   const void* cin = has_c ? g.c_in : g.c;
+  FERRITE_ASSIGN_OR_RETURN(void* workspace, rt_->current().workspace(workspace_bytes_));
   CUevent e0 = nullptr, e1 = nullptr;
   FERRITE_RETURN_IF_ERROR(check(d.cuEventCreate(&e0, CU_EVENT_DEFAULT), "cuEventCreate"));
   FERRITE_RETURN_IF_ERROR(check(d.cuEventCreate(&e1, CU_EVENT_DEFAULT), "cuEventCreate"));
@@ -85,7 +81,7 @@ Status CublasGemm::tune(const GemmCall& g, Plan& p, const cublasLtMatmulHeuristi
   for (int i = 0; i < found; ++i) {
     auto once = [&] {
       return lt_->cublasLtMatmul(handle_, p.desc, &g.alpha, g.b, p.la, g.a, p.lb, &beta, cin, p.lc,
-                                 g.c, p.lc, &results[i].algo, workspace_, workspace_bytes_,
+                                 g.c, p.lc, &results[i].algo, workspace, workspace_bytes_,
                                  rt_->stream());
     };
     if (once() != CUBLAS_STATUS_SUCCESS) continue;
@@ -119,7 +115,14 @@ uint32_t pointer_alignment(const void* p) {
 }  // namespace
 
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS's "A" is our B.
+// Contexts on several threads call at once: the plans, and the bias pointer set on a plan's
+// descriptor for one call, are the GEMM object's; the workspace is the calling stream's.
 Status CublasGemm::run(const GemmCall& g) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return run_locked(g);
+}
+
+Status CublasGemm::run_locked(const GemmCall& g) {
   if (g.m == 0 || g.n == 0) return Status::ok();
   ++calls_;
   const bool has_c = g.beta != 0 && g.c_in;
@@ -201,7 +204,7 @@ Status CublasGemm::run(const GemmCall& g) {
         one.b = elem_offset(g.b, i * g.stride_b, g.dtype);
         one.c = elem_offset(g.c, i * g.stride_c, g.dtype);
         if (g.c_in) one.c_in = elem_offset(g.c_in, i * g.stride_c, g.dtype);
-        FERRITE_RETURN_IF_ERROR(run(one));
+        FERRITE_RETURN_IF_ERROR(run_locked(one));
       }
       return Status::ok();
     }
@@ -219,9 +222,10 @@ Status CublasGemm::run(const GemmCall& g) {
   float beta = has_c ? g.beta : 0.f;
   const void* cin = has_c ? g.c_in : g.c;
   FERRITE_RETURN_IF_ERROR(rt_->make_current());
+  FERRITE_ASSIGN_OR_RETURN(void* workspace, rt_->current().workspace(workspace_bytes_));
   return lt_check(
       lt_->cublasLtMatmul(handle_, p.desc, &g.alpha, g.b, p.la, g.a, p.lb, &beta, cin, p.lc, g.c,
-                          p.lc, &p.algo, workspace_, workspace_bytes_, rt_->stream()),
+                          p.lc, &p.algo, workspace, workspace_bytes_, rt_->stream()),
       "cublasLtMatmul");
 }
 

@@ -7,8 +7,10 @@
 // 2026-11-22: bert_base 1.66 ms tuned vs 1.59 ms untuned, gpt2 1.35 vs 1.36).
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "backends/cuda/cuda_runtime.h"
@@ -58,15 +60,16 @@ class CublasGemm {
  private:
   CublasGemm() = default;
   struct Plan;
+  Status run_locked(const GemmCall& g);
   Status tune(const GemmCall& g, Plan& p, const cublasLtMatmulHeuristicResult_t* results,
               int found);
   const CudaRuntime* rt_ = nullptr;
   const CublasLt* lt_ = nullptr;
   cublasLtHandle_t handle_ = nullptr;
-  void* workspace_ = nullptr;
-  size_t workspace_bytes_ = 0;
+  size_t workspace_bytes_ = 0;  // per stream (ContextStream::workspace)
+  std::mutex mu_;
   bool tf32_ = false;
-  int64_t calls_ = 0;
+  std::atomic<int64_t> calls_{0};
   bool tune_ = false;  // FERRITE_CUDA_GEMM_TUNE=1
   int64_t tuned_ = 0;
   std::map<std::string, std::shared_ptr<Plan>> plans_;  // per shape/layout/epilogue

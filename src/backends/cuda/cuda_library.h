@@ -2,6 +2,7 @@
 // epilogues), compiled once per GPU architecture with NVRTC (cached like generated code).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -142,7 +143,7 @@ class LibraryKernels {
              softmax_ = nullptr, unfold_ = nullptr, gather_ = nullptr, binary_ = nullptr;
   CUfunction gather1_ = nullptr, gather2_ = nullptr, gather4_ = nullptr;  // by element size
   int sms_ = 1;
-  int64_t launches_ = 0;
+  std::atomic<int64_t> launches_{0};
   std::mutex named_mutex_;
   std::unordered_map<std::string, CUfunction> named_;
 };

@@ -97,29 +97,24 @@ class CudaTimer : public EventTimer {
 class CudaStreamOrder : public StreamOrder {
  public:
   explicit CudaStreamOrder(CudaRuntime& rt) : rt_(rt) {}
-  ~CudaStreamOrder() override {
-    for (CUevent e : {in_, out_})
-      if (e) rt_.api().cuEventDestroy(e);
-  }
-  Status after(void* stream) override {
-    return join(in_, static_cast<CUstream>(stream), rt_.stream());
-  }
-  Status before(void* stream) override {
-    return join(out_, rt_.stream(), static_cast<CUstream>(stream));
-  }
+  Status after(void* stream) override { return join(static_cast<CUstream>(stream), rt_.stream()); }
+  Status before(void* stream) override { return join(rt_.stream(), static_cast<CUstream>(stream)); }
 
  private:
-  // `waiter` waits for the work queued on `from` so far.
-  Status join(CUevent& e, CUstream from, CUstream waiter) {
+  // `waiter` waits for the work queued on `from` so far. An event per join: contexts on other
+  // threads join their own streams at the same time. Destroying it after the wait is queued is
+  // allowed (the driver keeps it until the wait is done).
+  Status join(CUstream from, CUstream waiter) {
     if (from == waiter) return Status::ok();
     FERRITE_RETURN_IF_ERROR(rt_.make_current());
-    if (!e)  // CU_EVENT_DISABLE_TIMING: the cheapest kind, only for ordering
-      FERRITE_RETURN_IF_ERROR(check(rt_.api().cuEventCreate(&e, 0x2), "cuEventCreate"));
-    FERRITE_RETURN_IF_ERROR(check(rt_.api().cuEventRecord(e, from), "cuEventRecord"));
-    return check(rt_.api().cuStreamWaitEvent(waiter, e, 0), "cuStreamWaitEvent");
+    CUevent e = nullptr;  // CU_EVENT_DISABLE_TIMING: the cheapest kind, only for ordering
+    FERRITE_RETURN_IF_ERROR(check(rt_.api().cuEventCreate(&e, 0x2), "cuEventCreate"));
+    Status s = check(rt_.api().cuEventRecord(e, from), "cuEventRecord");
+    if (s) s = check(rt_.api().cuStreamWaitEvent(waiter, e, 0), "cuStreamWaitEvent");
+    rt_.api().cuEventDestroy(e);
+    return s;
   }
   CudaRuntime& rt_;
-  CUevent in_ = nullptr, out_ = nullptr;
 };
 
 }  // namespace
@@ -137,8 +132,7 @@ Expected<std::unique_ptr<CudaRuntime>> CudaRuntime::open(int ordinal) {
   FERRITE_RETURN_IF_ERROR(
       check(d->cuDevicePrimaryCtxRetain(&rt->ctx_, rt->dev_), "cuDevicePrimaryCtxRetain"));
   FERRITE_RETURN_IF_ERROR(rt->make_current());
-  FERRITE_RETURN_IF_ERROR(
-      check(d->cuStreamCreate(&rt->stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  FERRITE_ASSIGN_OR_RETURN(rt->own_, ContextStream::create(*rt));
   rt->capture_ = std::make_unique<CudaCapture>(*rt);
   rt->timer_ = std::make_unique<CudaTimer>(*rt);
   rt->order_ = std::make_unique<CudaStreamOrder>(*rt);
@@ -148,8 +142,55 @@ Expected<std::unique_ptr<CudaRuntime>> CudaRuntime::open(int ordinal) {
 CudaRuntime::~CudaRuntime() {
   if (!d_) return;
   order_.reset();
-  if (make_current().is_ok() && stream_) d_->cuStreamDestroy(stream_);
+  own_.reset();
   if (ctx_) d_->cuDevicePrimaryCtxRelease(dev_);
+}
+
+namespace {
+// The calling thread's stream per runtime (a thread runs on one GPU at a time).
+thread_local const CudaRuntime* tls_runtime = nullptr;
+thread_local ContextStream* tls_stream = nullptr;
+}  // namespace
+
+Expected<std::shared_ptr<ContextStream>> ContextStream::create(const CudaRuntime& rt) {
+  std::shared_ptr<ContextStream> cs(new ContextStream(rt));
+  FERRITE_RETURN_IF_ERROR(rt.make_current());
+  // Non-blocking: no implicit ordering with the legacy default stream (a framework's).
+  FERRITE_RETURN_IF_ERROR(
+      check(rt.api().cuStreamCreate(&cs->stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  return cs;
+}
+
+ContextStream::~ContextStream() {
+  if (!stream_ || !rt_.make_current().is_ok()) return;
+  rt_.api().cuStreamSynchronize(stream_);
+  if (workspace_) rt_.api().cuMemFree(dptr(workspace_));
+  rt_.api().cuStreamDestroy(stream_);
+}
+
+Expected<void*> ContextStream::workspace(size_t bytes) {
+  if (workspace_bytes_ >= bytes) return workspace_;
+  FERRITE_RETURN_IF_ERROR(rt_.make_current());
+  if (workspace_) {  // grows: the old one may still be read by queued work
+    FERRITE_RETURN_IF_ERROR(check(rt_.api().cuStreamSynchronize(stream_), "stream synchronize"));
+    rt_.api().cuMemFree(dptr(workspace_));
+    workspace_ = nullptr;
+    workspace_bytes_ = 0;
+  }
+  CUdeviceptr p = 0;
+  FERRITE_RETURN_IF_ERROR(check(rt_.api().cuMemAlloc(&p, bytes), "cuBLASLt workspace"));
+  workspace_ = reinterpret_cast<void*>(p);
+  workspace_bytes_ = bytes;
+  return workspace_;
+}
+
+void CudaRuntime::use(ContextStream* cs) const {
+  tls_runtime = cs ? this : nullptr;
+  tls_stream = cs;
+}
+
+ContextStream& CudaRuntime::current() const {
+  return tls_runtime == this && tls_stream ? *tls_stream : *own_;
 }
 
 Status CudaRuntime::make_current() const {
@@ -180,32 +221,32 @@ Status CudaRuntime::release(void* ptr) {
 Status CudaRuntime::copy_to_device(void* dst, const void* src, size_t bytes) {
   if (!bytes) return Status::ok();
   FERRITE_RETURN_IF_ERROR(make_current());
-  return check(d_->cuMemcpyHtoDAsync(dptr(dst), src, bytes, stream_), "host-to-device copy");
+  return check(d_->cuMemcpyHtoDAsync(dptr(dst), src, bytes, stream()), "host-to-device copy");
 }
 
 Status CudaRuntime::copy_to_host(void* dst, const void* src, size_t bytes) {
   if (!bytes) return Status::ok();
   FERRITE_RETURN_IF_ERROR(make_current());
   FERRITE_RETURN_IF_ERROR(
-      check(d_->cuMemcpyDtoHAsync(dst, dptr(src), bytes, stream_), "device-to-host copy"));
-  return check(d_->cuStreamSynchronize(stream_), "device-to-host copy (sync)");
+      check(d_->cuMemcpyDtoHAsync(dst, dptr(src), bytes, stream()), "device-to-host copy"));
+  return check(d_->cuStreamSynchronize(stream()), "device-to-host copy (sync)");
 }
 
 Status CudaRuntime::copy_on_device(void* dst, const void* src, size_t bytes) {
   if (!bytes) return Status::ok();
   FERRITE_RETURN_IF_ERROR(make_current());
-  return check(d_->cuMemcpyDtoDAsync(dptr(dst), dptr(src), bytes, stream_), "device copy");
+  return check(d_->cuMemcpyDtoDAsync(dptr(dst), dptr(src), bytes, stream()), "device copy");
 }
 
 Status CudaRuntime::fill(void* dst, uint8_t value, size_t bytes) {
   if (!bytes) return Status::ok();
   FERRITE_RETURN_IF_ERROR(make_current());
-  return check(d_->cuMemsetD8Async(dptr(dst), value, bytes, stream_), "memset");
+  return check(d_->cuMemsetD8Async(dptr(dst), value, bytes, stream()), "memset");
 }
 
 Status CudaRuntime::synchronize() {
   FERRITE_RETURN_IF_ERROR(make_current());
-  return check(d_->cuStreamSynchronize(stream_), "stream synchronize");
+  return check(d_->cuStreamSynchronize(stream()), "stream synchronize");
 }
 
 std::unique_ptr<MemoryPool> CudaRuntime::make_pool() {
