@@ -1,9 +1,11 @@
 """The ferrite Triton backend (libtriton_ferrite.so) in a real tritonserver: the one bundled in
 PyPI's nvidia-pytriton wheel, which runs on cpu. A model repository in a temporary directory
 serves the zoo's convnet (configuration auto-completed, two cpu instances) and mlp (written out,
-with parameters), plus models that exercise errors. 64 concurrent clients, half HTTP and half
-gRPC, check every output against ONNX Runtime; the server's statistics show that requests were
-batched; malformed requests get error responses and the server keeps serving.
+with parameters), the other four zoo models (resnet18, mobilenet_v2, bert_base, gpt2;
+auto-completed), plus models that exercise errors. 64 concurrent clients, half HTTP and half
+gRPC, check every output against ONNX Runtime or the zoo's expected outputs; the server's
+statistics show that requests were batched; malformed requests get error responses and the
+server keeps serving.
 
 Skips (with the reason) only when tritonserver is not installed or cannot start on this machine
 (e.g. a missing system library); a backend that fails to load is a failure."""
@@ -35,6 +37,13 @@ REQUESTS_PER_CLIENT = 4
 # The models' dynamic batchers wait up to 10 ms for more requests: long enough that concurrent
 # clients share runs even on a loaded machine (the batching assertion), short for the test.
 TOL = dict(rtol=1e-4, atol=1e-4)  # f32 sums in another order than ONNX Runtime's
+# The deep zoo models against the zoo's expected outputs: `ferrite run --check`'s f32 tolerance.
+ZOO_TOL = dict(rtol=1e-3, atol=1e-4)
+ZOO_DEEP = ("resnet18", "mobilenet_v2", "bert_base", "gpt2")
+ZOO_CONFIG = """
+backend: "ferrite"
+dynamic_batching { max_queue_delay_microseconds: 20000 }
+"""
 
 CONVNET_CONFIG = """
 backend: "ferrite"
@@ -85,7 +94,8 @@ def models(tmp_path_factory):
     if not (th.ZOO / "convnet").is_dir() or not (th.ZOO / "mlp").is_dir():
         pytest.skip(f"the shared model zoo is expected at {th.ZOO}")
     work = tmp_path_factory.mktemp("triton")
-    return {name: th.materialize(name, work / "src" / name) for name in ("convnet", "mlp")}
+    names = ("convnet", "mlp") + tuple(m for m in ZOO_DEEP if (th.ZOO / m).is_dir())
+    return {name: th.materialize(name, work / "src" / name) for name in names}
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +108,9 @@ def server(models, tmp_path_factory):
     th.add_model(repo, "convnet", models["convnet"] / "model.onnx", CONVNET_CONFIG)
     th.add_model(repo, "mlp", models["mlp"] / "model.onnx", MLP_CONFIG)
     th.add_model(repo, "mlp_var", models["mlp"] / "model.onnx", MLP_VAR_CONFIG)
+    for name in ZOO_DEEP:
+        if name in models:
+            th.add_model(repo, name, models[name] / "model.onnx", ZOO_CONFIG)
     th.add_model(repo, "bad", models["mlp"] / "model.onnx", BAD_CONFIG)
     for name, (config, _) in BROKEN.items():
         th.add_model(repo, name, models["mlp"] / "model.onnx", config)
@@ -196,6 +209,67 @@ def test_concurrent_clients_batched(server, models):
         assert 0 < executions < requests, (model, executions, requests)
 
 
+def _zoo_rows(model_dir: Path):
+    """Every batch row of the model's test data sets: ({input name: [1, ...] array}, expected
+    [1, ...] output)."""
+    names = [i.name for i in onnx.load(str(model_dir / "model.onnx"),
+                                       load_external_data=False).graph.input]
+    rows = []
+    for case in sorted(model_dir.glob("test_data_set_*")):
+        xs = [numpy_helper.to_array(onnx.load_tensor(str(case / f"input_{k}.pb")))
+              for k in range(len(names))]
+        want = numpy_helper.to_array(onnx.load_tensor(str(case / "output_0.pb")))
+        for r in range(want.shape[0]):
+            rows.append(({n: x[r:r + 1] for n, x in zip(names, xs)}, want[r:r + 1]))
+    return rows
+
+
+def _infer_named(protocol, client, model, inputs):
+    mod = httpclient if protocol == "http" else grpcclient
+    dtypes = {np.dtype(np.float32): "FP32", np.dtype(np.int64): "INT64"}
+    ins = []
+    for name, x in inputs.items():
+        inp = mod.InferInput(name, list(x.shape), dtypes[x.dtype])
+        inp.set_data_from_numpy(x)
+        ins.append(inp)
+    out = (mod.InferRequestedOutput("output", binary_data=True) if protocol == "http"
+           else mod.InferRequestedOutput("output"))
+    return client.infer(model, ins, outputs=[out]).as_numpy("output")
+
+
+def test_every_zoo_model_under_64_clients(server, models):
+    """The zoo's four deep models (CNNs at 224x224, BERT-base, GPT-2) served at once to 64
+    clients, each answer checked against the zoo's expected output for its row, and each model's
+    requests batched into fewer runs."""
+    served = [m for m in ZOO_DEEP if m in models]
+    if len(served) < len(ZOO_DEEP):
+        pytest.skip(f"zoo models missing under {th.ZOO}: {set(ZOO_DEEP) - set(served)}")
+    rows = {m: _zoo_rows(models[m]) for m in served}
+    before = {m: _stats(server, m) for m in served}
+    per_client = 2
+
+    def client(i):
+        protocol = "http" if i % 2 == 0 else "grpc"
+        c = _client(protocol, server)
+        model = served[i % len(served)]
+        for r in range(per_client):
+            inputs, want = rows[model][(i // len(served) + r) % len(rows[model])]
+            got = _infer_named(protocol, c, model, inputs)
+            np.testing.assert_allclose(got, want, **ZOO_TOL,
+                                       err_msg=f"client {i} ({protocol}) {model} request {r}")
+
+    with concurrent.futures.ThreadPoolExecutor(CLIENTS) as pool:
+        list(pool.map(client, range(CLIENTS)))
+    for model in served:
+        after = _stats(server, model)
+        requests = CLIENTS // len(served) * per_client
+        executions = after["execution_count"] - before[model]["execution_count"]
+        inferences = after["inference_count"] - before[model]["inference_count"]
+        print(f"{model}: {executions} runs for {requests} requests")
+        assert inferences == requests
+        assert 0 < executions < requests, (model, executions, requests)
+
+
 def _stats(srv, model):
     return _http_get(srv, f"/v2/models/{model}/stats")["model_stats"][0]
 
@@ -256,5 +330,6 @@ def test_bad_config_fails_that_model_only(server):
     for name, (_, reason) in BROKEN.items():
         assert states[name]["state"] == "UNAVAILABLE", states[name]
         assert reason in states[name]["reason"], states[name]
-    for name in ("convnet", "mlp", "mlp_var"):
-        assert states[name]["state"] == "READY", states[name]
+    for name in ("convnet", "mlp", "mlp_var") + ZOO_DEEP:
+        if name in states:
+            assert states[name]["state"] == "READY", states[name]
