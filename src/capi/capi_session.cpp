@@ -100,7 +100,13 @@ ferrite_status* finish_session(std::unique_ptr<ferrite::Graph> graph, const std:
     if (auto s = from_status(ferrite::CompileCache::set_global_dir(o.cache_dir),
                              FERRITE_INVALID_ARGUMENT))
       return s;
-  if (!o.device.empty() && ferrite::DeviceRegistry::global().origin(o.device).empty()) {
+  // "cuda:1" is unit 1 of "cuda" (a Triton KIND_GPU instance names its GPU so).
+  std::string base = o.device;
+  if (size_t colon = base.rfind(':'); colon != std::string::npos && colon + 1 < base.size() &&
+                                      base.find_first_not_of("0123456789", colon + 1) ==
+                                          std::string::npos)
+    base.resize(colon);
+  if (!o.device.empty() && ferrite::DeviceRegistry::global().origin(base).empty()) {
     std::string known;
     for (const auto& n : ferrite::DeviceRegistry::global().names())
       known += (known.empty() ? "" : ", ") + n;

@@ -115,7 +115,8 @@ TEST(CApiCuda, DeviceMemoryOnTheCallersStreamAndTheLegacyStream) {
   if (!cuda_usable()) GTEST_SKIP() << "no usable cuda device";
   Driver d;
   ASSERT_TRUE(d.open()) << "libcuda.so.1 did not open";
-  ferrite_session* s = open(kData + "/mlp_batch.onnx", "cuda");
+  // By unit, as a Triton KIND_GPU instance names its GPU.
+  ferrite_session* s = open(kData + "/mlp_batch.onnx", "cuda:0");
   ASSERT_TRUE(s);
   void* stream = nullptr;
   ASSERT_EQ(d.stream_create(&stream, 1 /* non-blocking */), 0);

@@ -171,6 +171,15 @@ TEST(CApi, MalformedInputIsAStatus) {
   r = take(ferrite_session_create((kData + "/mlp_batch.onnx").c_str(), o, &s));
   EXPECT_EQ(r.code, FERRITE_INVALID_ARGUMENT);
   EXPECT_NE(r.message.find("no-such-device"), std::string::npos) << r.message;
+  // A unit of an unknown device is unknown; a unit of a device without units says so.
+  ASSERT_OK(ferrite_session_options_set_device(o, "no-such-device:0"));
+  r = take(ferrite_session_create((kData + "/mlp_batch.onnx").c_str(), o, &s));
+  EXPECT_EQ(r.code, FERRITE_INVALID_ARGUMENT);
+  EXPECT_NE(r.message.find("unknown device 'no-such-device:0'"), std::string::npos) << r.message;
+  ASSERT_OK(ferrite_session_options_set_device(o, "cpu:1"));
+  r = take(ferrite_session_create((kData + "/mlp_batch.onnx").c_str(), o, &s));
+  EXPECT_NE(r.code, FERRITE_OK);
+  EXPECT_NE(r.message.find("has no units"), std::string::npos) << r.message;
   ASSERT_OK(ferrite_session_options_set_device(o, "cpu"));
   ASSERT_OK(ferrite_session_options_set_passes(o, "no-such-pass"));
   r = take(ferrite_session_create((kData + "/mlp_batch.onnx").c_str(), o, &s));

@@ -20,8 +20,10 @@ ZOO = Path(os.environ.get("FERRITE_SHARED_MODELS", ROOT.parent / "shared" / "mod
 
 
 def tritonserver_binary() -> Path | None:
-    """The tritonserver of the nvidia-pytriton wheel (found without importing pytriton, whose
-    Python side needs packages the server does not)."""
+    """FERRITE_TRITONSERVER, else the tritonserver of the nvidia-pytriton wheel (found without
+    importing pytriton, whose Python side needs packages the server does not)."""
+    if os.environ.get("FERRITE_TRITONSERVER"):
+        return Path(os.environ["FERRITE_TRITONSERVER"])
     spec = importlib.util.find_spec("pytriton")
     if spec is None or spec.origin is None:
         return None

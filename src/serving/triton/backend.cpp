@@ -115,16 +115,19 @@ TRITONSERVER_Error* create_session(const ModelState& m, const std::string& devic
   if (!m.spec.precision.empty() && !metadata_only)
     FERRITE_TRITON_RETURN_IF_ERROR(from_ferrite(
         ferrite_session_options_set_precision(opts.get(), m.spec.precision.c_str()), ctx));
+  const int instances = std::max(m.spec.instance_count, 1);
   if (is_host_device(device) && !metadata_only) {  // not for "": the default may be cuda
-    int instances = std::max(m.spec.instance_count, 1);
     int threads = m.spec.threads;
     if (threads == 0)
       threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / instances);
     FERRITE_TRITON_RETURN_IF_ERROR(
         from_ferrite(ferrite_session_options_set_threads(opts.get(), threads), ctx));
+  }
+  // One execution context per instance (on cuda each with a stream of its own), so that the
+  // instances' executions overlap; made only when they do.
+  if (!metadata_only && !device.empty())
     FERRITE_TRITON_RETURN_IF_ERROR(
         from_ferrite(ferrite_session_options_set_max_concurrency(opts.get(), instances), ctx));
-  }
   ferrite_session* session = nullptr;
   FERRITE_TRITON_RETURN_IF_ERROR(
       from_ferrite(ferrite_session_create(m.onnx_path.c_str(), opts.get(), &session), ctx));
