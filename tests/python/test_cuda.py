@@ -154,3 +154,24 @@ def test_gpu_parameters_are_read_in_place():
     assert_close(out, expected, rtol=1e-3, atol=1e-3)
     assert all(len(r.partitions) == 1 and not r.eager_ops for r in reports)
     assert used < params // 4, f"compiling used {used >> 20} MiB for {params >> 20} MiB of parameters"
+
+
+def test_threads_share_one_cuda_session():
+    """8 threads on one cuda Session with 4 contexts (each on a stream of its own, sharing the
+    weights): every output equals the single-threaded run's, batch sizes mixed."""
+    import concurrent.futures
+    from pathlib import Path
+
+    import numpy as np
+
+    import ferrite
+
+    model = Path(__file__).resolve().parents[2] / "examples" / "convnet" / "model.onnx"
+    s = ferrite.Session(model, "cuda", contexts=4)
+    xs = [np.random.default_rng(i).standard_normal((1 + i % 4, 3, 32, 32)).astype(np.float32)
+          for i in range(32)]
+    want = [s.run([x])[0] for x in xs]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda x: s.run([x])[0], xs * 8))
+    for g, w in zip(got, want * 8):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)

@@ -164,3 +164,21 @@ def test_empty_arrays_are_contiguous_whatever_their_strides():
     s = b.build_session("cpu")
     (out,) = s.run([], [np.array(3.0, np.float32)], "numpy")
     assert out.shape == () and float(out) == 3.0
+
+
+@pytest.mark.parametrize("contexts", [1, 3])
+def test_threads_share_one_session(contexts):
+    """Several threads call one Session at once (up to `contexts` runs proceed together); every
+    output equals the single-threaded one."""
+    import concurrent.futures
+
+    s = ferrite.Session(_tiny_onnx(), "cpu", threads=1, contexts=contexts)
+    xs = [np.random.default_rng(i).standard_normal((1 + i % 5, 4)).astype(np.float32)
+          for i in range(64)]
+    want = [s.run([x])[0] for x in xs]
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        got = list(pool.map(lambda x: s.run([x])[0], xs * 4))
+    for g, w in zip(got, want * 4):
+        np.testing.assert_array_equal(g, w)
+    with pytest.raises(ValueError, match="contexts"):
+        ferrite.Session(_tiny_onnx(), "cpu", contexts=-1)
