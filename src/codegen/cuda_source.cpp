@@ -609,12 +609,16 @@ int env_int(const char* name, int def, int lo, int hi) {
 
 }  // namespace
 
+// 8 elements per thread and blocks of at most 512 threads (rows up to 4096 elements stay in
+// registers, as with 4 x 1024 before): on an H200, f32 rows of 4096 went from 66% / 73% to 72% /
+// 89% of copy bandwidth (softmax / LayerNorm, scripts/gpu/micro_bench.sh; session 17's sweep of
+// 4/8/16 x 256/512/1024 in BENCHMARKS.md), and the zoo's models did not move (within 0.5%).
 int row_cache() {
-  static const int v = env_int("FERRITE_CUDA_ROW_CACHE", 4, 1, 64);
+  static const int v = env_int("FERRITE_CUDA_ROW_CACHE", 8, 1, 64);
   return v;
 }
 int row_block_max() {
-  static const int v = env_int("FERRITE_CUDA_ROW_BLOCK", 1024, 32, 1024) / 32 * 32;
+  static const int v = env_int("FERRITE_CUDA_ROW_BLOCK", 512, 32, 1024) / 32 * 32;
   return v;
 }
 
