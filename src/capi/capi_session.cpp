@@ -102,9 +102,9 @@ ferrite_status* finish_session(std::unique_ptr<ferrite::Graph> graph, const std:
       return s;
   // "cuda:1" is unit 1 of "cuda" (a Triton KIND_GPU instance names its GPU so).
   std::string base = o.device;
-  if (size_t colon = base.rfind(':'); colon != std::string::npos && colon + 1 < base.size() &&
-                                      base.find_first_not_of("0123456789", colon + 1) ==
-                                          std::string::npos)
+  if (size_t colon = base.rfind(':');
+      colon != std::string::npos && colon + 1 < base.size() &&
+      base.find_first_not_of("0123456789", colon + 1) == std::string::npos)
     base.resize(colon);
   if (!o.device.empty() && ferrite::DeviceRegistry::global().origin(base).empty()) {
     std::string known;

@@ -11,10 +11,10 @@
 // f32 tolerances against the reference.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
-#include <atomic>
 #include <mutex>
 #include <set>
 #include <string>
@@ -71,8 +71,8 @@ class CudnnConv {
   const void* api_ = nullptr;  // const Cudnn* (cuda_api.h; opaque here for builds without cuDNN)
   void* handle_ = nullptr;     // cudnnHandle_t
   std::map<std::string, std::shared_ptr<Plan>> plans_;  // per shape / dtype / math key
-  std::mutex mu_;       // plans_ and noted_
-  std::mutex call_mu_;  // the handle, during one call
+  std::mutex mu_;                                       // plans_ and noted_
+  std::mutex call_mu_;                                  // the handle, during one call
   std::set<std::string> noted_;
   std::atomic<int64_t> calls_{0}, fused_calls_{0};
 };
