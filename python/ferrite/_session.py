@@ -255,16 +255,26 @@ class Session:
             if v.requires_grad:
                 v = v.detach()
             arrays.append(v if v.is_contiguous() else v.contiguous())
-        outputs: list[Any] = []
+        outputs: dict[int, Any] = {}
 
+        # Called once per output, in the order the run places them (not necessarily 0, 1, ...).
         def alloc(i: int, dims: tuple, dtype: str) -> int:
             t = torch.empty(dims, dtype=_TORCH_DTYPES[dtype], device=device)
-            outputs.append(t)
+            outputs[i] = t
+            return t.data_ptr()
+
+        # Intermediates and scratch of the run from torch's caching allocator, for the run alone.
+        lent: list[Any] = []
+
+        def memory(nbytes: int) -> int:
+            t = torch.empty(nbytes, dtype=torch.uint8, device=device)
+            lent.append(t)
             return t.data_ptr()
 
         stream = torch.cuda.current_stream(device).cuda_stream
-        self._s.run_device(names, arrays, alloc, stream, gpu=self._gpu)
-        return outputs
+        self._s.run_device(names, arrays, alloc, stream, gpu=self._gpu, memory=memory)
+        del lent  # freed on torch's stream, which waits for the run's work
+        return [outputs[i] for i in range(len(outputs))]
 
     def time_resident(self, inputs: Mapping[str, ArrayLike], runs: int = 10) -> dict[str, Any]:
         """Device time of ``runs`` runs on ``inputs`` kept in the device's memory (copied there

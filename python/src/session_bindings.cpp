@@ -46,6 +46,8 @@ nb::dict stats_to_dict(const Session& s) {
     m["outputs_in_place"] = st.memory->outputs_in_place;
     m["outputs_copied_into_inputs"] = st.memory->outputs_copied_into_inputs;
     m["output_bytes_copied_into_inputs"] = st.memory->output_bytes_copied_into_inputs;
+    m["outputs_in_caller_memory"] = st.memory->outputs_in_caller_memory;
+    m["output_bytes_copied_to_caller"] = st.memory->output_bytes_copied_to_caller;
     d["memory"] = m;
   }
   if (st.tuning) {
@@ -142,14 +144,15 @@ std::string session_device(TensorParallelSession& s) {
 
 // Session::run_device from Python: arrays in the device's memory stay there (host arrays are
 // accepted beside them); `alloc(i, dims, dtype_name)` returns the device address of output i
-// (the caller keeps that memory); `stream` is the caller's stream handle, which the run is
+// (the caller keeps that memory); `memory(bytes)`, optional, returns the address of device memory
+// the run may use until it returns (DeviceRun::memory); `stream` is the caller's stream handle, which the run is
 // ordered with (0 is CUDA's legacy default stream, PyTorch's default current stream); `gpu` the
 // GPU the session runs on (its device's unit: `cuda:1` is 1). S: Session, or a
 // TensorParallelSession of one rank.
 template <class S>
 void run_device_session(S& s, const std::vector<std::string>& names,
                         const std::vector<InputArray>& arrays, nb::callable alloc, uintptr_t stream,
-                        int gpu) {
+                        int gpu, std::optional<nb::callable> memory) {
   if (!names.empty() && names.size() != arrays.size())
     throw nb::value_error("names and arrays differ in length");
   std::vector<Session::NamedInput> inputs;
@@ -193,6 +196,18 @@ void run_device_session(S& s, const std::vector<std::string>& names,
       return err("output ", i, ": the allocator failed: ", e.what());
     }
   };
+  if (memory) {
+    run.memory = [&memory](size_t bytes) -> Expected<void*> {
+      nb::gil_scoped_acquire gil;
+      try {
+        return reinterpret_cast<void*>(nb::cast<uintptr_t>((*memory)(bytes)));
+      } catch (nb::python_error& e) {
+        return err("run memory: the allocator raised ", e.what());
+      } catch (const std::exception& e) {
+        return err("run memory: the allocator failed: ", e.what());
+      }
+    };
+  }
   Status st = [&] {
     nb::gil_scoped_release nogil;
     return s.run_device(inputs, run);
@@ -285,7 +300,7 @@ void bind_session(nb::module_& m) {
           nb::arg("dump_dir") = nb::none(), nb::arg("contexts") = 0)
       .def("run", &run_session<Session>, nb::arg("names"), nb::arg("arrays"), nb::arg("framework"))
       .def("run_device", &run_device_session<Session>, nb::arg("names"), nb::arg("arrays"),
-           nb::arg("alloc"), nb::arg("stream"), nb::arg("gpu") = 0)
+           nb::arg("alloc"), nb::arg("stream"), nb::arg("gpu") = 0, nb::arg("memory") = nb::none())
       .def("time_resident", &time_resident_session<Session>, nb::arg("names"), nb::arg("arrays"),
            nb::arg("runs"))
       .def_prop_ro("inputs", [](const Session& s) { return describe_values(s.graph().inputs()); })
@@ -335,7 +350,8 @@ void bind_session(nb::module_& m) {
       .def("run", &run_session<TensorParallelSession>, nb::arg("names"), nb::arg("arrays"),
            nb::arg("framework"))
       .def("run_device", &run_device_session<TensorParallelSession>, nb::arg("names"),
-           nb::arg("arrays"), nb::arg("alloc"), nb::arg("stream"), nb::arg("gpu") = 0)
+           nb::arg("arrays"), nb::arg("alloc"), nb::arg("stream"), nb::arg("gpu") = 0,
+           nb::arg("memory") = nb::none())
       .def("time_resident", &time_resident_session<TensorParallelSession>, nb::arg("names"),
            nb::arg("arrays"), nb::arg("runs"))
       .def_prop_ro(

@@ -33,6 +33,8 @@ Model::Model(const Graph& g, LoweredGraph lg, std::unique_ptr<LoadedModule> modu
   mirrors_ = opts.constant_mirrors;
   into_inputs_ = opts.outputs_into_inputs;
   into_inputs_.resize(lg_.outputs.size(), -1);
+  output_of_buffer_.assign(lg_.buffers.size(), -1);
+  for (size_t j = lg_.outputs.size(); j-- > 0;) output_of_buffer_[lg_.outputs[j]] = static_cast<int>(j);
   const bool profile = log_enabled("profile");
   if (profile || opts.trace)
     recorder_ = std::make_unique<StepRecorder>(rt_, name_, profile, opts.trace);
@@ -124,7 +126,7 @@ Expected<std::vector<Tensor>> Model::run_locked(const std::vector<Tensor>& input
   return out;
 }
 
-Status Model::bind(const std::vector<Tensor>& inputs) {
+Status Model::bind(const std::vector<Tensor>& inputs, bool reserve_arena) {
   FERRITE_ASSIGN_OR_RETURN(bind_, bind_symbols(graph_, lg_, inputs, name_));
   auto& slot = states_[bind_.values];
   if (!slot) {
@@ -141,7 +143,7 @@ Status Model::bind(const std::vector<Tensor>& inputs) {
     fresh->launches.resize(lg_.steps.size());
   }
   state_ = states_[bind_.values].get();
-  memory_->begin_run(bind_.values);
+  memory_->begin_run(bind_.values, reserve_arena);
   if (memory_->device_block() != arena_block_) arena_block_ = memory_->device_block();
   if (dump_) dump_->on_run(*memory_, bind_.values);
   return Status::ok();
@@ -334,6 +336,8 @@ ModelStats Model::stats() const {
   st.memory->outputs_in_place = outputs_in_place_;
   st.memory->outputs_copied_into_inputs = outputs_copied_;
   st.memory->output_bytes_copied_into_inputs = output_bytes_copied_;
+  st.memory->outputs_in_caller_memory = outputs_in_caller_;
+  st.memory->output_bytes_copied_to_caller = output_bytes_to_caller_;
   st.tuning = launches_.stats();
   if (pool_stats_) st.device_memory = pool_->stats();
   return st;

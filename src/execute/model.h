@@ -72,6 +72,9 @@ class Model : public PreparedModel {
     std::vector<void*> owned;
     void* staging = nullptr;
     bool checks_flag = false;
+    // Bytes of the inputs and outputs of the last run_device (-1 before one): a recording would
+    // copy them on every replay and hold a second copy of each (kMaxRecordedIoBytes).
+    int64_t device_io_bytes = -1;
   };
   struct RunStats {
     int kernels = 0, library = 0, host_resident = 0, fallbacks = 0, cached = 0, nondet_host = 0;
@@ -82,7 +85,7 @@ class Model : public PreparedModel {
   };
 
   // model.cpp
-  Status bind(const std::vector<Tensor>& inputs);
+  Status bind(const std::vector<Tensor>& inputs, bool reserve_arena = true);
   Expected<std::vector<Tensor>> run_locked(const std::vector<Tensor>& inputs);
   void prepare_slots(const std::vector<Tensor>& inputs, const std::vector<void*>* input_dev);
   Status execute_steps();
@@ -119,6 +122,8 @@ class Model : public PreparedModel {
   Status run_device_locked(const std::vector<Tensor>& inputs, const DeviceRun& run);
   Status replay_device(const std::vector<Tensor>& inputs, const DeviceRun& run);
   Status write_outputs(const DeviceRun& run);
+  Expected<void*> caller_output(int b, DType dtype, const std::vector<int64_t>& dims);
+  Expected<void*> caller_memory(size_t bytes);
 
   // model_capture.cpp
   Status record(const std::vector<Tensor>& inputs, const std::vector<std::vector<int64_t>>& in_dims,
@@ -163,7 +168,15 @@ class Model : public PreparedModel {
   // usual and copied into the input after the run). Counts of the last run, for stats().
   std::vector<int> into_inputs_;
   std::vector<Tensor> store_into_;
+  // run_device step by step: graph outputs are computed straight into the caller's memory.
+  // output_of_buffer_[b]: the first graph output that is buffer b (-1: none); caller_out_[j]: the
+  // memory run.output gave for output j this run (asked once), with whether the steps write it.
+  const DeviceRun* device_run_ = nullptr;
+  std::vector<const Tensor*> device_inputs_;
+  std::vector<int> output_of_buffer_;
+  std::vector<std::pair<void*, bool>> caller_out_;
   int64_t outputs_in_place_ = 0, outputs_copied_ = 0, output_bytes_copied_ = 0;
+  int64_t outputs_in_caller_ = 0, output_bytes_to_caller_ = 0;  // the last run_device's
   bool logged_ = false, capturing_ = false, capture_failed_ = false;
   const bool capture_on_;
   std::unique_ptr<StepRecorder> recorder_;

@@ -3,11 +3,26 @@
 // caller's stream (StreamOrder) and returns once its work is queued; it synchronizes only where a
 // step needs the host (a host step on device data, the index check of a library op).
 //
+// Step by step, graph outputs are computed in the memory the caller gives for them (asked for when
+// their step places them), so a run holds no second copy of what it returns: the forward graph of
+// a training step returns the activations its backward reads, often most of the step's memory.
+// A recording keeps its own output buffers and copies them out on every replay, and its own
+// input buffers, so runs whose inputs and outputs exceed kMaxRecordedIoBytes are not recorded.
+//
 // Each path of run() has its device twin: step by step (inputs' slots point at the caller's
 // memory), recording (inputs copied on the device into the recording's buffers) and replay.
 #include "execute/model.h"
 
 namespace ferrite::execute {
+
+namespace {
+
+// Above this many bytes of inputs plus outputs a run is not worth recording: each replay would
+// copy them (about 0.2 ms per 256 MiB at HBM speeds, as much as the launches it saves for a few
+// hundred steps), and the recording would hold a copy of each for as long as it lives.
+constexpr int64_t kMaxRecordedIoBytes = int64_t{256} << 20;
+
+}  // namespace
 
 Status Model::run_device(const std::vector<Tensor>& inputs, const DeviceRun& run) {
   if (host_)
@@ -30,7 +45,8 @@ Status Model::run_device(const std::vector<Tensor>& inputs, const DeviceRun& run
   std::lock_guard<std::mutex> lock(mutex_);
   FERRITE_RETURN_IF_ERROR(turn.enter());
   CurrentTurn current(turn_, turn);
-  FERRITE_RETURN_IF_ERROR(bind(inputs));
+  // The arena is reserved below once the path is known (run.memory may lend it for this run).
+  FERRITE_RETURN_IF_ERROR(bind(inputs, /*reserve_arena=*/false));
   if (ordered) FERRITE_RETURN_IF_ERROR(order->after(run.stream));
   Status s = run_device_locked(inputs, run);
   // Also after an error: the caller's later work must not overtake what was queued.
@@ -46,7 +62,9 @@ Status Model::run_device_locked(const std::vector<Tensor>& inputs, const DeviceR
   for (const Tensor& t : inputs) in_dims.push_back(t.dims());
   BindingState& st = *state_;
   if (st.exec && st.input_dims == in_dims) return replay_device(inputs, run);
-  if (capture_on_ && !recorder_ && st.capturable && st.clean_runs > 0 && !st.exec) {
+  if (capture_on_ && !recorder_ && st.capturable && st.clean_runs > 0 && !st.exec &&
+      st.device_io_bytes <= kMaxRecordedIoBytes) {
+    FERRITE_RETURN_IF_ERROR(memory_->reserve_plan());  // the recording keeps its addresses
     Status r = record(inputs, in_dims, &run.input_dev);
     if (r) {
       FERRITE_RETURN_IF_ERROR(rt_.capture()->replay(st.exec));
@@ -66,8 +84,29 @@ Status Model::run_device_locked(const std::vector<Tensor>& inputs, const DeviceR
     s.dev_valid = true;
   }
   if (flag_) FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
-  Status s = execute_steps();
+  device_run_ = &run;
+  device_inputs_.clear();
+  for (const Tensor& t : inputs) device_inputs_.push_back(&t);
+  caller_out_.assign(lg_.outputs.size(), {nullptr, false});
+  Status s = Status::ok();
+  if (run.memory && memory_->planned_bytes() > 0) {
+    auto block = caller_memory(static_cast<size_t>(memory_->planned_bytes()));
+    if (block) memory_->lend(*block);
+    s = block.status();
+  } else {
+    s = memory_->reserve_plan();
+  }
+  if (s) s = execute_steps();
   if (s) s = write_outputs(run);
+  memory_->lend(nullptr);
+  device_run_ = nullptr;
+  caller_out_.clear();
+  if (s) {
+    int64_t io = 0;
+    for (const Tensor& t : inputs) io += static_cast<int64_t>(t.nbytes());
+    for (int b : lg_.outputs) io += static_cast<int64_t>(byte_count(slots_[b].dtype, slots_[b].dims));
+    st.device_io_bytes = io;
+  }
   if (s && run_stats_.flag_used) s = check_flag();
   s = end_run(s);
   if (s && run_stats_.nondet_host == 0) ++st.clean_runs;
@@ -76,13 +115,52 @@ Status Model::run_device_locked(const std::vector<Tensor>& inputs, const DeviceR
   return s;
 }
 
-// Copies each graph output into the memory the caller gives for it (queued on the device).
+// The caller's memory for graph output buffer b (asked for once per run), or null where the steps
+// must not write it: memory that overlaps an input (a later step may still read that input). The
+// caller's memory is then written at the end of the run (write_outputs).
+Expected<void*> Model::caller_output(int b, DType dtype, const std::vector<int64_t>& dims) {
+  const int j = output_of_buffer_[b];
+  auto& [dst, direct] = caller_out_[j];
+  if (!dst) {
+    FERRITE_ASSIGN_OR_RETURN(dst, device_run_->output(j, dtype, dims));
+    if (!dst) return err(name_, ": the output allocator gave no memory for output ", j);
+    const auto* lo = static_cast<const uint8_t*>(dst);
+    const uint8_t* hi = lo + byte_count(dtype, dims);
+    direct = true;
+    for (size_t i = 0; i < device_inputs_.size() && direct; ++i) {
+      const auto* in = static_cast<const uint8_t*>(device_run_->input_dev[i]);
+      if (in && lo < in + device_inputs_[i]->nbytes() && in < hi) direct = false;
+    }
+  }
+  return direct ? dst : nullptr;
+}
+
+// `bytes` of the caller's memory for this run (DeviceRun::memory), aligned for any arena slot.
+Expected<void*> Model::caller_memory(size_t bytes) {
+  const auto align = static_cast<size_t>(memory_->alignment());
+  FERRITE_ASSIGN_OR_RETURN(void* p, device_run_->memory(bytes + align));
+  if (!p) return err(name_, ": the caller's allocator gave no memory for ", bytes, " bytes");
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  return reinterpret_cast<void*>((a + align - 1) / align * align);
+}
+
+// Writes each graph output into the memory the caller gives for it (queued on the device), unless
+// its step already computed it there.
 Status Model::write_outputs(const DeviceRun& run) {
+  outputs_in_caller_ = output_bytes_to_caller_ = 0;
   for (size_t j = 0; j < lg_.outputs.size(); ++j) {
     const Slot& o = slots_[lg_.outputs[j]];
-    FERRITE_ASSIGN_OR_RETURN(void* dst, run.output(j, o.dtype, o.dims));
+    void* dst = j < caller_out_.size() ? caller_out_[j].first : nullptr;
+    if (!dst) {
+      FERRITE_ASSIGN_OR_RETURN(dst, run.output(j, o.dtype, o.dims));
+    }
     const size_t n = byte_count(o.dtype, o.dims);
+    if (o.dev_valid && o.dev == dst) {
+      ++outputs_in_caller_;
+      continue;
+    }
     if (n == 0) continue;
+    output_bytes_to_caller_ += static_cast<int64_t>(n);
     if (o.dev_valid) {
       FERRITE_RETURN_IF_ERROR(rt_.copy_on_device(dst, o.dev, n));
     } else if (o.host_valid) {
@@ -106,11 +184,13 @@ Status Model::replay_device(const std::vector<Tensor>& inputs, const DeviceRun& 
   }
   if (st.checks_flag) FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
   FERRITE_RETURN_IF_ERROR(rt_.capture()->replay(st.exec));
+  outputs_in_caller_ = output_bytes_to_caller_ = 0;
   for (size_t j = 0; j < st.outputs.size(); ++j) {
     const CapturedOutput& g = st.outputs[j];
     FERRITE_ASSIGN_OR_RETURN(void* dst, run.output(j, g.dtype, g.dims));
     const size_t n = byte_count(g.dtype, g.dims);
     if (n == 0) continue;
+    output_bytes_to_caller_ += static_cast<int64_t>(n);
     if (g.dev)
       FERRITE_RETURN_IF_ERROR(rt_.copy_on_device(dst, g.dev, n));
     else

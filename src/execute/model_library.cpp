@@ -206,8 +206,13 @@ Expected<void*> Model::step_scratch(size_t bytes) {
     scratch_idle_.erase(best);
     return step_scratch_.back().first;
   }
-  FERRITE_ASSIGN_OR_RETURN(void* p, pool_get(bytes));
-  scratch_.push_back(p);
+  void* p = nullptr;
+  if (device_run_ && device_run_->memory) {
+    FERRITE_ASSIGN_OR_RETURN(p, caller_memory(bytes));  // the caller's until the run returns
+  } else {
+    FERRITE_ASSIGN_OR_RETURN(p, pool_get(bytes));
+    scratch_.push_back(p);
+  }
   step_scratch_.emplace_back(p, bytes);
   return p;
 }

@@ -157,6 +157,14 @@ Expected<void*> Model::place(int b, DType dtype, const std::vector<int64_t>& dim
     set_host(b, store_into_[b]);  // a planned output into an input (prepare_into_inputs)
     return s.dev;
   }
+  if (device_run_ && output_of_buffer_[b] >= 0) {
+    FERRITE_ASSIGN_OR_RETURN(void* p, caller_output(b, dtype, dims));
+    if (p) {
+      s.dev = p;
+      s.dev_valid = true;
+      return p;
+    }
+  }
   if (host_) {
     auto t = memory_->allocate(b, dtype, dims, /*zero=*/false);
     if (!t) return t.status().with_context(str_cat("value '", lg_.buffers[b].name, "'"));
@@ -166,6 +174,8 @@ Expected<void*> Model::place(int b, DType dtype, const std::vector<int64_t>& dim
   const size_t bytes = byte_count(dtype, dims);
   if (void* p = memory_->device_address(b, static_cast<int64_t>(bytes))) {
     s.dev = p;
+  } else if (device_run_ && device_run_->memory) {
+    FERRITE_ASSIGN_OR_RETURN(s.dev, caller_memory(bytes));
   } else {
     FERRITE_ASSIGN_OR_RETURN(s.dev, pool_get(bytes));
     s.pooled = true;

@@ -160,8 +160,9 @@ Status LoweredMemory::reserve(int64_t bytes) {
 
 void* LoweredMemory::device_address(int b, int64_t bytes) const {
   int r = b >= 0 && static_cast<size_t>(b) < request_of_buffer_.size() ? request_of_buffer_[b] : -1;
-  if (!plan_ || r < 0 || bytes > plan_->bytes[r] || !device_block_) return nullptr;
-  return static_cast<uint8_t*>(device_block_) + plan_->offsets[r];
+  void* block = lent_ ? lent_ : device_block_;
+  if (!plan_ || r < 0 || bytes > plan_->bytes[r] || !block) return nullptr;
+  return static_cast<uint8_t*>(block) + plan_->offsets[r];
 }
 
 std::string LoweredMemory::binding_text(const std::vector<int64_t>& values) const {
@@ -171,8 +172,16 @@ std::string LoweredMemory::binding_text(const std::vector<int64_t>& values) cons
   return s.empty() ? "static" : s;
 }
 
-void LoweredMemory::begin_run(const std::vector<int64_t>& symbol_values) {
+Status LoweredMemory::reserve_plan() {
+  if (!plan_) return Status::ok();
+  FERRITE_RETURN_IF_ERROR(reserve(plan_->arena_bytes));
+  stats_.arena_capacity_bytes = device_ ? device_capacity_ : arena_.capacity();
+  return Status::ok();
+}
+
+void LoweredMemory::begin_run(const std::vector<int64_t>& symbol_values, bool reserve_arena) {
   plan_ = nullptr;
+  lent_ = nullptr;
   stats_ = MemoryStats{};
   stats_.unplanned_buffers = unplanned_;
   if (disabled_) {
@@ -184,7 +193,7 @@ void LoweredMemory::begin_run(const std::vector<int64_t>& symbol_values) {
   auto plan = planner_.plan_for(symbol_values, &fresh);
   double plan_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  Status st = plan ? reserve((*plan)->arena_bytes) : plan.status();
+  Status st = !plan ? plan.status() : reserve_arena ? reserve((*plan)->arena_bytes) : Status::ok();
   if (!st) {
     // Sizes that do not evaluate here fail again, with a clear message, when the step runs.
     if (memory_log_enabled())

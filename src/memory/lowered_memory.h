@@ -81,9 +81,17 @@ class LoweredMemory {
   // must be dropped).
   const void* device_block() const { return device_block_; }
 
-  // Plans (or finds the cached plan) for this run's symbol values (in lg.symbols order) and makes
-  // the arena large enough. Never fails: without a plan every buffer goes to the heap.
-  void begin_run(const std::vector<int64_t>& symbol_values);
+  // Plans (or finds the cached plan) for this run's symbol values (in lg.symbols order) and, with
+  // `reserve`, makes the arena large enough. Never fails: without a plan every buffer goes to the
+  // heap.
+  void begin_run(const std::vector<int64_t>& symbol_values, bool reserve = true);
+  // Device arenas, after begin_run(values, false): either the kept arena made large enough for
+  // this run's plan (reserve_plan), or a block of the caller's for this run alone (lend; at
+  // least planned_bytes(), `alignment`-aligned), given back with lend(nullptr) after the run.
+  Status reserve_plan();
+  void lend(void* block) { lent_ = block; }
+  int64_t planned_bytes() const { return plan_ ? plan_->arena_bytes : 0; }
+  int64_t alignment() const { return device_ ? device_->alignment : kArenaAlignment; }
 
   // Storage for buffer `b` of (dtype, dims): its arena slot when planned and large enough, else a
   // fresh heap tensor. `zero` zero-fills either (library kernels that accumulate into their
@@ -121,6 +129,7 @@ class LoweredMemory {
   Arena arena_;
   std::optional<DeviceArenaSource> device_;
   void* device_block_ = nullptr;
+  void* lent_ = nullptr;  // the caller's block for this run (lend)
   int64_t device_capacity_ = 0;
   bool disabled_ = false;             // FERRITE_MEMORY_PLAN=off
   const MemoryPlan* plan_ = nullptr;  // this run's; null: everything on the heap

@@ -74,6 +74,11 @@ struct MemoryStats {
   int64_t outputs_in_place = 0;
   int64_t outputs_copied_into_inputs = 0;
   int64_t output_bytes_copied_into_inputs = 0;
+  // The last run on device memory (PreparedModel::run_device): outputs its steps computed in the
+  // caller's memory, and the bytes copied into the caller's memory at its end (outputs of a
+  // recorded run, views of other values, memory that overlaps an input).
+  int64_t outputs_in_caller_memory = 0;
+  int64_t output_bytes_copied_to_caller = 0;
 };
 
 // Launch autotuning of the last run (RunOptions::autotune; tune/autotuner.h).
@@ -103,8 +108,17 @@ struct DeviceRun {
   // Per graph input: its device address, or null where the host tensor given holds the value
   // (for device-resident inputs that tensor only carries dtype and dims; its bytes are not read).
   std::vector<const void*> input_dev;
-  // Device memory of the caller for output i (it keeps the memory); called once per output.
+  // Device memory of the caller for output i (it keeps the memory); called once per output, in
+  // the order the run needs them (not necessarily 0, 1, ...). A run may compute the output in
+  // that memory while it runs: memory that overlaps an input is written only at the end.
   std::function<Expected<void*>(size_t i, DType dtype, const std::vector<int64_t>& dims)> output;
+  // Optional: device memory of the caller's that the run may use until it returns, for its
+  // intermediate values and library scratch (at least `bytes`; the caller may reuse it for work it
+  // queues on `stream` afterwards). Without it those come from memory the model keeps between
+  // runs. A framework's caching allocator (PyTorch's) then shares that memory with everything
+  // else the framework runs, as its own compiled graphs do. Runs replaying a recording use the
+  // recording's memory instead.
+  std::function<Expected<void*>(size_t bytes)> memory;
   // The caller's stream (a CUstream on cuda). The run starts after the work queued on it so far
   // and work queued on it later starts after the run. Null with caller_stream false: the
   // device's default order; null with caller_stream true: CUDA's legacy default stream (handle

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <onnx/defs/parser.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +17,7 @@
 #include "lower/lowering.h"
 #include "plugin_host/plugin_loader.h"
 #include "runtime/device.h"
+#include "runtime/session.h"
 #include "support/subprocess.h"
 #include "test_util.h"
 
@@ -164,6 +167,96 @@ TEST(GxuPlugin, IllegalLaunchesFailWithTheDevicesError_AdjustedGridsGiveTheSameR
   api.free(dx);
   api.free(dy);
   api.module_unload(m);
+}
+
+// Session::run_device on a device with memory of its own: outputs are computed in the memory the
+// caller's allocator gives (asked once per output, in the order the run places them), memory that
+// overlaps an input is written at the end, intermediates live in memory the caller lends for the
+// run (DeviceRun::memory) where it does, and every output equals the reference device's.
+const char* kThreeOutputs = R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[n,64] x) => (float[n,64] y, float[n,64] z, float[n,64] x2) {
+  y = Relu(x)
+  t = Transpose(x)
+  g = MatMul(t, y)
+  h = Sigmoid(g)
+  m = MatMul(x, h)
+  z = Add(m, y)
+  x2 = Identity(x)
+}
+)";
+
+TEST(GxuPlugin, RunOnDeviceMemoryComputesOutputsInTheCallersMemory) {
+  REQUIRE_GXU();
+  auto session = Session::from_graph(parse(kThreeOutputs), "gxu");
+  ASSERT_TRUE(session) << session.status().message();
+  auto reference = Session::from_graph(parse(kThreeOutputs), "reference");
+  ASSERT_TRUE(reference) << reference.status().message();
+  const int64_t n = 37, count = n * 64;
+  const size_t bytes = static_cast<size_t>(count) * 4;
+  auto xt = Tensor::create_uninitialized(DType::kF32, {n, 64});
+  ASSERT_TRUE(xt);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  float* x = xt->data<float>();
+  for (int64_t k = 0; k < count; ++k) x[k] = u(rng);
+  auto want = (*reference)->run({Session::NamedInput{"x", *xt}});
+  ASSERT_TRUE(want) << want.status().message();
+  void* dx = nullptr;
+  ASSERT_EQ(api.malloc(&dx, bytes), FE_OK);
+
+  // alias_z: the caller gives z the input's own memory (allowed; it is then written at the end).
+  for (bool alias_z : {false, true})
+    for (bool lend : {false, true}) {
+      SCOPED_TRACE(std::string(alias_z ? "z in the input's memory" : "fresh output memory") +
+                   (lend ? ", intermediates in lent memory" : ", the model's own arena"));
+      ASSERT_EQ(api.memcpy_h2d(dx, x, bytes), FE_OK);
+      std::vector<void*> out(3, nullptr), lent;
+      std::vector<size_t> order;
+      DeviceRun run;
+      run.input_dev = {dx};
+      run.output = [&](size_t i, DType dtype,
+                       const std::vector<int64_t>& dims) -> Expected<void*> {
+        EXPECT_EQ(dtype, DType::kF32);
+        EXPECT_EQ(dims, (std::vector<int64_t>{n, 64}));
+        EXPECT_EQ(out.at(i), nullptr) << "output " << i << " asked for twice";
+        order.push_back(i);
+        if (alias_z && i == 1) return out[i] = dx;
+        if (api.malloc(&out[i], bytes) != FE_OK) return err("gxu malloc");
+        return out[i];
+      };
+      if (lend)
+        run.memory = [&](size_t nbytes) -> Expected<void*> {
+          void* p = nullptr;
+          if (api.malloc(&p, nbytes) != FE_OK) return err("gxu malloc");
+          lent.push_back(p);
+          return p;
+        };
+      Session::RunInfo info;
+      Status st = (*session)->run_device({Session::NamedInput{"x", *xt}}, run, &info);
+      ASSERT_TRUE(st) << st.message();
+      ASSERT_EQ(order.size(), 3u);
+      for (int i = 0; i < 3; ++i) {
+        std::vector<float> got(count);
+        ASSERT_EQ(api.memcpy_d2h(got.data(), out[i], bytes), FE_OK);
+        const float* w = (*want)[i].data<float>();
+        for (int64_t k = 0; k < count; ++k)
+          ASSERT_NEAR(got[k], w[k], 1e-4f * (1 + std::fabs(w[k]))) << "output " << i << " @" << k;
+      }
+      ASSERT_TRUE(info.stats.memory);
+      // Every output is a kernel's (x2 a copy kernel's): computed in the caller's memory, except
+      // z where that memory is the input's, which the later steps still read.
+      EXPECT_EQ(info.stats.memory->outputs_in_caller_memory, alias_z ? 2 : 3);
+      EXPECT_EQ(info.stats.memory->output_bytes_copied_to_caller,
+                alias_z ? static_cast<int64_t>(bytes) : 0);
+      // The planned intermediates (g, h, m) are lent as one block at least.
+      EXPECT_GT(info.stats.memory->planned_peak_bytes, 0);
+      EXPECT_EQ(lent.empty(), !lend);
+      for (int i = 0; i < 3; ++i)
+        if (out[i] != dx) api.free(out[i]);
+      for (void* p : lent) api.free(p);
+    }
+  api.free(dx);
 }
 
 // A plugin built for another SDK major version is refused with a message saying so.

@@ -200,16 +200,28 @@ class CompiledPartition:
     # ---- running -------------------------------------------------------------------------------
     def _run_on_gpu(self, feeds: List[Any], device: torch.device) -> List[Any]:
         """Inputs and outputs in GPU memory, ordered on torch's current stream."""
-        outs: List[Any] = []
+        outs: Dict[int, Any] = {}
 
+        # Called once per output, in the order the run places them (not necessarily 0, 1, ...):
+        # step by step, ferrite computes each output in the tensor made here.
         def alloc(i: int, dims: tuple, dtype: str) -> int:
             t = torch.empty(dims, dtype=_torch_dtype(dtype), device=device)
-            outs.append(t)
+            outs[i] = t
+            return t.data_ptr()
+
+        # The run's intermediates and scratch come from torch's caching allocator too, for the
+        # run alone, so partitions and eager code share one pool, as Inductor's kernels do.
+        lent: List[Any] = []
+
+        def memory(nbytes: int) -> int:
+            t = torch.empty(nbytes, dtype=torch.uint8, device=device)
+            lent.append(t)
             return t.data_ptr()
 
         self._session.run_device([], feeds, alloc, torch.cuda.current_stream(device).cuda_stream,
-                                 gpu=_gpu_index(self.device))
-        return outs
+                                 gpu=_gpu_index(self.device), memory=memory)
+        del lent  # freed on torch's stream, which waits for the run's work
+        return [outs[i] for i in range(len(outs))]
 
     def __call__(self, *args: Any) -> Any:
         if self._eager:
