@@ -145,14 +145,19 @@ std::string session_device(TensorParallelSession& s) {
 // Session::run_device from Python: arrays in the device's memory stay there (host arrays are
 // accepted beside them); `alloc(i, dims, dtype_name)` returns the device address of output i
 // (the caller keeps that memory); `memory(bytes)`, optional, returns the address of device memory
-// the run may use until it returns (DeviceRun::memory); `stream` is the caller's stream handle, which the run is
+// the run may use until it returns (DeviceRun::memory); `input_done(i)`, optional, is told when no
+// later step reads input i (DeviceRun::input_done); `memory_free(address)`, optional with `memory`,
+// takes a block of it back during the run (DeviceRun::memory_free); `stream` is the caller's stream
+// handle, which the run is
 // ordered with (0 is CUDA's legacy default stream, PyTorch's default current stream); `gpu` the
 // GPU the session runs on (its device's unit: `cuda:1` is 1). S: Session, or a
 // TensorParallelSession of one rank.
 template <class S>
 void run_device_session(S& s, const std::vector<std::string>& names,
-                        const std::vector<InputArray>& arrays, nb::callable alloc, uintptr_t stream,
-                        int gpu, std::optional<nb::callable> memory) {
+                        std::vector<InputArray> arrays, nb::callable alloc, uintptr_t stream,
+                        int gpu, std::optional<nb::callable> memory,
+                        std::optional<nb::callable> input_done,
+                        std::optional<nb::callable> memory_free) {
   if (!names.empty() && names.size() != arrays.size())
     throw nb::value_error("names and arrays differ in length");
   std::vector<Session::NamedInput> inputs;
@@ -205,6 +210,28 @@ void run_device_session(S& s, const std::vector<std::string>& names,
         return err("run memory: the allocator raised ", e.what());
       } catch (const std::exception& e) {
         return err("run memory: the allocator failed: ", e.what());
+      }
+    };
+  }
+  if (memory && memory_free) {
+    run.memory_free = [&memory_free](void* block) {
+      nb::gil_scoped_acquire gil;
+      try {
+        (*memory_free)(reinterpret_cast<uintptr_t>(block));
+      } catch (nb::python_error& e) {
+        e.discard_as_unraisable("ferrite run_device memory_free");
+      }
+    };
+  }
+  if (input_done) {
+    // Our reference to the array goes first, then the caller drops its own.
+    run.input_done = [&arrays, &input_done](size_t i) {
+      nb::gil_scoped_acquire gil;
+      if (i < arrays.size()) arrays[i] = InputArray();
+      try {
+        (*input_done)(i);
+      } catch (nb::python_error& e) {
+        e.discard_as_unraisable("ferrite run_device input_done");
       }
     };
   }
@@ -300,7 +327,8 @@ void bind_session(nb::module_& m) {
           nb::arg("dump_dir") = nb::none(), nb::arg("contexts") = 0)
       .def("run", &run_session<Session>, nb::arg("names"), nb::arg("arrays"), nb::arg("framework"))
       .def("run_device", &run_device_session<Session>, nb::arg("names"), nb::arg("arrays"),
-           nb::arg("alloc"), nb::arg("stream"), nb::arg("gpu") = 0, nb::arg("memory") = nb::none())
+           nb::arg("alloc"), nb::arg("stream"), nb::arg("gpu") = 0, nb::arg("memory") = nb::none(),
+           nb::arg("input_done") = nb::none(), nb::arg("memory_free") = nb::none())
       .def("time_resident", &time_resident_session<Session>, nb::arg("names"), nb::arg("arrays"),
            nb::arg("runs"))
       .def_prop_ro("inputs", [](const Session& s) { return describe_values(s.graph().inputs()); })
@@ -351,7 +379,8 @@ void bind_session(nb::module_& m) {
            nb::arg("framework"))
       .def("run_device", &run_device_session<TensorParallelSession>, nb::arg("names"),
            nb::arg("arrays"), nb::arg("alloc"), nb::arg("stream"), nb::arg("gpu") = 0,
-           nb::arg("memory") = nb::none())
+           nb::arg("memory") = nb::none(), nb::arg("input_done") = nb::none(),
+           nb::arg("memory_free") = nb::none())
       .def("time_resident", &time_resident_session<TensorParallelSession>, nb::arg("names"),
            nb::arg("arrays"), nb::arg("runs"))
       .def_prop_ro(

@@ -35,6 +35,8 @@ Model::Model(const Graph& g, LoweredGraph lg, std::unique_ptr<LoadedModule> modu
   into_inputs_.resize(lg_.outputs.size(), -1);
   output_of_buffer_.assign(lg_.buffers.size(), -1);
   for (size_t j = lg_.outputs.size(); j-- > 0;) output_of_buffer_[lg_.outputs[j]] = static_cast<int>(j);
+  input_of_buffer_.assign(lg_.buffers.size(), -1);
+  for (size_t i = 0; i < lg_.inputs.size(); ++i) input_of_buffer_[lg_.inputs[i]] = static_cast<int>(i);
   const bool profile = log_enabled("profile");
   if (profile || opts.trace)
     recorder_ = std::make_unique<StepRecorder>(rt_, name_, profile, opts.trace);
@@ -186,12 +188,20 @@ Status Model::execute_steps() {
   const bool rec = recorder_ && (host_ || runs_ > 0);
   if (rec) recorder_->begin_run(lg_.steps.size());
   Status st = Status::ok();
+  // DeviceRun::input_done: inputs no step reads are done before the first.
+  auto* done = device_run_ && device_run_->input_done ? &device_run_->input_done : nullptr;
+  if (done)
+    for (size_t i = 0; i < lg_.inputs.size(); ++i)
+      if (plan_.last_use[lg_.inputs[i]] < 0) (*done)(i);
   for (size_t si = 0; si < lg_.steps.size() && st; ++si) {
     if (rec) recorder_->start(si);
     path_.clear();
     st = lg_.steps[si].kind == Step::Kind::kKernel ? run_kernel(si) : run_library(si);
     if (rec && st) recorder_->stop(si, plan_.labels[si], step_kind(si), &plan_.nodes[si]);
     if (st) release(si);
+    if (st && done)
+      for (int b : plan_.dying[si])
+        if (input_of_buffer_[b] >= 0) (*done)(static_cast<size_t>(input_of_buffer_[b]));
   }
   if (rec) recorder_->end_run();
   ++runs_;
@@ -285,8 +295,10 @@ Expected<std::vector<Tensor>> Model::finish(Status st) {
 
 // Gives back what the run held (pooled buffers, scratch); on an error, waits for the device.
 Status Model::end_run(Status st) {
-  for (Slot& s : slots_)
+  for (Slot& s : slots_) {
     if (s.pooled) put(s.dev);
+    if (s.lent) give_back(s.dev);
+  }
   for (void* p : scratch_) put(p);
   scratch_.clear();
   scratch_idle_.clear();

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -45,6 +46,7 @@ class Model : public PreparedModel {
     void* dev = nullptr;
     bool dev_valid = false;
     bool pooled = false;  // dev came from the pool (returned at release)
+    bool lent = false;    // dev is the caller's, to give back at release (DeviceRun::memory_free)
   };
   struct KernelLaunch {
     std::vector<int64_t> out_dims;
@@ -124,6 +126,7 @@ class Model : public PreparedModel {
   Status write_outputs(const DeviceRun& run);
   Expected<void*> caller_output(int b, DType dtype, const std::vector<int64_t>& dims);
   Expected<void*> caller_memory(size_t bytes);
+  void give_back(void* p);
 
   // model_capture.cpp
   Status record(const std::vector<Tensor>& inputs, const std::vector<std::vector<int64_t>>& in_dims,
@@ -173,8 +176,11 @@ class Model : public PreparedModel {
   // memory run.output gave for output j this run (asked once), with whether the steps write it.
   const DeviceRun* device_run_ = nullptr;
   std::vector<const Tensor*> device_inputs_;
-  std::vector<int> output_of_buffer_;
+  std::vector<int> output_of_buffer_, input_of_buffer_;
   std::vector<std::pair<void*, bool>> caller_out_;
+  // DeviceRun::memory_free: a block per value; the caller's address of each aligned block given.
+  bool per_value_ = false;
+  std::unordered_map<void*, void*> lent_blocks_;
   int64_t outputs_in_place_ = 0, outputs_copied_ = 0, output_bytes_copied_ = 0;
   int64_t outputs_in_caller_ = 0, output_bytes_to_caller_ = 0;  // the last run_device's
   bool logged_ = false, capturing_ = false, capture_failed_ = false;

@@ -89,7 +89,10 @@ Status Model::run_device_locked(const std::vector<Tensor>& inputs, const DeviceR
   for (const Tensor& t : inputs) device_inputs_.push_back(&t);
   caller_out_.assign(lg_.outputs.size(), {nullptr, false});
   Status s = Status::ok();
-  if (run.memory && memory_->planned_bytes() > 0) {
+  per_value_ = run.memory && run.memory_free;
+  if (per_value_) {
+    memory_->no_arena();  // every value a block of its own (place())
+  } else if (run.memory && memory_->planned_bytes() > 0) {
     auto block = caller_memory(static_cast<size_t>(memory_->planned_bytes()));
     if (block) memory_->lend(*block);
     s = block.status();
@@ -99,7 +102,6 @@ Status Model::run_device_locked(const std::vector<Tensor>& inputs, const DeviceR
   if (s) s = execute_steps();
   if (s) s = write_outputs(run);
   memory_->lend(nullptr);
-  device_run_ = nullptr;
   caller_out_.clear();
   if (s) {
     int64_t io = 0;
@@ -108,7 +110,10 @@ Status Model::run_device_locked(const std::vector<Tensor>& inputs, const DeviceR
     st.device_io_bytes = io;
   }
   if (s && run_stats_.flag_used) s = check_flag();
-  s = end_run(s);
+  s = end_run(s);  // gives back the values still held (per_value_)
+  device_run_ = nullptr;
+  per_value_ = false;
+  lent_blocks_.clear();
   if (s && run_stats_.nondet_host == 0) ++st.clean_runs;
   if (run_stats_.nondet_host > 0) st.capturable = false;
   if (s && log_enabled("fallback") && !logged_) log_run();
@@ -141,7 +146,18 @@ Expected<void*> Model::caller_memory(size_t bytes) {
   FERRITE_ASSIGN_OR_RETURN(void* p, device_run_->memory(bytes + align));
   if (!p) return err(name_, ": the caller's allocator gave no memory for ", bytes, " bytes");
   const auto a = reinterpret_cast<uintptr_t>(p);
-  return reinterpret_cast<void*>((a + align - 1) / align * align);
+  void* aligned = reinterpret_cast<void*>((a + align - 1) / align * align);
+  if (per_value_) lent_blocks_[aligned] = p;
+  return aligned;
+}
+
+// Gives a block of caller_memory back (per_value_ runs; otherwise the caller frees it after the
+// run).
+void Model::give_back(void* p) {
+  auto it = lent_blocks_.find(p);
+  if (it == lent_blocks_.end() || !device_run_ || !device_run_->memory_free) return;
+  device_run_->memory_free(it->second);
+  lent_blocks_.erase(it);
 }
 
 // Writes each graph output into the memory the caller gives for it (queued on the device), unless

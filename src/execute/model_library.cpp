@@ -184,7 +184,11 @@ Expected<bool> Model::run_device_library(size_t si, const LibraryOp& op) {
   call.tf32 = tf32_;
   call.error_tag = static_cast<int>(si) + 1;
   Expected<bool> ran = op.run_device(*s.node, call, cfg_.library_state);
-  scratch_idle_.insert(scratch_idle_.end(), step_scratch_.begin(), step_scratch_.end());
+  if (per_value_) {
+    for (auto& [p, bytes] : step_scratch_) give_back(p);  // queued work keeps the stream order
+  } else {
+    scratch_idle_.insert(scratch_idle_.end(), step_scratch_.begin(), step_scratch_.end());
+  }
   step_scratch_.clear();
   FERRITE_ASSIGN_OR_RETURN(bool done, std::move(ran));
   if (done) {

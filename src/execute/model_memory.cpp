@@ -145,6 +145,7 @@ void Model::set_host(int b, Tensor t) {
 Expected<void*> Model::place(int b, DType dtype, const std::vector<int64_t>& dims) {
   Slot& s = slots_[b];
   if (s.pooled) put(s.dev);
+  if (s.lent) give_back(s.dev);
   s = Slot{};
   s.dtype = dtype;
   s.dims = dims;
@@ -176,6 +177,7 @@ Expected<void*> Model::place(int b, DType dtype, const std::vector<int64_t>& dim
     s.dev = p;
   } else if (device_run_ && device_run_->memory) {
     FERRITE_ASSIGN_OR_RETURN(s.dev, caller_memory(bytes));
+    s.lent = per_value_;
   } else {
     FERRITE_ASSIGN_OR_RETURN(s.dev, pool_get(bytes));
     s.pooled = true;
@@ -265,6 +267,7 @@ void Model::release(size_t step) {
   for (int b : plan_.dying[step]) {
     Slot& s = slots_[b];
     if (s.pooled) put(s.dev);
+    if (s.lent) give_back(s.dev);
     s = Slot{};
   }
 }

@@ -160,7 +160,7 @@ Status LoweredMemory::reserve(int64_t bytes) {
 
 void* LoweredMemory::device_address(int b, int64_t bytes) const {
   int r = b >= 0 && static_cast<size_t>(b) < request_of_buffer_.size() ? request_of_buffer_[b] : -1;
-  void* block = lent_ ? lent_ : device_block_;
+  void* block = no_arena_ ? nullptr : lent_ ? lent_ : device_block_;
   if (!plan_ || r < 0 || bytes > plan_->bytes[r] || !block) return nullptr;
   return static_cast<uint8_t*>(block) + plan_->offsets[r];
 }
@@ -182,6 +182,7 @@ Status LoweredMemory::reserve_plan() {
 void LoweredMemory::begin_run(const std::vector<int64_t>& symbol_values, bool reserve_arena) {
   plan_ = nullptr;
   lent_ = nullptr;
+  no_arena_ = false;
   stats_ = MemoryStats{};
   stats_.unplanned_buffers = unplanned_;
   if (disabled_) {

@@ -90,6 +90,8 @@ class LoweredMemory {
   // least planned_bytes(), `alignment`-aligned), given back with lend(nullptr) after the run.
   Status reserve_plan();
   void lend(void* block) { lent_ = block; }
+  // For this run no arena at all: device_address() answers null (the caller places each value).
+  void no_arena() { no_arena_ = true; }
   int64_t planned_bytes() const { return plan_ ? plan_->arena_bytes : 0; }
   int64_t alignment() const { return device_ ? device_->alignment : kArenaAlignment; }
 
@@ -130,6 +132,7 @@ class LoweredMemory {
   std::optional<DeviceArenaSource> device_;
   void* device_block_ = nullptr;
   void* lent_ = nullptr;  // the caller's block for this run (lend)
+  bool no_arena_ = false;  // this run places its values itself (no_arena)
   int64_t device_capacity_ = 0;
   bool disabled_ = false;             // FERRITE_MEMORY_PLAN=off
   const MemoryPlan* plan_ = nullptr;  // this run's; null: everything on the heap

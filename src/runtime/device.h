@@ -119,6 +119,17 @@ struct DeviceRun {
   // else the framework runs, as its own compiled graphs do. Runs replaying a recording use the
   // recording's memory instead.
   std::function<Expected<void*>(size_t bytes)> memory;
+  // Optional, with `memory`: gives a block of `memory` back before the run returns. With it, each
+  // intermediate value gets a block of its own when it is written and gives it back after its
+  // last reader (no arena): with input_done, the run then holds at each step only what that step
+  // needs, as the framework's own ops do, at the cost of a call per value.
+  std::function<void(void* block)> memory_free;
+  // Optional: called (step by step, from the running thread) once the last step reading input i
+  // is queued, so that the caller can drop its memory early (a training step's backward reads
+  // the saved activations). That memory may come back to this run through `output` or `memory`:
+  // the run's later work is queued after the reads. Work the caller queues on another thread while
+  // the run is in flight must not reuse it. Not called for inputs that are also outputs.
+  std::function<void(size_t input)> input_done;
   // The caller's stream (a CUstream on cuda). The run starts after the work queued on it so far
   // and work queued on it later starts after the run. Null with caller_stream false: the
   // device's default order; null with caller_stream true: CUDA's legacy default stream (handle

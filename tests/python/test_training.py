@@ -366,10 +366,10 @@ def test_backward_compile_failure_falls_back_with_one_warning(monkeypatch):
 
     real = partition.partition_and_compile
 
-    def failing(gm, static, options, name, report=None):
+    def failing(gm, static, options, name, report=None, **kw):
         if report is not None and report.kind == "backward" or name.endswith("_bw"):
             raise ferrite.FerriteError("injected backward failure")
-        return real(gm, static, options, name, report)
+        return real(gm, static, options, name, report, **kw)
 
     monkeypatch.setattr(partition, "partition_and_compile", failing)
     torch.manual_seed(0)
@@ -615,3 +615,61 @@ def test_same_shaped_parameter_updates_share_kernels(tmp_path):
     params = len(list(m.parameters()))
     shapes = len({tuple(p.shape) for p in m.parameters()})
     assert kernels and all(k <= 1 + 3 * shapes < params for k in kernels), kernels
+
+
+def test_boxed_graph_drops_values_after_their_last_use():
+    """AOTAutograd hands a compiled backward the list of its inputs (the saved activations) as
+    their only references: the runner empties it and drops each value after its last use, so
+    that memory is free while the rest of the graph runs."""
+    import weakref
+
+    from ferrite.pytorch.partition import BoxedGraph
+
+    alive = {}
+
+    def first(t):
+        return t + 1
+
+    def second(t):
+        alive["x"] = x_ref() is not None
+        alive["y"] = y_ref() is not None
+        return t * 2
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    y = graph.placeholder("y")
+    a = graph.call_function(first, (x,))
+    b = graph.call_function(second, (a,))
+    graph.output((b, y))
+    runner = BoxedGraph(torch.fx.GraphModule(torch.nn.Module(), graph))
+    xv, yv = torch.ones(4), torch.zeros(2)
+    x_ref, y_ref = weakref.ref(xv), weakref.ref(yv)
+    args = [xv, yv]
+    del xv, yv
+    out = runner(args)
+    assert args == []
+    assert alive == {"x": False, "y": True}  # x died at `first`; y is an output
+    assert torch.equal(out[0], torch.full((4,), 4.0)) and out[1] is y_ref()
+
+
+def test_forward_and_backward_graphs_run_boxed(monkeypatch):
+    """AOTAutograd reaches the compiled graphs through wrappers (dynamo's disable() around the
+    backward): the graphs must still get the boxed list, and empty it, or the saved activations
+    live until the backward ends."""
+    from ferrite.pytorch import partition
+
+    calls = []
+    real = partition.BoxedGraph.__call__
+
+    def spy(self, args):
+        assert isinstance(args, list)
+        out = real(self, args)
+        calls.append(len(args))
+        return out
+
+    monkeypatch.setattr(partition.BoxedGraph, "__call__", spy)
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(6, 5), nn.GELU(), nn.Linear(5, 2))
+    compiled = torch.compile(m, backend="ferrite", options={"device": "cpu"})
+    compiled(r(4, 6)).sum().backward()
+    assert calls == [0, 0]  # the forward and the backward, each list emptied

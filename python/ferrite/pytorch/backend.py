@@ -101,7 +101,7 @@ def ferrite_backend(gm: torch.fx.GraphModule, example_inputs: List[Any],
     from torch._dynamo.backends.common import aot_autograd
 
     from .mutations import clone, has_input_copies
-    from .partition import PartitionReport, partition_and_compile
+    from .partition import BoxedGraph, PartitionReport, partition_and_compile
 
     outer_static = _static_indices(example_inputs)
     graph_name = f"g{next(_graph_ids)}"
@@ -115,7 +115,8 @@ def ferrite_backend(gm: torch.fx.GraphModule, example_inputs: List[Any],
         # as it came for the eager fallback.
         eager_gm = clone(aten_gm) if has_input_copies(aten_gm) else aten_gm
         try:
-            compiled = partition_and_compile(aten_gm, static, opts, name, report)
+            compiled = BoxedGraph(partition_and_compile(aten_gm, static, opts, name, report,
+                                                        training=kind != "inference"))
         except Exception as e:  # never break the user's model: run this graph in eager
             if opts.fallback == "raise":
                 raise
@@ -124,10 +125,10 @@ def ferrite_backend(gm: torch.fx.GraphModule, example_inputs: List[Any],
                               f"{type(e).__name__}: {e}", RuntimeWarning)
             if report is not None:
                 report.errors.append(f"{type(e).__name__}: {e}")
-            compiled = eager_gm
+            compiled = make_boxed_func(eager_gm)
         if _report is not None:
             _report.append((name, report))
-        return make_boxed_func(compiled)
+        return compiled
 
     def compile_inference(aten_gm: torch.fx.GraphModule, aten_inputs: List[Any]) -> Callable:
         # Parameters and buffers become constants over their memory (rebuilt if they change),

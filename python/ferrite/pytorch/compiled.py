@@ -48,8 +48,9 @@ class CompiledPartition:
     """
 
     def __init__(self, gm: torch.fx.GraphModule, static_indices: Sequence[int],
-                 options: CompileOptions, name: str) -> None:
+                 options: CompileOptions, name: str, training: bool = False) -> None:
         self.gm = gm
+        self.training = training  # of a training step's forward or backward graph
         self.static_indices = sorted(set(static_indices))
         self.options = options
         self.name = name
@@ -58,6 +59,7 @@ class CompiledPartition:
         self._static_keys: List[Any] = []
         self._statics: Dict[int, Any] = {}
         self._eager = False  # compile failed: run the FX module itself
+        self._ran = False  # the Session has run once (later runs may release their inputs)
         self.builds = 0
         self.device: Optional[str] = None
         # tensor_parallel="auto": what the split did (split_report()), or why the partition runs
@@ -96,6 +98,7 @@ class CompiledPartition:
                                if not isinstance(args[i], T)]
 
     def _build(self, args: Sequence[Any]) -> None:
+        self._ran = False
         o = self.options
         device = o.device or _default_device(args)
         one_rank = distributed.resolve(o.tensor_parallel, None, device, o.process_group)
@@ -198,8 +201,11 @@ class CompiledPartition:
         self._eager = True
 
     # ---- running -------------------------------------------------------------------------------
-    def _run_on_gpu(self, feeds: List[Any], device: torch.device) -> List[Any]:
-        """Inputs and outputs in GPU memory, ordered on torch's current stream."""
+    def _run_on_gpu(self, feeds: List[Any], device: torch.device, release: bool) -> List[Any]:
+        """Inputs and outputs in GPU memory, ordered on torch's current stream. `release`: the
+        caller holds no other reference to the inputs, and each is dropped from `feeds` once the
+        run no longer reads it, so that torch can reuse its memory (a backward's saved
+        activations) for what the run allocates later."""
         outs: Dict[int, Any] = {}
 
         # Called once per output, in the order the run places them (not necessarily 0, 1, ...):
@@ -211,19 +217,35 @@ class CompiledPartition:
 
         # The run's intermediates and scratch come from torch's caching allocator too, for the
         # run alone, so partitions and eager code share one pool, as Inductor's kernels do.
-        lent: List[Any] = []
+        # In a training graph every value has a block of its own, given back after its last
+        # reader (memory_free), so that what the run holds shrinks as its inputs die; an
+        # inference graph's intermediates take one block (its planned arena) for the run.
+        lent: Dict[int, Any] = {}
 
         def memory(nbytes: int) -> int:
             t = torch.empty(nbytes, dtype=torch.uint8, device=device)
-            lent.append(t)
+            lent[t.data_ptr()] = t
             return t.data_ptr()
 
+        def memory_free(ptr: int) -> None:
+            del lent[ptr]
+
+        def input_done(i: int) -> None:
+            feeds[i] = None
+
         self._session.run_device([], feeds, alloc, torch.cuda.current_stream(device).cuda_stream,
-                                 gpu=_gpu_index(self.device), memory=memory)
+                                 gpu=_gpu_index(self.device), memory=memory,
+                                 input_done=input_done if release else None,
+                                 memory_free=memory_free if self.training else None)
         del lent  # freed on torch's stream, which waits for the run's work
         return [outs[i] for i in range(len(outs))]
 
     def __call__(self, *args: Any) -> Any:
+        return self.call_boxed(list(args))
+
+    def call_boxed(self, args: List[Any]) -> Any:
+        """A run that may drop the inputs from `args` (the caller's only references, as in
+        AOTAutograd's boxed calling convention) once ferrite has read them."""
         if self._eager:
             return self._run_eager(args)
         if self._session is None or self._stale(args):
@@ -255,17 +277,27 @@ class CompiledPartition:
                 a = a.contiguous()
                 into = {}
             feeds.append(a)
+        a = None  # noqa: F841  (no reference beyond `feeds` and `args`)
+        # After a first good run (an error could fall back to eager, which needs the inputs),
+        # inputs needed only by ferrite leave `args`: only `feeds` holds them, until read.
+        release = resident and out_device is not None and self._ran
+        if release:
+            keep = set(self.writes.values()) | {v for kind, v in imp.outputs if kind == "arg"}
+            for i in range(len(args)):
+                if i not in keep:
+                    args[i] = None
         try:
             if resident and out_device is not None:
-                outs = self._run_on_gpu(feeds, out_device)
+                outs = self._run_on_gpu(feeds, out_device, release)
                 out_device = None
             else:
                 outs = self._session.run([], feeds, "torch")
         except _core.FerriteError as e:
-            if self.options.fallback == "raise":
+            if self.options.fallback == "raise" or release:
                 raise
             self._fall_back(e)
             return self._run_eager(args)
+        self._ran = True
         result = []
         for kind, v in imp.outputs:
             if kind == "out":

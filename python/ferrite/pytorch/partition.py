@@ -76,7 +76,8 @@ class PartitionReport:
 
 def partition_and_compile(gm: torch.fx.GraphModule, static_indices: Set[int],
                           options: CompileOptions, graph_name: str,
-                          report: Optional[PartitionReport] = None) -> torch.fx.GraphModule:
+                          report: Optional[PartitionReport] = None,
+                          training: bool = False) -> torch.fx.GraphModule:
     """Replaces each supported region of `gm` by a CompiledPartition; the rest stays eager.
     Writes into graph inputs (AOTAutograd's kept input mutations) go to the partition computing
     the new value where that is safe (mutations.py). `gm` is changed in place."""
@@ -107,7 +108,7 @@ def partition_and_compile(gm: torch.fx.GraphModule, static_indices: Set[int],
         sub = getattr(fused, n.target)
         static = [k for k, a in enumerate(n.args) if a in static_nodes]
         name = f"{graph_name}_{n.target}"
-        cp = CompiledPartition(sub, static, options, name)
+        cp = CompiledPartition(sub, static, options, name, training)
         setattr(fused, n.target, _PartitionModule(cp))
         if report is not None:
             ops = collections.Counter(str(m.target) for m in sub.graph.nodes
@@ -133,3 +134,71 @@ class _PartitionModule(torch.nn.Module):
 
     def forward(self, *args: Any) -> Any:
         return self.cp(*args)
+
+
+class BoxedGraph:
+    """Runs a partitioned graph in AOTAutograd's boxed calling convention: it takes the list of
+    inputs, empties it, and drops every value after its last use, inputs included, so that a
+    backward's saved activations are freed while it runs (as Inductor's generated code does).
+    A ferrite partition gets its inputs as a list of their only references (call_boxed): on
+    cuda it drops each once its Session has read it (DeviceRun::input_done)."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        # An instance attribute: wrappers made with functools.wraps (dynamo's disable() around
+        # a backward) copy the instance's __dict__, not its class's attributes.
+        self._boxed_call = True
+        self.gm = gm
+        nodes = list(gm.graph.nodes)
+        self._placeholders = [n for n in nodes if n.op == "placeholder"]
+        last: Dict[torch.fx.Node, torch.fx.Node] = {}
+        for n in nodes:
+            for a in n.all_input_nodes:
+                last[a] = n
+        dead: Dict[torch.fx.Node, List[torch.fx.Node]] = collections.defaultdict(list)
+        for v, n in last.items():
+            dead[n].append(v)
+        self._unused = [p for p in self._placeholders if p not in last]
+        # (node, what to call, values dead after it) for every node that computes.
+        self._steps = []
+        for n in nodes:
+            if n.op in ("placeholder", "output"):
+                continue
+            fn: Any = n.target
+            if n.op == "call_module":
+                fn = gm.get_submodule(n.target)
+                if isinstance(fn, _PartitionModule):
+                    fn = fn.cp
+            self._steps.append((n, fn, dead.get(n, [])))
+        self._output = next(n for n in reversed(nodes) if n.op == "output")
+
+    def __call__(self, args: List[Any]) -> Any:
+        env: Dict[torch.fx.Node, Any] = dict(zip(self._placeholders, args))
+        args.clear()
+        for p in self._unused:
+            del env[p]
+        load = env.__getitem__
+        for n, fn, dead in self._steps:
+            if n.op == "get_attr":
+                env[n] = _fetch_attr(self.gm, n.target)
+                continue
+            a = torch.fx.node.map_arg(n.args, load)
+            kw = torch.fx.node.map_arg(n.kwargs, load)
+            for v in dead:  # the call's arguments are their only references now
+                del env[v]
+            if isinstance(fn, CompiledPartition):
+                boxed = list(a)
+                del a
+                env[n] = fn.call_boxed(boxed)
+            elif n.op == "call_method":
+                env[n] = getattr(a[0], n.target)(*a[1:], **kw)
+            else:
+                env[n] = fn(*a, **kw)
+        return torch.fx.node.map_arg(self._output.args[0], load)
+
+
+def _fetch_attr(gm: torch.fx.GraphModule, target: str) -> Any:
+    obj: Any = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
