@@ -154,6 +154,11 @@ def ferrite_backend(gm: torch.fx.GraphModule, example_inputs: List[Any],
     # keep_inference_input_mutations: an optimizer step's writes to its parameters and states
     # stay in the graph (copy_ into the inputs) for ferrite to do in place, instead of
     # AOTAutograd returning the new values and copying them back (mutations.py).
+    extra = {}
+    if opts.recompute:
+        from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+        extra["partition_fn"] = min_cut_rematerialization_partition
     return aot_autograd(fw_compiler=compile_forward, bw_compiler=compile_backward,
                         inference_compiler=compile_inference, decompositions=_decompositions(),
-                        keep_inference_input_mutations=True)(gm, example_inputs)
+                        keep_inference_input_mutations=True, **extra)(gm, example_inputs)

@@ -29,6 +29,10 @@ class CompileOptions:
       shard, its collectives through ``process_group`` (docs/distributed.md). A partition that
       cannot be split on some rank runs whole on every rank, with one warning.
     * ``process_group``: the group of ``tensor_parallel="auto"`` (None: the default group).
+    * ``recompute``: training: ``True`` (default) lets AOTAutograd's min-cut partitioner
+      recompute cheap ops (pointwise, reshapes) in the backward graph instead of saving their
+      outputs, as Inductor does: fewer saved activations, and the recomputation fuses into the
+      backward's kernels. ``False`` saves every value the backward reads.
     """
 
     device: Optional[str] = None
@@ -41,6 +45,7 @@ class CompileOptions:
     min_partition_ops: int = 1
     tensor_parallel: Any = 1
     process_group: Any = None
+    recompute: bool = True
 
     @classmethod
     def from_mapping(cls, options: Optional[Mapping[str, Any]]) -> "CompileOptions":
