@@ -23,6 +23,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--case", default="resnet50-b32")
     ap.add_argument("--mode", default="ferrite")
+    ap.add_argument("--amp", action="store_true", help="bf16 autocast, as train_bench's -amp rows")
     ap.add_argument("--peak", action="store_true",
                     help="record the last step's allocations and print what is live at its peak, "
                          "by the Python function that allocated it")
@@ -52,7 +53,8 @@ def main():
             torch.cuda.memory._record_memory_history(max_entries=1000000)
         opt.zero_grad(set_to_none=True)
         torch.cuda.reset_peak_memory_stats()
-        loss = fwd()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.amp):
+            loss = fwd()
         show(step, "forward")
         loss.backward()
         show(step, "backward")

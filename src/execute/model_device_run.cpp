@@ -7,7 +7,8 @@
 // their step places them), so a run holds no second copy of what it returns: the forward graph of
 // a training step returns the activations its backward reads, often most of the step's memory.
 // A recording keeps its own output buffers and copies them out on every replay, and its own
-// input buffers, so runs whose inputs and outputs exceed kMaxRecordedIoBytes are not recorded.
+// input buffers, so runs whose inputs and outputs exceed kMaxRecordedIoBytes are not recorded,
+// nor runs whose caller gives memory back per value (DeviceRun::memory_free).
 //
 // Each path of run() has its device twin: step by step (inputs' slots point at the caller's
 // memory), recording (inputs copied on the device into the recording's buffers) and replay.
@@ -62,8 +63,10 @@ Status Model::run_device_locked(const std::vector<Tensor>& inputs, const DeviceR
   for (const Tensor& t : inputs) in_dims.push_back(t.dims());
   BindingState& st = *state_;
   if (st.exec && st.input_dims == in_dims) return replay_device(inputs, run);
+  // A caller that takes memory back value by value (DeviceRun::memory_free: a training step)
+  // wants the run's memory to follow its allocator; a recording would keep its own.
   if (capture_on_ && !recorder_ && st.capturable && st.clean_runs > 0 && !st.exec &&
-      st.device_io_bytes <= kMaxRecordedIoBytes) {
+      st.device_io_bytes <= kMaxRecordedIoBytes && !run.memory_free) {
     FERRITE_RETURN_IF_ERROR(memory_->reserve_plan());  // the recording keeps its addresses
     Status r = record(inputs, in_dims, &run.input_dev);
     if (r) {
