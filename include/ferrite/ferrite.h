@@ -256,11 +256,12 @@ typedef struct ferrite_run_stats {
  *    is written into: its dtype and dims must be the output's for these inputs (host memory:
  *    one copy from the result; device memory: written on the device, see below).
  *  Device memory (cuda): when any input or output is FERRITE_MEMORY_DEVICE, every output must
- *    be caller-provided (ferrite does not allocate device outputs); the run is ordered on
- *    `stream` (a CUstream; NULL: CUDA's legacy default stream, handle 0): the run starts after
- *    the work queued there so far and work queued there later starts after the run. The call
- *    returns once the work is queued, so the caller synchronizes that stream before reading
- *    the outputs.
+ *    be caller-provided (ferrite does not allocate device outputs) and may be written while the
+ *    run is in progress (one that overlaps a device input is written at its end); the run is
+ *    ordered on `stream` (a CUstream; NULL: CUDA's legacy default stream, handle 0): the run
+ *    starts after the work queued there so far and work queued there later starts after the
+ *    run. The call returns once the work is queued, so the caller synchronizes that stream
+ *    before reading the outputs.
  *  stats: may be NULL. */
 FERRITE_API ferrite_status* ferrite_session_run(ferrite_session* session,
                                                 const char* const* input_names,
