@@ -153,10 +153,9 @@ std::string session_device(TensorParallelSession& s) {
 // GPU the session runs on (its device's unit: `cuda:1` is 1). S: Session, or a
 // TensorParallelSession of one rank.
 template <class S>
-void run_device_session(S& s, const std::vector<std::string>& names,
-                        std::vector<InputArray> arrays, nb::callable alloc, uintptr_t stream,
-                        int gpu, std::optional<nb::callable> memory,
-                        std::optional<nb::callable> input_done,
+void run_device_session(S& s, const std::vector<std::string>& names, std::vector<InputArray> arrays,
+                        nb::callable alloc, uintptr_t stream, int gpu,
+                        std::optional<nb::callable> memory, std::optional<nb::callable> input_done,
                         std::optional<nb::callable> memory_free) {
   if (!names.empty() && names.size() != arrays.size())
     throw nb::value_error("names and arrays differ in length");

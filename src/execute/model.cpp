@@ -34,9 +34,11 @@ Model::Model(const Graph& g, LoweredGraph lg, std::unique_ptr<LoadedModule> modu
   into_inputs_ = opts.outputs_into_inputs;
   into_inputs_.resize(lg_.outputs.size(), -1);
   output_of_buffer_.assign(lg_.buffers.size(), -1);
-  for (size_t j = lg_.outputs.size(); j-- > 0;) output_of_buffer_[lg_.outputs[j]] = static_cast<int>(j);
+  for (size_t j = lg_.outputs.size(); j-- > 0;)
+    output_of_buffer_[lg_.outputs[j]] = static_cast<int>(j);
   input_of_buffer_.assign(lg_.buffers.size(), -1);
-  for (size_t i = 0; i < lg_.inputs.size(); ++i) input_of_buffer_[lg_.inputs[i]] = static_cast<int>(i);
+  for (size_t i = 0; i < lg_.inputs.size(); ++i)
+    input_of_buffer_[lg_.inputs[i]] = static_cast<int>(i);
   const bool profile = log_enabled("profile");
   if (profile || opts.trace)
     recorder_ = std::make_unique<StepRecorder>(rt_, name_, profile, opts.trace);

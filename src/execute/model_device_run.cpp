@@ -109,7 +109,8 @@ Status Model::run_device_locked(const std::vector<Tensor>& inputs, const DeviceR
   if (s) {
     int64_t io = 0;
     for (const Tensor& t : inputs) io += static_cast<int64_t>(t.nbytes());
-    for (int b : lg_.outputs) io += static_cast<int64_t>(byte_count(slots_[b].dtype, slots_[b].dims));
+    for (int b : lg_.outputs)
+      io += static_cast<int64_t>(byte_count(slots_[b].dtype, slots_[b].dims));
     st.device_io_bytes = io;
   }
   if (s && run_stats_.flag_used) s = check_flag();

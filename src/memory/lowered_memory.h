@@ -131,7 +131,7 @@ class LoweredMemory {
   Arena arena_;
   std::optional<DeviceArenaSource> device_;
   void* device_block_ = nullptr;
-  void* lent_ = nullptr;  // the caller's block for this run (lend)
+  void* lent_ = nullptr;   // the caller's block for this run (lend)
   bool no_arena_ = false;  // this run places its values itself (no_arena)
   int64_t device_capacity_ = 0;
   bool disabled_ = false;             // FERRITE_MEMORY_PLAN=off

@@ -218,8 +218,7 @@ TEST(GxuPlugin, RunOnDeviceMemoryComputesOutputsInTheCallersMemory) {
       std::vector<size_t> order;
       DeviceRun run;
       run.input_dev = {dx};
-      run.output = [&](size_t i, DType dtype,
-                       const std::vector<int64_t>& dims) -> Expected<void*> {
+      run.output = [&](size_t i, DType dtype, const std::vector<int64_t>& dims) -> Expected<void*> {
         EXPECT_EQ(dtype, DType::kF32);
         EXPECT_EQ(dims, (std::vector<int64_t>{n, 64}));
         EXPECT_EQ(out.at(i), nullptr) << "output " << i << " asked for twice";
