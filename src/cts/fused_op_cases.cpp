@@ -235,6 +235,41 @@ void attention_cases(const OpSchema& s, std::vector<Case>& out) {
                           {6}));
 }
 
+// ferrite.ConvGradWeight(X, dY): dY has the convolution's output shape for X and the window.
+void conv_grad_weight_cases(const OpSchema& s, std::vector<Case>& out) {
+  auto gw = [&](const std::string& v, DType t, std::vector<DimSpec> x, std::vector<DimSpec> dy,
+                Attrs at) {
+    out.push_back(single(s.name, v, {in("x", t, std::move(x)), in("dy", t, std::move(dy))},
+                         std::move(at), 1, "ferrite"));
+  };
+  auto ints = [](std::vector<int64_t> v) { return Attribute(std::move(v)); };
+  gw("3x3-s2-p1", kF32, {2, 3, 9, 9}, {2, 4, 5, 5},
+     {{"kernel_shape", ints({3, 3})}, {"strides", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}});
+  // The forward's floor division leaves the last input column unread.
+  gw("3x3-s2-unread-edge", kF32, {2, 3, 8, 8}, {2, 4, 4, 4},
+     {{"kernel_shape", ints({3, 3})}, {"strides", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}});
+  gw("1x1-s2", kF32, {2, 8, 7, 7}, {2, 6, 4, 4},
+     {{"kernel_shape", ints({1, 1})}, {"strides", ints({2, 2})}});
+  gw("group-dilation", kF32, {2, 4, 7, 7}, {2, 6, 7, 7},
+     {{"kernel_shape", ints({3, 3})},
+      {"group", int64_t{2}},
+      {"dilations", ints({2, 2})},
+      {"pads", ints({2, 2, 2, 2})}});
+  gw("depthwise", kF32, {2, 6, 6, 6}, {2, 6, 6, 6},
+     {{"kernel_shape", ints({3, 3})}, {"group", int64_t{6}}, {"pads", ints({1, 1, 1, 1})}});
+  gw("7x7-s2-stem", kF32, {2, 3, 16, 16}, {2, 8, 8, 8},
+     {{"kernel_shape", ints({7, 7})}, {"strides", ints({2, 2})}, {"pads", ints({3, 3, 3, 3})}});
+  gw("1d", kF32, {2, 3, 17}, {2, 5, 5}, {{"kernel_shape", ints({4})}, {"strides", ints({3})}});
+  gw("bf16", kBF16, {2, 8, 8, 8}, {2, 8, 8, 8},
+     {{"kernel_shape", ints({3, 3})}, {"pads", ints({1, 1, 1, 1})}});
+  gw("f16", kF16, {2, 8, 6, 6}, {2, 4, 3, 3},
+     {{"kernel_shape", ints({3, 3})}, {"strides", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}});
+  out.push_back(with_runs(
+      single(s.name, "symbolic-batch", {in("x", kF32, {N, 3, 6, 6}), in("dy", kF32, {N, 4, 6, 6})},
+             {{"kernel_shape", ints({3, 3})}, {"pads", ints({1, 1, 1, 1})}}, 1, "ferrite"),
+      {3}));
+}
+
 }  // namespace
 
 void fused_op_overrides(std::map<std::string, CaseFn>& m) {
@@ -242,6 +277,7 @@ void fused_op_overrides(std::map<std::string, CaseFn>& m) {
   m["ferrite.FusedConv"] = fused_conv_cases;
   m["ferrite.Pool"] = pool_cases;
   m["ferrite.Attention"] = attention_cases;
+  m["ferrite.ConvGradWeight"] = conv_grad_weight_cases;
 }
 
 }  // namespace ferrite::cts

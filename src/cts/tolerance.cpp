@@ -47,6 +47,7 @@ const std::map<std::string, OpTolerance>& op_tolerances() {
       {"ferrite.Attention", {8, "two GEMMs and a softmax, each reordered"}},
       {"Conv", {4, "im2col/Winograd/direct convolution summation order"}},
       {"ConvTranspose", {4, "summation order"}},
+      {"ferrite.ConvGradWeight", {4, "summation order (a reduction over batch and positions)"}},
       {"DeformConv", {4, "bilinear sampling then GEMM"}},
       {"ReduceSum", {4, "tree or vectorised summation"}},
       {"ReduceMean", {4, "tree or vectorised summation"}},

@@ -57,11 +57,18 @@ int64_t product(const std::vector<int64_t>& dims);
 // ONNX Conv's inference and reference kernel (conv.cpp); ferrite.FusedConv runs them for its
 // convolution part (inputs X, W, B? and the Conv attributes).
 Status infer_conv(InferContext& ctx);
+// Output spatial dims of ConvTranspose for input spatial dims `in`; rewrites w.pads where
+// auto_pad or output_shape decide them (those pads may be negative: the output then extends past
+// the natural one).
+Expected<std::vector<int64_t>> resolve_transpose(const Node& node, Window& w,
+                                                 const std::vector<int64_t>& in);
 // Conv's output shape for input shape x and weight shape w (the node's attributes; errors name it).
 Expected<Shape> conv_output_shape(InferContext& ctx, const Shape& x, const Shape& w);
 Status conv_kernel(KernelContext& ctx);
 // Copies a 4-D tensor of any dtype from [N, C, H, W] to [N, H, W, C] (to_last) or back.
 Expected<Tensor> permute_channels(const Tensor& t, bool to_last);
+// conv_grad.cpp: ferrite.ConvGradWeight (the weight gradient of Conv), registered with Conv.
+void register_conv_grad_ops(OpRegistry& r);
 // Adds Conv's window attributes (auto_pad, dilations, group, kernel_shape, pads, strides).
 OpSchemaBuilder& conv_attrs(OpSchemaBuilder& b);
 

@@ -152,7 +152,7 @@ class OpRegistry {
 void register_elementwise_ops(OpRegistry& r);    // binary arithmetic, comparison, logic, Where
 void register_activation_ops(OpRegistry& r);     // unary math and activations, Cast, Clip
 void register_math_ops(OpRegistry& r);           // MatMul, Gemm, Einsum
-void register_conv_ops(OpRegistry& r);           // Conv, ConvTranspose
+void register_conv_ops(OpRegistry& r);           // Conv, ConvTranspose, ConvGradWeight
 void register_pool_ops(OpRegistry& r);           // MaxPool, AveragePool, Global*Pool
 void register_normalization_ops(OpRegistry& r);  // Batch/Layer/Instance/GroupNormalization
 void register_reduction_ops(OpRegistry& r);      // Reduce*, ArgMax/ArgMin, Softmax, LogSoftmax

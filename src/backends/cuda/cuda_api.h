@@ -96,30 +96,35 @@ namespace ferrite::cuda {
 
 #if FERRITE_HAVE_CUDNN
 // The legacy convolution API that cuDNN 9 still ships (libcudnn.so.9 forwards it to its engines).
-#define FERRITE_CUDNN_FNS(X)                                                          \
-  X(cudnnGetVersion, "cudnnGetVersion")                                               \
-  X(cudnnGetErrorString, "cudnnGetErrorString")                                       \
-  X(cudnnCreate, "cudnnCreate")                                                       \
-  X(cudnnDestroy, "cudnnDestroy")                                                     \
-  X(cudnnSetStream, "cudnnSetStream")                                                 \
-  X(cudnnCreateTensorDescriptor, "cudnnCreateTensorDescriptor")                       \
-  X(cudnnDestroyTensorDescriptor, "cudnnDestroyTensorDescriptor")                     \
-  X(cudnnSetTensor4dDescriptor, "cudnnSetTensor4dDescriptor")                         \
-  X(cudnnCreateFilterDescriptor, "cudnnCreateFilterDescriptor")                       \
-  X(cudnnDestroyFilterDescriptor, "cudnnDestroyFilterDescriptor")                     \
-  X(cudnnSetFilter4dDescriptor, "cudnnSetFilter4dDescriptor")                         \
-  X(cudnnCreateConvolutionDescriptor, "cudnnCreateConvolutionDescriptor")             \
-  X(cudnnDestroyConvolutionDescriptor, "cudnnDestroyConvolutionDescriptor")           \
-  X(cudnnSetConvolution2dDescriptor, "cudnnSetConvolution2dDescriptor")               \
-  X(cudnnSetConvolutionGroupCount, "cudnnSetConvolutionGroupCount")                   \
-  X(cudnnSetConvolutionMathType, "cudnnSetConvolutionMathType")                       \
-  X(cudnnGetConvolution2dForwardOutputDim, "cudnnGetConvolution2dForwardOutputDim")   \
-  X(cudnnGetConvolutionForwardAlgorithm_v7, "cudnnGetConvolutionForwardAlgorithm_v7") \
-  X(cudnnConvolutionForward, "cudnnConvolutionForward")                               \
-  X(cudnnCreateActivationDescriptor, "cudnnCreateActivationDescriptor")               \
-  X(cudnnDestroyActivationDescriptor, "cudnnDestroyActivationDescriptor")             \
-  X(cudnnSetActivationDescriptor, "cudnnSetActivationDescriptor")                     \
-  X(cudnnConvolutionBiasActivationForward, "cudnnConvolutionBiasActivationForward")
+#define FERRITE_CUDNN_FNS(X)                                                                    \
+  X(cudnnGetVersion, "cudnnGetVersion")                                                         \
+  X(cudnnGetErrorString, "cudnnGetErrorString")                                                 \
+  X(cudnnCreate, "cudnnCreate")                                                                 \
+  X(cudnnDestroy, "cudnnDestroy")                                                               \
+  X(cudnnSetStream, "cudnnSetStream")                                                           \
+  X(cudnnCreateTensorDescriptor, "cudnnCreateTensorDescriptor")                                 \
+  X(cudnnDestroyTensorDescriptor, "cudnnDestroyTensorDescriptor")                               \
+  X(cudnnSetTensor4dDescriptor, "cudnnSetTensor4dDescriptor")                                   \
+  X(cudnnCreateFilterDescriptor, "cudnnCreateFilterDescriptor")                                 \
+  X(cudnnDestroyFilterDescriptor, "cudnnDestroyFilterDescriptor")                               \
+  X(cudnnSetFilter4dDescriptor, "cudnnSetFilter4dDescriptor")                                   \
+  X(cudnnCreateConvolutionDescriptor, "cudnnCreateConvolutionDescriptor")                       \
+  X(cudnnDestroyConvolutionDescriptor, "cudnnDestroyConvolutionDescriptor")                     \
+  X(cudnnSetConvolution2dDescriptor, "cudnnSetConvolution2dDescriptor")                         \
+  X(cudnnSetConvolutionGroupCount, "cudnnSetConvolutionGroupCount")                             \
+  X(cudnnSetConvolutionMathType, "cudnnSetConvolutionMathType")                                 \
+  X(cudnnGetConvolution2dForwardOutputDim, "cudnnGetConvolution2dForwardOutputDim")             \
+  X(cudnnGetConvolutionForwardAlgorithm_v7, "cudnnGetConvolutionForwardAlgorithm_v7")           \
+  X(cudnnConvolutionForward, "cudnnConvolutionForward")                                         \
+  X(cudnnCreateActivationDescriptor, "cudnnCreateActivationDescriptor")                         \
+  X(cudnnDestroyActivationDescriptor, "cudnnDestroyActivationDescriptor")                       \
+  X(cudnnSetActivationDescriptor, "cudnnSetActivationDescriptor")                               \
+  X(cudnnConvolutionBiasActivationForward, "cudnnConvolutionBiasActivationForward")             \
+  X(cudnnGetConvolutionBackwardDataAlgorithm_v7, "cudnnGetConvolutionBackwardDataAlgorithm_v7") \
+  X(cudnnConvolutionBackwardData, "cudnnConvolutionBackwardData")                               \
+  X(cudnnGetConvolutionBackwardFilterAlgorithm_v7,                                              \
+    "cudnnGetConvolutionBackwardFilterAlgorithm_v7")                                            \
+  X(cudnnConvolutionBackwardFilter, "cudnnConvolutionBackwardFilter")
 #endif
 
 #define FERRITE_DECLARE_FN(name, sym) decltype(&::name) name = nullptr;

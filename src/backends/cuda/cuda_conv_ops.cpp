@@ -1,6 +1,7 @@
 // Convolution and pooling library ops of the cuda device: ONNX Conv, ferrite.FusedConv (bias,
 // residual and activation; [N, C, H, W] or the layout pass's channels-last form with NHWC or
-// [K, KH, KW, C] filters), MaxPool, AveragePool and ferrite.Pool.
+// [K, KH, KW, C] filters), the convolution gradients (ConvTranspose, ferrite.ConvGradWeight: cuDNN
+// only), MaxPool, AveragePool and ferrite.Pool.
 //
 // A convolution runs on cuDNN where it takes the call (bf16 / f16 always; f32 by cuda_cudnn.h's
 // rule, and always for channels-last, which has no other GPU path), else im2col + cuBLASLt or
@@ -218,6 +219,92 @@ Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be) {
   FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, nullptr, total, p.K, plane, c.act.code(),
                                                 c.act.alpha, c.act.beta, c.dt, c.res));
   return true;
+}
+
+namespace {
+
+// The cuDNN problem of the forward convolution whose gradients a ConvTranspose or ConvGradWeight
+// node computes: logical x [N, C, H, W], w [K, C/groups, KH, KW], y [N, K, OH, OW], the node's
+// window (`win`, pads resolved). Null (with the reason logged under FERRITE_LOG=conv) when cuDNN
+// is absent or cannot take it; there is no other GPU path for these ops.
+CudnnConv* grad_problem(const Node& node, const NativeIO& io, CudaBackend& be, DType dt,
+                        const std::vector<int64_t>& x, const std::vector<int64_t>& w,
+                        const std::vector<int64_t>& y, const Window& win, int64_t groups,
+                        CudnnConvProblem& q) {
+  CudnnConv* dnn = cudnn_enabled() ? be.conv_library() : nullptr;
+  if (!dnn) return nullptr;
+  ConvParams& p = q.p;
+  p.N = x[0], p.C = x[1], p.H = x[2], p.W = x[3];
+  p.K = w[0], p.KH = w[2], p.KW = w[3], p.OH = y[2], p.OW = y[3];
+  p.sh = win.strides[0], p.sw = win.strides[1], p.ph = win.pads[0], p.pw = win.pads[1];
+  p.dh = win.dilations[0], p.dw = win.dilations[1], p.groups = groups;
+  q.ph_end = win.pads[2];
+  q.pw_end = win.pads[3];
+  q.dtype = dt;
+  q.tf32 = io.tf32 || be.gemm->tf32();
+  std::string why = CudnnConv::unsupported(q);
+  if (p.ph < 0 || p.pw < 0) why = "negative pads";
+  if (!why.empty()) {
+    dnn->note("node " + node.name + ": " + why);
+    return nullptr;
+  }
+  return dnn;
+}
+
+}  // namespace
+
+// ConvTranspose, 2-D: cuDNN's backward-data of the convolution it transposes (output [N, C, H, W]
+// is that convolution's input), then the bias.
+Expected<bool> run_conv_transpose(const Node& node, NativeIO& io, CudaBackend& be) {
+  const DType dt = gemm_dtype(io);
+  if (dt == DType::kUndefined || !io.in[0] || !io.in[1]) return false;
+  const auto& xs = io.in[0]->dims;  // the gradient side: [N, K, OH, OW]
+  const auto& ws = io.in[1]->dims;  // [K, C/groups, KH, KW]
+  if (xs.size() != 4 || ws.size() != 4) return false;
+  const int64_t groups = node.attr_int("group", 1);
+  if (groups < 1 || xs[1] != ws[0] || ws[0] % groups) return false;
+  auto win = read_window(node, {ws[2], ws[3]});
+  if (!win) return false;
+  auto out = resolve_transpose(node, *win, {xs[2], xs[3]});
+  if (!out) return false;
+  const std::vector<int64_t> yd{xs[0], ws[1] * groups, (*out)[0], (*out)[1]};
+  const DevView* bias = io.in.size() > 2 && io.in[2] ? &*io.in[2] : nullptr;
+  if (bias && product(bias->dims) != yd[1]) return false;
+  CudnnConvProblem q;
+  CudnnConv* dnn = grad_problem(node, io, be, dt, yd, ws, xs, *win, groups, q);
+  if (!dnn) return false;
+  FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, dt, yd));
+  FERRITE_ASSIGN_OR_RETURN(bool done,
+                           dnn->run_backward_data(q, io.in[1]->ptr, io.in[0]->ptr, y, io.scratch));
+  if (!done) return false;
+  if (!bias) return true;
+  FERRITE_RETURN_IF_ERROR(
+      be.lib->bias_act_nchw(y, bias->ptr, product(yd), yd[1], yd[2] * yd[3], 0, 0, 0, dt));
+  return true;
+}
+
+// ferrite.ConvGradWeight, 2-D: cuDNN's backward-filter.
+Expected<bool> run_conv_grad_weight(const Node& node, NativeIO& io, CudaBackend& be) {
+  const DType dt = gemm_dtype(io);
+  if (dt == DType::kUndefined || !io.in[0] || !io.in[1]) return false;
+  const auto& xs = io.in[0]->dims;   // [N, C, H, W]
+  const auto& dys = io.in[1]->dims;  // [N, K, OH, OW]
+  const auto ks = node.attr_ints("kernel_shape");
+  if (xs.size() != 4 || dys.size() != 4 || ks.size() != 2 || xs[0] != dys[0]) return false;
+  const int64_t groups = node.attr_int("group", 1);
+  if (groups < 1 || xs[1] % groups || dys[1] % groups) return false;
+  auto win = read_window(node, ks);
+  if (!win) return false;
+  auto out = resolve_window(node, *win, {xs[2], xs[3]});
+  if (!out || (*out)[0] != dys[2] || (*out)[1] != dys[3]) return false;
+  const std::vector<int64_t> wd{dys[1], xs[1] / groups, ks[0], ks[1]};
+  CudnnConvProblem q;
+  CudnnConv* dnn = grad_problem(node, io, be, dt, xs, wd, dys, *win, groups, q);
+  if (!dnn) return false;
+  FERRITE_ASSIGN_OR_RETURN(void* dw, io.output(0, dt, wd));
+  FERRITE_ASSIGN_OR_RETURN(
+      bool done, dnn->run_backward_filter(q, io.in[0]->ptr, io.in[1]->ptr, dw, io.scratch));
+  return done;
 }
 
 // MaxPool (without the indices output), AveragePool and ferrite.Pool, 2-D.

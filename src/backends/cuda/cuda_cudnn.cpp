@@ -86,17 +86,38 @@ bool accurate_algo(cudnnConvolutionFwdAlgo_t a) {
          a == CUDNN_CONVOLUTION_FWD_ALGO_GEMM || a == CUDNN_CONVOLUTION_FWD_ALGO_DIRECT;
 }
 
+bool accurate_algo(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+}
+
+bool accurate_algo(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+}
+
 }  // namespace
+
+// The algorithm of one direction (forward, backward data, backward filter), chosen on first use
+// from cuDNN's heuristics.
+struct CudnnConv::Choice {
+  bool picked = false, usable = false;
+  int algo = 0;
+  size_t workspace = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  std::string why;  // !usable: why not
+};
 
 struct CudnnConv::Plan {
   const Cudnn* api = nullptr;
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
-  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-  size_t workspace = 0;
-  bool usable = false;  // false: cuDNN offered no algorithm we accept (why)
+  std::string key;              // for logs
+  bool strict_f32 = false;      // f32 without TF32: FMA math only
+  cudnnMathType_t want_math{};  // the math type the heuristics are asked for
+  bool dims_ok = true;          // false: cuDNN's output dims differ from the node's (why)
   std::string why;
+  Choice choice[3];  // by Direction
   // The fused bias + residual + activation call: descriptors made on first use; false once
   // cuDNN refused it for this problem.
   cudnnTensorDescriptor_t bias = nullptr;
@@ -161,6 +182,7 @@ Expected<std::shared_ptr<CudnnConv::Plan>> CudnnConv::plan(const CudnnConvProble
   const Cudnn& d = *static_cast<const Cudnn*>(api_);
   auto pl = std::make_shared<Plan>();
   pl->api = &d;
+  pl->key = key.str();
   const cudnnDataType_t dt = data_type(q.dtype);
   auto i = [](int64_t v) { return static_cast<int>(v); };
   FERRITE_CUDNN_CHECK(d, d.cudnnCreateTensorDescriptor(&pl->x), "cudnnCreateTensorDescriptor");
@@ -187,100 +209,180 @@ Expected<std::shared_ptr<CudnnConv::Plan>> CudnnConv::plan(const CudnnConvProble
   FERRITE_CUDNN_CHECK(d, d.cudnnSetConvolutionGroupCount(pl->conv, i(p.groups)),
                       "cudnnSetConvolutionGroupCount");
   // f32: FMA only (DEFAULT_MATH would allow TF32 on Ampere and later) unless --precision tf32.
-  const cudnnMathType_t want =
-      f32 ? (q.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH) : CUDNN_TENSOR_OP_MATH;
-  FERRITE_CUDNN_CHECK(d, d.cudnnSetConvolutionMathType(pl->conv, want),
-                      "cudnnSetConvolutionMathType");
+  pl->strict_f32 = f32 && !q.tf32;
+  pl->want_math = f32 ? (q.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH) : CUDNN_TENSOR_OP_MATH;
   int n = 0, c = 0, h = 0, w = 0;
   FERRITE_CUDNN_CHECK(
       d, d.cudnnGetConvolution2dForwardOutputDim(pl->conv, pl->x, pl->w, &n, &c, &h, &w),
       "cudnnGetConvolution2dForwardOutputDim");
   if (n != p.N || c != p.K || h != p.OH || w != p.OW) {
+    pl->dims_ok = false;
     pl->why = "cuDNN's output dims differ from the node's";
     slot = pl;
     return slot;
   }
   FERRITE_CUDNN_CHECK(d, d.cudnnSetTensor4dDescriptor(pl->y, act_format, dt, n, c, h, w),
                       "output descriptor");
-  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT * 4];
-  int found = 0;
-  // Heuristics only (no kernels run): safe on any stream state, including graph capture.
-  FERRITE_CUDNN_CHECK(d,
-                      d.cudnnGetConvolutionForwardAlgorithm_v7(
-                          static_cast<cudnnHandle_t>(handle_), pl->x, pl->w, pl->conv, pl->y,
-                          static_cast<int>(sizeof perf / sizeof perf[0]), &found, perf),
-                      "cudnnGetConvolutionForwardAlgorithm_v7");
+  slot = pl;
+  return slot;
+}
+
+// Takes the first algorithm of cuDNN's heuristics (best first) that succeeds within the workspace
+// bound and is accurate (no FFT / Winograd); strict f32 also needs an FMA-capable math type.
+template <class Perf>
+void CudnnConv::take_first(Plan& pl, Choice& ch, const Perf* perf, int found, const char* dir) {
   std::string offered;
   for (int k = 0; k < found; ++k) {
     const auto& r = perf[k];
     offered += (offered.empty() ? "" : " ") + std::to_string(static_cast<int>(r.algo)) + "/m" +
                std::to_string(static_cast<int>(r.mathType)) + "/s" +
                std::to_string(static_cast<int>(r.status));
-    if (pl->usable || r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxWorkspace) continue;
+    if (ch.usable || r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxWorkspace) continue;
     if (!accurate_algo(r.algo)) continue;
     // Strict f32: the heuristics may label FMA-capable algorithms DEFAULT_MATH; the descriptor
     // stays FMA_MATH, which restricts cuDNN to FMA kernels (a combination it cannot run is
-    // refused by cudnnConvolutionForward and the call falls back, see run()).
-    const bool strict = f32 && !q.tf32;
-    if (strict && r.mathType != CUDNN_FMA_MATH && r.mathType != CUDNN_DEFAULT_MATH) continue;
-    pl->algo = r.algo;
-    pl->workspace = r.memory;
-    pl->usable = true;
-    FERRITE_CUDNN_CHECK(
-        d, d.cudnnSetConvolutionMathType(pl->conv, strict ? CUDNN_FMA_MATH : r.mathType),
-        "cudnnSetConvolutionMathType");
+    // refused by the call and the step falls back, see call()).
+    if (pl.strict_f32 && r.mathType != CUDNN_FMA_MATH && r.mathType != CUDNN_DEFAULT_MATH) continue;
+    ch.algo = static_cast<int>(r.algo);
+    ch.workspace = r.memory;
+    ch.math = pl.strict_f32 ? CUDNN_FMA_MATH : r.mathType;
+    ch.usable = true;
   }
-  if (!pl->usable)
-    pl->why = "no accepted algorithm among cuDNN's (algo/mathType/status: " +
-              (offered.empty() ? std::string("none") : offered) + ")";
+  if (!ch.usable)
+    ch.why = std::string(dir) + ": no accepted algorithm among cuDNN's (algo/mathType/status: " +
+             (offered.empty() ? std::string("none") : offered) + ")";
   else if (log_on("conv"))
-    std::fprintf(stderr, "[conv] cuda: cuDNN plan %s: algo %d, workspace %zu B (offered %s)\n",
-                 key.str().c_str(), static_cast<int>(pl->algo), pl->workspace, offered.c_str());
-  slot = pl;
-  return slot;
+    std::fprintf(stderr, "[conv] cuda: cuDNN %s plan %s: algo %d, workspace %zu B (offered %s)\n",
+                 dir, pl.key.c_str(), ch.algo, ch.workspace, offered.c_str());
 }
 
-Expected<bool> CudnnConv::run(const CudnnConvProblem& q, const void* x, const void* w, void* y,
-                              const std::function<Expected<void*>(size_t)>& scratch) {
+// The plan for q with direction `dir`'s algorithm chosen (heuristics only, no kernels run: safe
+// on any stream state, including graph capture). Called with mu_ and call_mu_ held.
+Expected<std::shared_ptr<CudnnConv::Plan>> CudnnConv::plan(const CudnnConvProblem& q,
+                                                           Direction dir) {
+  FERRITE_ASSIGN_OR_RETURN(std::shared_ptr<Plan> pl, plan(q));
+  Choice& ch = pl->choice[static_cast<int>(dir)];
+  if (ch.picked) return pl;
+  ch.picked = true;
+  if (!pl->dims_ok) {
+    ch.why = pl->why;
+    return pl;
+  }
+  const Cudnn& d = *static_cast<const Cudnn*>(api_);
+  const auto h = static_cast<cudnnHandle_t>(handle_);
+  FERRITE_CUDNN_CHECK(d, d.cudnnSetConvolutionMathType(pl->conv, pl->want_math),
+                      "cudnnSetConvolutionMathType");
+  int found = 0;
+  if (dir == Direction::kForward) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT * 4];
+    FERRITE_CUDNN_CHECK(d,
+                        d.cudnnGetConvolutionForwardAlgorithm_v7(
+                            h, pl->x, pl->w, pl->conv, pl->y,
+                            static_cast<int>(sizeof perf / sizeof perf[0]), &found, perf),
+                        "cudnnGetConvolutionForwardAlgorithm_v7");
+    take_first(*pl, ch, perf, found, "forward");
+  } else if (dir == Direction::kBackwardData) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT * 4];
+    FERRITE_CUDNN_CHECK(d,
+                        d.cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                            h, pl->w, pl->y, pl->conv, pl->x,
+                            static_cast<int>(sizeof perf / sizeof perf[0]), &found, perf),
+                        "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    take_first(*pl, ch, perf, found, "backward-data");
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT * 4];
+    FERRITE_CUDNN_CHECK(d,
+                        d.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                            h, pl->x, pl->y, pl->conv, pl->w,
+                            static_cast<int>(sizeof perf / sizeof perf[0]), &found, perf),
+                        "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+    take_first(*pl, ch, perf, found, "backward-filter");
+  }
+  return pl;
+}
+
+Expected<bool> CudnnConv::call(const CudnnConvProblem& q, Direction dir, const void* a,
+                               const void* b, void* out,
+                               const std::function<Expected<void*>(size_t)>& scratch) {
   std::shared_ptr<Plan> pl;
+  Choice* ch = nullptr;
+  bool usable = false;
+  std::string why;
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::lock_guard<std::mutex> call(call_mu_);  // the heuristics query the handle
-    FERRITE_ASSIGN_OR_RETURN(pl, plan(q));
+    FERRITE_ASSIGN_OR_RETURN(pl, plan(q, dir));
+    ch = &pl->choice[static_cast<int>(dir)];
+    usable = ch->usable;
+    why = ch->why;
   }
-  if (!pl->usable) {
-    note(pl->why);
+  if (!usable) {
+    note(why);
     return false;
   }
   const Cudnn& d = *static_cast<const Cudnn*>(api_);
   void* ws = nullptr;
-  if (pl->workspace > 0) {
-    FERRITE_ASSIGN_OR_RETURN(ws, scratch(pl->workspace));
+  if (ch->workspace > 0) {
+    FERRITE_ASSIGN_OR_RETURN(ws, scratch(ch->workspace));
   }
   const float alpha = 1.0f, beta = 0.0f;
+  const auto h = static_cast<cudnnHandle_t>(handle_);
+  const char* api = dir == Direction::kForward        ? "cudnnConvolutionForward"
+                    : dir == Direction::kBackwardData ? "cudnnConvolutionBackwardData"
+                                                      : "cudnnConvolutionBackwardFilter";
   cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
   {
-    // One handle for all contexts: the call goes on the calling thread's stream.
+    // One handle for all contexts: the call goes on the calling thread's stream, with the math
+    // type of this direction's algorithm (the descriptor is shared by the directions).
     std::lock_guard<std::mutex> call(call_mu_);
-    s = d.cudnnSetStream(static_cast<cudnnHandle_t>(handle_), rt_->stream());
-    if (s == CUDNN_STATUS_SUCCESS)
-      s = d.cudnnConvolutionForward(static_cast<cudnnHandle_t>(handle_), &alpha, pl->x, x, pl->w, w,
-                                    pl->conv, pl->algo, ws, pl->workspace, &beta, pl->y, y);
+    s = d.cudnnSetStream(h, rt_->stream());
+    if (s == CUDNN_STATUS_SUCCESS) s = d.cudnnSetConvolutionMathType(pl->conv, ch->math);
+    if (s == CUDNN_STATUS_SUCCESS) {
+      if (dir == Direction::kForward)  // a = x, b = w, out = y
+        s = d.cudnnConvolutionForward(h, &alpha, pl->x, a, pl->w, b, pl->conv,
+                                      static_cast<cudnnConvolutionFwdAlgo_t>(ch->algo), ws,
+                                      ch->workspace, &beta, pl->y, out);
+      else if (dir == Direction::kBackwardData)  // a = w, b = dy, out = dx
+        s = d.cudnnConvolutionBackwardData(h, &alpha, pl->w, a, pl->y, b, pl->conv,
+                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(ch->algo), ws,
+                                           ch->workspace, &beta, pl->x, out);
+      else  // a = x, b = dy, out = dw
+        s = d.cudnnConvolutionBackwardFilter(h, &alpha, pl->x, a, pl->y, b, pl->conv,
+                                             static_cast<cudnnConvolutionBwdFilterAlgo_t>(ch->algo),
+                                             ws, ch->workspace, &beta, pl->w, out);
+    }
   }
   if (s >= CUDNN_STATUS_NOT_SUPPORTED && s < CUDNN_STATUS_NOT_SUPPORTED + 1000) {
-    // Nothing was launched: the plan is dropped for good and this call takes the other path.
+    // Nothing was launched: the choice is dropped for good and this call takes the other path.
+    why = std::string(api) + " (algo " + std::to_string(ch->algo) + "): " + status_text(d, s);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      pl->usable = false;
-      pl->why = "cudnnConvolutionForward (algo " + std::to_string(static_cast<int>(pl->algo)) +
-                "): " + status_text(d, s);
+      ch->usable = false;
+      ch->why = why;
     }
-    note(pl->why);
+    note(why);
     return false;
   }
-  if (s != CUDNN_STATUS_SUCCESS) return err("cuDNN cudnnConvolutionForward: ", status_text(d, s));
+  if (s != CUDNN_STATUS_SUCCESS) return err("cuDNN ", api, ": ", status_text(d, s));
   ++calls_;
   return true;
+}
+
+Expected<bool> CudnnConv::run(const CudnnConvProblem& q, const void* x, const void* w, void* y,
+                              const std::function<Expected<void*>(size_t)>& scratch) {
+  return call(q, Direction::kForward, x, w, y, scratch);
+}
+
+Expected<bool> CudnnConv::run_backward_data(const CudnnConvProblem& q, const void* w,
+                                            const void* dy, void* dx,
+                                            const std::function<Expected<void*>(size_t)>& scratch) {
+  return call(q, Direction::kBackwardData, w, dy, dx, scratch);
+}
+
+Expected<bool> CudnnConv::run_backward_filter(
+    const CudnnConvProblem& q, const void* x, const void* dy, void* dw,
+    const std::function<Expected<void*>(size_t)>& scratch) {
+  return call(q, Direction::kBackwardFilter, x, dy, dw, scratch);
 }
 
 Expected<bool> CudnnConv::run_fused(const CudnnConvProblem& q, const void* x, const void* w,
@@ -289,13 +391,15 @@ Expected<bool> CudnnConv::run_fused(const CudnnConvProblem& q, const void* x, co
   if (!bias) return false;  // the call takes a bias
   const Cudnn& d = *static_cast<const Cudnn*>(api_);
   std::shared_ptr<Plan> pl;
+  const Choice* fwd = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::lock_guard<std::mutex> call(call_mu_);  // the heuristics query the handle
-    FERRITE_ASSIGN_OR_RETURN(pl, plan(q));
-    if (!pl->usable || !pl->fused_ok) return false;
+    FERRITE_ASSIGN_OR_RETURN(pl, plan(q, Direction::kForward));
+    fwd = &pl->choice[static_cast<int>(Direction::kForward)];
+    if (!fwd->usable || !pl->fused_ok) return false;
     // Without an activation cuDNN fuses only with IMPLICIT_PRECOMP_GEMM.
-    if (!relu && pl->algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) return false;
+    if (!relu && fwd->algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) return false;
     if (!pl->bias) {
       FERRITE_CUDNN_CHECK(d, d.cudnnCreateTensorDescriptor(&pl->bias),
                           "cudnnCreateTensorDescriptor");
@@ -315,8 +419,8 @@ Expected<bool> CudnnConv::run_fused(const CudnnConvProblem& q, const void* x, co
     }
   }
   void* ws = nullptr;
-  if (pl->workspace > 0) {
-    FERRITE_ASSIGN_OR_RETURN(ws, scratch(pl->workspace));
+  if (fwd->workspace > 0) {
+    FERRITE_ASSIGN_OR_RETURN(ws, scratch(fwd->workspace));
   }
   const float alpha1 = 1.0f, alpha2 = z ? 1.0f : 0.0f;
   // With alpha2 = 0 cuDNN does not read z; y is a valid tensor of z's descriptor.
@@ -324,20 +428,20 @@ Expected<bool> CudnnConv::run_fused(const CudnnConvProblem& q, const void* x, co
   {
     std::lock_guard<std::mutex> call(call_mu_);
     s = d.cudnnSetStream(static_cast<cudnnHandle_t>(handle_), rt_->stream());
+    if (s == CUDNN_STATUS_SUCCESS) s = d.cudnnSetConvolutionMathType(pl->conv, fwd->math);
     if (s == CUDNN_STATUS_SUCCESS)
       s = d.cudnnConvolutionBiasActivationForward(
-          static_cast<cudnnHandle_t>(handle_), &alpha1, pl->x, x, pl->w, w, pl->conv, pl->algo, ws,
-          pl->workspace, &alpha2, pl->y, z ? z : y, pl->bias, bias, relu ? pl->relu : pl->identity,
-          pl->y, y);
+          static_cast<cudnnHandle_t>(handle_), &alpha1, pl->x, x, pl->w, w, pl->conv,
+          static_cast<cudnnConvolutionFwdAlgo_t>(fwd->algo), ws, fwd->workspace, &alpha2, pl->y,
+          z ? z : y, pl->bias, bias, relu ? pl->relu : pl->identity, pl->y, y);
   }
   if (s >= CUDNN_STATUS_NOT_SUPPORTED && s < CUDNN_STATUS_NOT_SUPPORTED + 1000) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       pl->fused_ok = false;
     }
-    note("cudnnConvolutionBiasActivationForward (algo " +
-         std::to_string(static_cast<int>(pl->algo)) + "): " + status_text(d, s) +
-         "; convolution and epilogue run separately");
+    note("cudnnConvolutionBiasActivationForward (algo " + std::to_string(fwd->algo) +
+         "): " + status_text(d, s) + "; convolution and epilogue run separately");
     return false;
   }
   if (s != CUDNN_STATUS_SUCCESS)
@@ -371,6 +475,15 @@ Expected<bool> CudnnConv::run(const CudnnConvProblem&, const void*, const void*,
 Expected<bool> CudnnConv::run_fused(const CudnnConvProblem&, const void*, const void*, const void*,
                                     const void*, bool, void*,
                                     const std::function<Expected<void*>(size_t)>&) {
+  return false;
+}
+Expected<bool> CudnnConv::run_backward_data(const CudnnConvProblem&, const void*, const void*,
+                                            void*, const std::function<Expected<void*>(size_t)>&) {
+  return false;
+}
+Expected<bool> CudnnConv::run_backward_filter(const CudnnConvProblem&, const void*, const void*,
+                                              void*,
+                                              const std::function<Expected<void*>(size_t)>&) {
   return false;
 }
 

@@ -57,6 +57,16 @@ class CudnnConv {
                            const void* bias, const void* z, bool relu, void* y,
                            const std::function<Expected<void*>(size_t)>& scratch);
 
+  // The gradients of y = conv(x, w) for the problem q (q describes that forward convolution):
+  // dx = conv^T(dy, w) (cudnnConvolutionBackwardData: ONNX ConvTranspose and training's input
+  // gradient) and dw (cudnnConvolutionBackwardFilter: ferrite.ConvGradWeight). Same contract as
+  // run(): false (nothing launched) when cuDNN offers no usable algorithm.
+  Expected<bool> run_backward_data(const CudnnConvProblem& q, const void* w, const void* dy,
+                                   void* dx, const std::function<Expected<void*>(size_t)>& scratch);
+  Expected<bool> run_backward_filter(const CudnnConvProblem& q, const void* x, const void* dy,
+                                     void* dw,
+                                     const std::function<Expected<void*>(size_t)>& scratch);
+
   // Logs once per distinct message under FERRITE_LOG=fallback (or conv).
   void note(const std::string& msg);
   int64_t calls() const { return calls_; }
@@ -65,8 +75,18 @@ class CudnnConv {
 
  private:
   CudnnConv() = default;
+  enum class Direction { kForward = 0, kBackwardData = 1, kBackwardFilter = 2 };
   struct Plan;
+  struct Choice;
+  // The descriptors of q (shared by the directions), then with `dir`'s algorithm chosen.
   Expected<std::shared_ptr<Plan>> plan(const CudnnConvProblem& q);
+  Expected<std::shared_ptr<Plan>> plan(const CudnnConvProblem& q, Direction dir);
+  template <class Perf>
+  static void take_first(Plan& pl, Choice& ch, const Perf* perf, int found, const char* dir);
+  // One convolution call of `dir` with operands (a, b) -> out: (x, w) -> y, (w, dy) -> dx or
+  // (x, dy) -> dw.
+  Expected<bool> call(const CudnnConvProblem& q, Direction dir, const void* a, const void* b,
+                      void* out, const std::function<Expected<void*>(size_t)>& scratch);
   const CudaRuntime* rt_ = nullptr;
   const void* api_ = nullptr;  // const Cudnn* (cuda_api.h; opaque here for builds without cuDNN)
   void* handle_ = nullptr;     // cudnnHandle_t

@@ -607,6 +607,8 @@ std::shared_ptr<const LibraryOps> cuda_library_ops() {
     t->add("", "Gemm", op(on_backend<run_gemm>, true));
     t->add("", "Conv", op(on_backend<run_conv>, true));
     t->add("ferrite", "FusedConv", op(on_backend<run_conv>, true));
+    t->add("", "ConvTranspose", op(on_backend<run_conv_transpose>, true));
+    t->add("ferrite", "ConvGradWeight", op(on_backend<run_conv_grad_weight>, true));
     for (const char* pool : {"MaxPool", "AveragePool"})
       t->add("", pool, op(on_backend<run_pool>, true));
     t->add("ferrite", "Pool", op(on_backend<run_pool>, true));

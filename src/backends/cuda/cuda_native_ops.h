@@ -30,6 +30,9 @@ DType gemm_dtype(const NativeIO& io);
 // cuda_conv_ops.cpp: Conv and ferrite.FusedConv (NCHW or channels-last); MaxPool, AveragePool
 // and ferrite.Pool (2-D).
 Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be);
+// ConvTranspose and ferrite.ConvGradWeight (2-D, [N, C, H, W]) on cuDNN's backward calls.
+Expected<bool> run_conv_transpose(const Node& node, NativeIO& io, CudaBackend& be);
+Expected<bool> run_conv_grad_weight(const Node& node, NativeIO& io, CudaBackend& be);
 Expected<bool> run_pool(const Node& node, NativeIO& io, CudaBackend& be);
 
 // cuda_indexing_ops.cpp: GatherElements, ScatterElements (every reduction), ScatterND.

@@ -1,7 +1,8 @@
 """Backward ATen ops of training graphs (AOTAutograd's backward graph): convolution, pooling,
 normalisation, activations, softmax, embedding. Each is written as existing ferrite IR ops:
-pointwise math and row reductions that the lowering fuses into generated kernels, Conv /
-ConvTranspose for the convolution gradients, and a scatter-add only where windows overlap.
+pointwise math and row reductions that the lowering fuses into generated kernels, ConvTranspose
+and ferrite.ConvGradWeight for the convolution gradients, and a scatter-add only where windows
+overlap.
 Gradients of low-precision inputs are computed in f32 (PyTorch's opmath) and cast back."""
 
 from __future__ import annotations
@@ -57,82 +58,33 @@ def convolution_backward(ctx, node, grad, x, w, bias_sizes, stride, padding, dil
     g = int(groups)
     k = [static_int(v) for v in w.shape[2:]]
     spatial = [static_int(v) for v in x.shape[2:]]
-    out_sp = [static_int(v) for v in grad.shape[2:]]
     gi = gw = gb = None
     if output_mask[0]:
-        gi = _conv_input_grad(ctx, grad, w, s, p, d, g, k, spatial, out_sp)
+        gi = _conv_input_grad(ctx, grad, w, s, p, d, g, k, spatial)
     if output_mask[1]:
-        gw = _conv_weight_grad(ctx, grad, x, w, s, p, d, g, k, spatial, out_sp)
+        gw = _conv_weight_grad(ctx, grad, x, s, p, d, g, k)
     if output_mask[2]:
         gb = ctx.op("ReduceSum", [grad.id, ctx.const_i64([0] + list(range(2, x.rank)))],
                     keepdims=0)
     return (gi, gw, gb)
 
 
-def _conv_input_grad(ctx, grad, w, s, p, d, g, k, spatial, out_sp):
-    """dX as a stride-1 Conv (the devices' convolution kernels) of the zero-stuffed gradient
-    with the flipped, channel-transposed weight: dX[i] = sum_j gz[i + p - j*d] w[j], gz the
-    gradient with s - 1 zeros between its elements, padded by (k - 1)d - p in front and by what
-    reaches H behind. Where the padding would be negative (p > (k - 1)d), a ConvTranspose."""
-    nd = len(k)
-    left = [(kk - 1) * dd - pp for kk, dd, pp in zip(k, d, p)]
-    if any(v < 0 for v in left):
-        # output_padding restores the input rows the forward's floor division dropped.
-        op = [(h + 2 * pp - (kk - 1) * dd - 1) % ss
-              for h, pp, kk, dd, ss in zip(spatial, p, k, d, s)]
-        attrs = dict(strides=s, pads=p + p, dilations=d, group=g, kernel_shape=k)
-        if any(op):
-            attrs["output_padding"] = op
-        return ctx.op("ConvTranspose", [grad.id, w.id], **attrs)
-    gz = grad.id
-    length = list(out_sp)
-    if any(ss > 1 for ss in s):  # [N, C, Ho, 1, Wo, 1] padded to [N, C, Ho, s, Wo, s]
-        inter, pads_end = [0, 0], [0, 0]
-        for o, ss in zip(out_sp, s):
-            inter += [o, 1]
-            pads_end += [0, ss - 1]
-        gz = ctx.op("Reshape", [gz, ctx.const_i64(inter)])
-        gz = ctx.op("Pad", [gz, ctx.const_i64([0] * len(inter) + pads_end),
-                            ctx.const(0.0, grad.dtype)], mode="constant")
-        length = [o * ss for o, ss in zip(out_sp, s)]
-        gz = ctx.op("Reshape", [gz, ctx.const_i64([0, 0] + length)])
-    right = [h + (kk - 1) * dd - lf - ln for h, kk, dd, lf, ln in zip(spatial, k, d, left, length)]
-    if any(v < 0 for v in right):  # trailing stuffed zeros no output row reads
-        ends = [ln + min(v, 0) for ln, v in zip(length, right)]
-        gz = ctx.op("Slice", [gz, ctx.const_i64([0] * nd), ctx.const_i64(ends),
-                              ctx.const_i64(list(range(2, 2 + nd)))])
-        right = [max(v, 0) for v in right]
-    # w [Cout, Cin/G, *k] -> [G, Cout/G, Cin/G, *k] -> [G, Cin/G, Cout/G, *k] -> [Cin, Cout/G, *k]
-    cout, cig = static_int(w.shape[0]), static_int(w.shape[1])
-    wt = ctx.op("Reshape", [w.id, ctx.const_i64([g, cout // g, cig] + k)])
-    wt = ctx.op("Transpose", [wt], perm=[0, 2, 1] + [3 + i for i in range(nd)])
-    wt = ctx.op("Reshape", [wt, ctx.const_i64([g * cig, cout // g] + k)])
-    wt = ctx.op("Slice", [wt, ctx.const_i64([-1] * nd), ctx.const_i64([-(2**63)] * nd),
-                          ctx.const_i64(list(range(2, 2 + nd))), ctx.const_i64([-1] * nd)])
-    return ctx.op("Conv", [gz, wt], pads=left + right, dilations=d, group=g, kernel_shape=k,
-                  strides=[1] * nd)
+def _conv_input_grad(ctx, grad, w, s, p, d, g, k, spatial):
+    """dX is the transposed convolution of the gradient with the forward's weight and window
+    (ONNX ConvTranspose: cuDNN's backward-data on cuda). output_padding restores the input rows
+    the forward's floor division dropped."""
+    op = [(h + 2 * pp - (kk - 1) * dd - 1) % ss for h, pp, kk, dd, ss in zip(spatial, p, k, d, s)]
+    attrs = dict(strides=s, pads=p + p, dilations=d, group=g, kernel_shape=k)
+    if any(op):
+        attrs["output_padding"] = op
+    return ctx.op("ConvTranspose", [grad.id, w.id], **attrs)
 
 
-def _conv_weight_grad(ctx, grad, x, w, s, p, d, g, k, spatial, out_sp):
-    """dW[o, i] = sum_n x[n, i] (*) grad[n, o] as one Conv: the batch becomes the channels (the
-    input is x as [Cin/G, G*N, ...], the kernel the gradient as [Cout, N, ...], group G), the
-    forward's stride becomes the dilation and its dilation the stride."""
-    nd = len(spatial)
-    cin = static_int(x.shape[1])
-    cig = cin // g
-    n = x.shape[0]
-    # x [N, Cin, *sp] -> [N, G, Cin/G, *sp] -> [Cin/G, G, N, *sp] -> [Cin/G, G*N, *sp]
-    xs = ctx.op("Reshape", [x.id, ctx.shape_value([n, g, cig] + spatial)])
-    xs = ctx.op("Transpose", [xs], perm=[2, 1, 0] + [3 + i for i in range(nd)])
-    xs = ctx.op("Reshape", [xs, ctx.const_i64([cig, -1] + spatial)])
-    gt = ctx.op("Transpose", [grad.id], perm=[1, 0] + [2 + i for i in range(nd)])
-    full = [(h + 2 * pp - (o - 1) * ss - 1) // dd + 1
-            for h, pp, o, ss, dd in zip(spatial, p, out_sp, s, d)]
-    y = ctx.op("Conv", [xs, gt], strides=d, dilations=s, pads=p + p, group=g, kernel_shape=out_sp)
-    if full != k:  # rows the forward's floor division never read: cut them off
-        nd_axes = list(range(2, 2 + nd))
-        y = ctx.op("Slice", [y, ctx.const_i64([0] * nd), ctx.const_i64(k), ctx.const_i64(nd_axes)])
-    return ctx.op("Transpose", [y], perm=[1, 0] + [2 + i for i in range(nd)])
+def _conv_weight_grad(ctx, grad, x, s, p, d, g, k):
+    """dW as ferrite.ConvGradWeight (cuDNN's backward-filter on cuda, the reference's im2col
+    GEMM elsewhere)."""
+    return ctx.op("ConvGradWeight", [x.id, grad.id], domain="ferrite", kernel_shape=k, strides=s,
+                  pads=p + p, dilations=d, group=g)
 
 
 # ---- pooling -------------------------------------------------------------------------------------
