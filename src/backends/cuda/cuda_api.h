@@ -124,7 +124,13 @@ namespace ferrite::cuda {
   X(cudnnConvolutionBackwardData, "cudnnConvolutionBackwardData")                               \
   X(cudnnGetConvolutionBackwardFilterAlgorithm_v7,                                              \
     "cudnnGetConvolutionBackwardFilterAlgorithm_v7")                                            \
-  X(cudnnConvolutionBackwardFilter, "cudnnConvolutionBackwardFilter")
+  X(cudnnConvolutionBackwardFilter, "cudnnConvolutionBackwardFilter")                           \
+  X(cudnnBackendCreateDescriptor, "cudnnBackendCreateDescriptor")                               \
+  X(cudnnBackendDestroyDescriptor, "cudnnBackendDestroyDescriptor")                             \
+  X(cudnnBackendSetAttribute, "cudnnBackendSetAttribute")                                       \
+  X(cudnnBackendGetAttribute, "cudnnBackendGetAttribute")                                       \
+  X(cudnnBackendFinalize, "cudnnBackendFinalize")                                               \
+  X(cudnnBackendExecute, "cudnnBackendExecute")
 #endif
 
 #define FERRITE_DECLARE_FN(name, sym) decltype(&::name) name = nullptr;

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "backends/cuda/cuda_cudnn_graph.h"
+
 namespace ferrite::cuda {
 
 namespace {
@@ -30,6 +32,12 @@ void note_unavailable(const std::string& why) {
 constexpr size_t kMaxWorkspace = size_t{256} << 20;
 
 }  // namespace
+
+// FERRITE_CUDA_CUDNN_GRAPH=0 keeps every convolution on the legacy calls (for comparison).
+static bool graph_enabled() {
+  const char* v = std::getenv("FERRITE_CUDA_CUDNN_GRAPH");
+  return !(v && std::string(v) == "0");
+}
 
 bool cudnn_enabled() {
   const char* v = std::getenv("FERRITE_CUDA_CUDNN");
@@ -101,10 +109,14 @@ bool accurate_algo(cudnnConvolutionBwdFilterAlgo_t a) {
 // from cuDNN's heuristics.
 struct CudnnConv::Choice {
   bool picked = false, usable = false;
+  bool legacy = false;  // the legacy call has an algorithm (algo, workspace, math)
   int algo = 0;
   size_t workspace = 0;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   std::string why;  // !usable: why not
+  // The graph-API plan (cuda_cudnn_graph.h), preferred to the legacy call where cuDNN offers one.
+  std::shared_ptr<CudnnGraphPlan> graph;
+  std::string graph_why;  // why there is no graph plan
 };
 
 struct CudnnConv::Plan {
@@ -246,7 +258,7 @@ void CudnnConv::take_first(Plan& pl, Choice& ch, const Perf* perf, int found, co
     ch.algo = static_cast<int>(r.algo);
     ch.workspace = r.memory;
     ch.math = pl.strict_f32 ? CUDNN_FMA_MATH : r.mathType;
-    ch.usable = true;
+    ch.usable = ch.legacy = true;
   }
   if (!ch.usable)
     ch.why = std::string(dir) + ": no accepted algorithm among cuDNN's (algo/mathType/status: " +
@@ -298,6 +310,23 @@ Expected<std::shared_ptr<CudnnConv::Plan>> CudnnConv::plan(const CudnnConvProble
                         "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
     take_first(*pl, ch, perf, found, "backward-filter");
   }
+  if (graph_enabled()) {
+    auto g = build_cudnn_graph_plan(d, h, q, static_cast<int>(dir));
+    if (g) {
+      ch.graph = std::move(*g);
+      ch.usable = true;
+      if (log_on("conv"))
+        std::fprintf(stderr,
+                     "[conv] cuda: cuDNN graph plan %s direction %d: engine config %d, "
+                     "workspace %zu B\n",
+                     pl->key.c_str(), static_cast<int>(dir), ch.graph->config, ch.graph->workspace);
+    } else {
+      // Logged by call(), outside the locks held here.
+      ch.graph_why = "graph API, " + pl->key + " direction " +
+                     std::to_string(static_cast<int>(dir)) + ": " + g.status().message() +
+                     "; the legacy call runs";
+    }
+  }
   return pl;
 }
 
@@ -308,6 +337,8 @@ Expected<bool> CudnnConv::call(const CudnnConvProblem& q, Direction dir, const v
   Choice* ch = nullptr;
   bool usable = false;
   std::string why;
+  std::shared_ptr<CudnnGraphPlan> graph;
+  std::string graph_why;
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::lock_guard<std::mutex> call(call_mu_);  // the heuristics query the handle
@@ -315,18 +346,58 @@ Expected<bool> CudnnConv::call(const CudnnConvProblem& q, Direction dir, const v
     ch = &pl->choice[static_cast<int>(dir)];
     usable = ch->usable;
     why = ch->why;
+    graph = ch->graph;
+    if (!graph) graph_why = ch->graph_why;
   }
+  if (!graph_why.empty()) note(graph_why);
   if (!usable) {
     note(why);
     return false;
   }
   const Cudnn& d = *static_cast<const Cudnn*>(api_);
+  const auto h = static_cast<cudnnHandle_t>(handle_);
+  // Operands by role: x (or dx), w (or dw), y (or dy).
+  void* role[3] = {const_cast<void*>(a), const_cast<void*>(b), out};
+  if (dir == Direction::kBackwardData)
+    role[0] = out, role[1] = const_cast<void*>(a), role[2] = const_cast<void*>(b);
+  if (dir == Direction::kBackwardFilter) role[1] = out, role[2] = const_cast<void*>(b);
+  bool aligned = true;
+  for (void* r : role)
+    aligned = aligned && reinterpret_cast<uintptr_t>(r) % kCudnnGraphAlignment == 0;
+  if (graph && aligned) {
+    void* gws = nullptr;
+    if (graph->workspace > 0) {
+      FERRITE_ASSIGN_OR_RETURN(gws, scratch(graph->workspace));
+    }
+    Status st;
+    {
+      std::lock_guard<std::mutex> call(call_mu_);
+      cudnnStatus_t ss = d.cudnnSetStream(h, rt_->stream());
+      st = ss == CUDNN_STATUS_SUCCESS
+               ? execute_cudnn_graph_plan(d, h, *graph, role[0], role[1], role[2], gws)
+               : err("cudnnSetStream: ", status_text(d, ss));
+    }
+    if (st) {
+      ++calls_;
+      return true;
+    }
+    // Nothing ran: the plan is dropped for good and the legacy call takes over.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ch->graph.reset();
+      ch->usable = ch->legacy;
+    }
+    note(pl->key + ": " + st.message());
+  }
+  if (!ch->legacy) {
+    note(ch->why.empty() ? "no legacy algorithm for unaligned operands" : ch->why);
+    return false;
+  }
   void* ws = nullptr;
   if (ch->workspace > 0) {
     FERRITE_ASSIGN_OR_RETURN(ws, scratch(ch->workspace));
   }
   const float alpha = 1.0f, beta = 0.0f;
-  const auto h = static_cast<cudnnHandle_t>(handle_);
   const char* api = dir == Direction::kForward        ? "cudnnConvolutionForward"
                     : dir == Direction::kBackwardData ? "cudnnConvolutionBackwardData"
                                                       : "cudnnConvolutionBackwardFilter";
@@ -357,7 +428,8 @@ Expected<bool> CudnnConv::call(const CudnnConvProblem& q, Direction dir, const v
     why = std::string(api) + " (algo " + std::to_string(ch->algo) + "): " + status_text(d, s);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      ch->usable = false;
+      ch->usable = ch->graph != nullptr;
+      ch->legacy = false;
       ch->why = why;
     }
     note(why);
@@ -397,7 +469,7 @@ Expected<bool> CudnnConv::run_fused(const CudnnConvProblem& q, const void* x, co
     std::lock_guard<std::mutex> call(call_mu_);  // the heuristics query the handle
     FERRITE_ASSIGN_OR_RETURN(pl, plan(q, Direction::kForward));
     fwd = &pl->choice[static_cast<int>(Direction::kForward)];
-    if (!fwd->usable || !pl->fused_ok) return false;
+    if (!fwd->legacy || !pl->fused_ok) return false;
     // Without an activation cuDNN fuses only with IMPLICIT_PRECOMP_GEMM.
     if (!relu && fwd->algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) return false;
     if (!pl->bias) {
