@@ -182,6 +182,12 @@ class Model : public PreparedModel {
   bool per_value_ = false;
   std::unordered_map<void*, void*> lent_blocks_;
   int64_t outputs_in_place_ = 0, outputs_copied_ = 0, output_bytes_copied_ = 0;
+  // Some output is planned into an input (lg_.output_into_input).
+  bool writes_inputs() const {
+    for (int i : lg_.output_into_input)
+      if (i >= 0) return true;
+    return false;
+  }
   int64_t outputs_in_caller_ = 0, output_bytes_to_caller_ = 0;  // the last run_device's
   bool logged_ = false, capturing_ = false, capture_failed_ = false;
   const bool capture_on_;

@@ -32,11 +32,6 @@ Status Model::run_device(const std::vector<Tensor>& inputs, const DeviceRun& run
     return err(name_, ": run_device got ", run.input_dev.size(), " device addresses for ",
                inputs.size(), " inputs");
   if (!run.output) return err(name_, ": run_device needs an output allocator");
-  for (int i : into_inputs_)
-    if (i >= 0)
-      return unsupported(name_,
-                         ": run_device does not write outputs into inputs "
-                         "(RunOptions::outputs_into_inputs); run() does");
   StreamOrder* order = rt_.stream_order();
   // A device without streams (synchronous) has nothing to order with the legacy default stream.
   const bool ordered = run.stream || (run.caller_stream && order);
@@ -64,9 +59,11 @@ Status Model::run_device_locked(const std::vector<Tensor>& inputs, const DeviceR
   BindingState& st = *state_;
   if (st.exec && st.input_dims == in_dims) return replay_device(inputs, run);
   // A caller that takes memory back value by value (DeviceRun::memory_free: a training step)
-  // wants the run's memory to follow its allocator; a recording would keep its own.
+  // wants the run's memory to follow its allocator; a recording would keep its own. Outputs
+  // planned into their inputs (an optimizer step) are written in place step by step, where a
+  // replay would copy every input in and every output back out.
   if (capture_on_ && !recorder_ && st.capturable && st.clean_runs > 0 && !st.exec &&
-      st.device_io_bytes <= kMaxRecordedIoBytes && !run.memory_free) {
+      st.device_io_bytes <= kMaxRecordedIoBytes && !run.memory_free && !writes_inputs()) {
     FERRITE_RETURN_IF_ERROR(memory_->reserve_plan());  // the recording keeps its addresses
     Status r = record(inputs, in_dims, &run.input_dev);
     if (r) {
@@ -126,19 +123,29 @@ Status Model::run_device_locked(const std::vector<Tensor>& inputs, const DeviceR
 
 // The caller's memory for graph output buffer b (asked for once per run), or null where the steps
 // must not write it: memory that overlaps an input (a later step may still read that input). The
-// caller's memory is then written at the end of the run (write_outputs).
+// caller's memory is then written at the end of the run (write_outputs). The exception is an
+// output planned into its input (RunOptions::outputs_into_inputs, lg_.output_into_input: an
+// optimizer step's new parameters), given exactly that input's memory: its kernel reads each
+// element before it stores it and no later step reads the input, so it is written in place,
+// unless another input overlaps that memory.
 Expected<void*> Model::caller_output(int b, DType dtype, const std::vector<int64_t>& dims) {
   const int j = output_of_buffer_[b];
   auto& [dst, direct] = caller_out_[j];
   if (!dst) {
     FERRITE_ASSIGN_OR_RETURN(dst, device_run_->output(j, dtype, dims));
     if (!dst) return err(name_, ": the output allocator gave no memory for output ", j);
+    const size_t n = byte_count(dtype, dims);
     const auto* lo = static_cast<const uint8_t*>(dst);
-    const uint8_t* hi = lo + byte_count(dtype, dims);
+    const uint8_t* hi = lo + n;
+    const int planned =
+        static_cast<size_t>(j) < lg_.output_into_input.size() ? lg_.output_into_input[j] : -1;
     direct = true;
     for (size_t i = 0; i < device_inputs_.size() && direct; ++i) {
       const auto* in = static_cast<const uint8_t*>(device_run_->input_dev[i]);
-      if (in && lo < in + device_inputs_[i]->nbytes() && in < hi) direct = false;
+      if (!in || !(lo < in + device_inputs_[i]->nbytes() && in < hi)) continue;
+      const bool own = static_cast<int>(i) == planned && in == lo &&
+                       device_inputs_[i]->nbytes() == n && device_inputs_[i]->dtype() == dtype;
+      if (!own) direct = false;
     }
   }
   return direct ? dst : nullptr;
@@ -168,6 +175,7 @@ void Model::give_back(void* p) {
 // its step already computed it there.
 Status Model::write_outputs(const DeviceRun& run) {
   outputs_in_caller_ = output_bytes_to_caller_ = 0;
+  outputs_in_place_ = outputs_copied_ = output_bytes_copied_ = 0;
   for (size_t j = 0; j < lg_.outputs.size(); ++j) {
     const Slot& o = slots_[lg_.outputs[j]];
     void* dst = j < caller_out_.size() ? caller_out_[j].first : nullptr;
@@ -175,12 +183,21 @@ Status Model::write_outputs(const DeviceRun& run) {
       FERRITE_ASSIGN_OR_RETURN(dst, run.output(j, o.dtype, o.dims));
     }
     const size_t n = byte_count(o.dtype, o.dims);
+    // An output the caller wants in an input (its allocator gave that input's memory).
+    const int into = j < into_inputs_.size() ? into_inputs_[j] : -1;
+    const bool into_input =
+        into >= 0 && static_cast<size_t>(into) < run.input_dev.size() && run.input_dev[into] == dst;
     if (o.dev_valid && o.dev == dst) {
       ++outputs_in_caller_;
+      if (into_input) ++outputs_in_place_;
       continue;
     }
     if (n == 0) continue;
     output_bytes_to_caller_ += static_cast<int64_t>(n);
+    if (into_input) {
+      ++outputs_copied_;
+      output_bytes_copied_ += static_cast<int64_t>(n);
+    }
     if (o.dev_valid) {
       FERRITE_RETURN_IF_ERROR(rt_.copy_on_device(dst, o.dev, n));
     } else if (o.host_valid) {
@@ -205,12 +222,19 @@ Status Model::replay_device(const std::vector<Tensor>& inputs, const DeviceRun& 
   if (st.checks_flag) FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
   FERRITE_RETURN_IF_ERROR(rt_.capture()->replay(st.exec));
   outputs_in_caller_ = output_bytes_to_caller_ = 0;
+  outputs_in_place_ = outputs_copied_ = output_bytes_copied_ = 0;
   for (size_t j = 0; j < st.outputs.size(); ++j) {
     const CapturedOutput& g = st.outputs[j];
     FERRITE_ASSIGN_OR_RETURN(void* dst, run.output(j, g.dtype, g.dims));
     const size_t n = byte_count(g.dtype, g.dims);
     if (n == 0) continue;
     output_bytes_to_caller_ += static_cast<int64_t>(n);
+    const int into = j < into_inputs_.size() ? into_inputs_[j] : -1;
+    if (into >= 0 && static_cast<size_t>(into) < run.input_dev.size() &&
+        run.input_dev[into] == dst) {
+      ++outputs_copied_;
+      output_bytes_copied_ += static_cast<int64_t>(n);
+    }
     if (g.dev)
       FERRITE_RETURN_IF_ERROR(rt_.copy_on_device(dst, g.dev, n));
     else

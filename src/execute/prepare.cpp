@@ -89,9 +89,12 @@ Expected<std::unique_ptr<PreparedModel>> prepare_model(const Graph& graph,
       std::fprintf(stderr, "[fusion] multi-tensor: %d kernels merged into others\n", merged);
   }
   if (config.in_place) mark_in_place_candidates(lg);  // before codegen: not __restrict
-  // Outputs the caller wants in its inputs: stored there by their kernels where safe, on devices
-  // whose memory is the caller's (elsewhere the executor copies them after the run).
-  if (!opts.outputs_into_inputs.empty() && parts->runtime && parts->runtime->host_memory()) {
+  // Outputs the caller wants in its inputs: stored there by their kernels where safe (host
+  // memory: run() reads the caller's tensors in place; device memory: run_device, whose caller
+  // hands the input's memory as that output's; elsewhere the executor copies them after the run).
+  // Devices may prepare before their runtime exists (cuda starts the GPU meanwhile): the plan
+  // depends on the lowered graph only.
+  if (!opts.outputs_into_inputs.empty()) {
     int n = plan_outputs_into_inputs(lg, opts.outputs_into_inputs);
     if (log_enabled("fusion"))
       std::fprintf(stderr, "[fusion] %d graph outputs written straight into their inputs\n", n);

@@ -145,10 +145,13 @@ class CompiledPartition:
 
     def _plan_writes(self, imp: ImportedGraph, device: str) -> List[int]:
         """The Session's outputs_into_inputs: per ferrite output, the feed it is written into.
-        Only on cpu, whose Session reads the caller's tensors in place and whose kernels can
-        store into them; f32 storage only (other precisions convert the inputs)."""
+        On cpu, whose Session reads the caller's tensors in place, and on cuda, whose run takes
+        the input's memory as that output's (_run_on_gpu): the kernels store into them. f32
+        storage only (other precisions convert the inputs)."""
         self._into = {}
-        if not self.writes or device != "cpu" or self.options.precision != "f32":
+        self._into_feeds = {}
+        on_device = device == "cpu" or device.split(":")[0] == "cuda"
+        if not self.writes or not on_device or self.options.precision != "f32":
             return []
         into = [-1] * sum(1 for kind, _ in imp.outputs if kind == "out")
         for k, a in self.writes.items():
@@ -156,6 +159,7 @@ class CompiledPartition:
             if kind == "out" and ("arg", a) in imp.feeds:
                 into[v] = imp.feeds.index(("arg", a))
                 self._into[k] = into[v]
+                self._into_feeds[v] = into[v]
         return into if self._into else []
 
     def _copy_writes(self, args: Sequence[Any], result: Sequence[Any], done: Any = ()) -> None:
@@ -207,11 +211,16 @@ class CompiledPartition:
         run no longer reads it, so that torch can reuse its memory (a backward's saved
         activations) for what the run allocates later."""
         outs: Dict[int, Any] = {}
+        # Outputs the Session writes into their inputs (an optimizer step's parameters and
+        # states): their memory is the input's own, so the kernel updates it in place.
+        into = {v: feeds[f] for v, f in self._into_feeds.items()} if self._into else {}
 
         # Called once per output, in the order the run places them (not necessarily 0, 1, ...):
         # step by step, ferrite computes each output in the tensor made here.
         def alloc(i: int, dims: tuple, dtype: str) -> int:
-            t = torch.empty(dims, dtype=_torch_dtype(dtype), device=device)
+            t = into.get(i)
+            if t is None or tuple(t.shape) != tuple(dims) or t.dtype != _torch_dtype(dtype):
+                t = torch.empty(dims, dtype=_torch_dtype(dtype), device=device)
             outs[i] = t
             return t.data_ptr()
 
