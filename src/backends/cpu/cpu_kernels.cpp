@@ -22,6 +22,7 @@ const CpuKernelRegistry& CpuKernelRegistry::global() {
     CpuKernelRegistry r;
     register_cpu_gemm_kernels(r);
     register_cpu_conv_kernels(r);
+    register_cpu_conv_grad_kernels(r);
     register_cpu_attention_kernels(r);
     register_cpu_pool_kernels(r);
     register_cpu_concat_split_kernels(r);

@@ -37,6 +37,7 @@ class CpuKernelRegistry {
 // One registration function per kernel file under src/backends/cpu/kernels/.
 void register_cpu_gemm_kernels(CpuKernelRegistry& r);
 void register_cpu_conv_kernels(CpuKernelRegistry& r);
+void register_cpu_conv_grad_kernels(CpuKernelRegistry& r);
 void register_cpu_attention_kernels(CpuKernelRegistry& r);
 void register_cpu_pool_kernels(CpuKernelRegistry& r);
 void register_cpu_concat_split_kernels(CpuKernelRegistry& r);
