@@ -310,7 +310,10 @@ Expected<std::shared_ptr<CudnnConv::Plan>> CudnnConv::plan(const CudnnConvProble
                         "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
     take_first(*pl, ch, perf, found, "backward-filter");
   }
-  if (graph_enabled()) {
+  // Channels-last problems (inference after the layout pass, whose runs replay as CUDA graphs,
+  // where a call's host cost is paid once) keep the legacy calls: graph plans were verified on
+  // the GPU for [N, C, H, W] operands only.
+  if (graph_enabled() && !q.channels_last && !q.weights_last) {
     auto g = build_cudnn_graph_plan(d, h, q, static_cast<int>(dir));
     if (g) {
       ch.graph = std::move(*g);
