@@ -43,10 +43,11 @@ def main():
 
     def show(step, what):
         torch.cuda.synchronize()
-        print(f"step {step} {what:9s} allocated {torch.cuda.memory_allocated() / gib:6.2f} GiB "
-              f"(peak {torch.cuda.max_memory_allocated() / gib:6.2f}), reserved "
+        print(f"step {step} {what:9s} allocated {torch.cuda.memory_allocated() / gib:6.3f} GiB "
+              f"(peak in the phase {torch.cuda.max_memory_allocated() / gib:6.3f}), reserved "
               f"{torch.cuda.memory_reserved() / gib:6.2f} GiB, device drop "
               f"{(free0 - torch.cuda.mem_get_info()[0]) / gib:6.2f} GiB", flush=True)
+        torch.cuda.reset_peak_memory_stats()
 
     for step in range(3):
         if a.peak and step == 2:

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <sstream>
 
 #include "codegen/row_analysis.h"
@@ -120,6 +121,9 @@ struct Gen {
   const LoweredGraph& lg;
   ScalarEmitter em;
   Ident ident;
+  // A segment of a multi-tensor kernel: a device function over elements [fe_lo, fe_hi) of its
+  // iteration space, run by the threads of one block.
+  bool segment = false;
 };
 
 // Signature, dims d0.. and input names of a kernel.
@@ -127,8 +131,11 @@ std::vector<std::string> emit_prologue(std::ostringstream& os, const Kernel& k, 
   os << "\n// " << k.name << ": ";
   for (size_t i = 0; i < k.source_nodes.size(); ++i) os << (i ? ", " : "") << k.source_nodes[i];
   if (k.source_nodes.empty()) os << "(copy)";
-  os << "\nextern \"C\" __global__ void __launch_bounds__(" << (k.is_row() ? row_block_max() : 1024)
-     << ") " << k.name << "(";
+  if (g.segment)
+    os << "\n__device__ __noinline__ void " << k.name << "(";
+  else
+    os << "\nextern \"C\" __global__ void __launch_bounds__("
+       << (k.is_row() ? row_block_max() : 1024) << ") " << k.name << "(";
   std::vector<std::string> in_names;
   for (size_t i = 0; i < k.input_buffers.size(); ++i) {
     const Buffer& b = g.lg.buffers[k.input_buffers[i]];
@@ -140,6 +147,7 @@ std::vector<std::string> emit_prologue(std::ostringstream& os, const Kernel& k, 
   const bool out_alias = k.in_place_slot >= 0 || k.writes_input;
   os << *g.em.type(k.out_dtype) << "*" << (out_alias ? " " : " __restrict__ ") << "out";
   for (size_t s = 0; s < g.lg.symbols.size(); ++s) os << ", int64_t s" << s;
+  if (g.segment) os << ", int64_t fe_lo, int64_t fe_hi";
   os << ") {\n";
   for (size_t d = 0; d < k.shape.size(); ++d)
     os << "  const int64_t d" << d << " = " << k.shape[d].expr().to_c_code(g.ident) << ";\n";
@@ -224,7 +232,15 @@ void emit_pointwise(std::ostringstream& os, const Kernel& k, const Gen& g) {
   for (size_t i = 0; i < n; ++i) t[i] = "t" + std::to_string(i);
   os << "  const int64_t fe_total = 1";
   for (size_t d = 0; d < rank; ++d) os << " * d" << d;
-  os << ";\n  const int64_t fe_stride = (int64_t)gridDim.x * blockDim.x;\n";
+  os << ";\n";
+  // A segment covers [fe_lo, fe_hi) with its block's threads; a kernel the whole space with the
+  // grid's.
+  const std::string first = g.segment ? "threadIdx.x" : "(int64_t)blockIdx.x * blockDim.x + threadIdx.x";
+  if (g.segment)
+    os << "  const int64_t fe_stride = blockDim.x;\n  if (fe_hi > fe_total) fe_hi = fe_total;\n";
+  else
+    os << "  const int64_t fe_stride = (int64_t)gridDim.x * blockDim.x;\n";
+  const std::string lo = g.segment ? "fe_lo" : "", hi = g.segment ? "fe_hi" : "fe_total";
   const size_t ob = dtype_bytes(k.out_dtype);
   const int V = ob >= 2 && ob <= 8 && rank > 0 ? static_cast<int>(16 / ob) : 1;
   if (V > 1) {
@@ -246,9 +262,8 @@ void emit_pointwise(std::ostringstream& os, const Kernel& k, const Gen& g) {
       }
     os << ") {\n"
        << "    const bool fe_small = fe_total + fe_stride * " << V << " < 0xffffffffLL;\n"
-       << "    for (int64_t fe_q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; fe_q < fe_total "
-          "/ "
-       << V << "; fe_q += fe_stride) {\n"
+       << "    for (int64_t fe_q = " << (lo.empty() ? "" : lo + " / " + std::to_string(V) + " + ")
+       << first << "; fe_q < " << hi << " / " << V << "; fe_q += fe_stride) {\n"
        << "      const int64_t fe_i = fe_q * " << V << ";\n";
     emit_split(os, "      ", "fe_i", 0, rank, "fe_small");
     const std::string xl = "x" + std::to_string(last);
@@ -300,8 +315,8 @@ void emit_pointwise(std::ostringstream& os, const Kernel& k, const Gen& g) {
        << ">*)(out + fe_i) = fe_o;\n    }\n    return;\n  }\n";
   }
   os << "  const bool fe_small = fe_total + fe_stride < 0xffffffffLL;\n"
-     << "  for (int64_t fe_i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; fe_i < fe_total; "
-        "fe_i += fe_stride) {\n";
+     << "  for (int64_t fe_i = " << (lo.empty() ? "" : lo + " + ") << first << "; fe_i < " << hi
+     << "; fe_i += fe_stride) {\n";
   emit_split(os, "    ", "fe_i", 0, rank, "fe_small");
   for (size_t i = 0; i < n; ++i) os << "    " << g.em.def(k, i, t, in_names, g.ident);
   os << "    " << store("out[fe_i]", t[k.root]) << "\n  }\n}\n";
@@ -600,6 +615,73 @@ void emit_row(std::ostringstream& os, const Kernel& k, const Gen& g) {
   RowEmitter(os, k, g).emit();
 }
 
+// Elements of a multi-tensor kernel's work unit: a multiple of every vector width (8), so units
+// start on vector boundaries; 4096 is 4 iterations of a 256-thread block at 4 f32 lanes.
+constexpr int64_t kUnitElements = 4096;
+
+// A multi-tensor kernel (Kernel::segments): each segment is a device function over a range of
+// its elements (segments with the same text are one function), and the launched kernel splits
+// the segments into units of kUnitElements; block b takes units b, b + grid, ... (any grid covers
+// them all) and finds a unit's segment by binary search over the segments' first units. Its
+// parameters are every segment's buffers (inputs, then outputs, in segment order) and the
+// symbols; fuse_multi_tensor keeps them under the 4 KB parameter limit.
+Status emit_multi_tensor(std::ostringstream& os, const Kernel& k, const Gen& g) {
+  Gen sg = g;
+  sg.segment = true;
+  std::map<std::string, std::string> fn_of_text;  // a segment's text (its name blanked) -> function
+  std::vector<std::string> fns;
+  std::vector<int64_t> first_unit{0};
+  for (const Kernel& seg : k.segments) {
+    if (!seg.extra_outputs.empty() || seg.is_row())
+      return err("cuda: multi-tensor kernel ", k.name, ": segment ", seg.name,
+                 " is not a single-output pointwise kernel");
+    Kernel s = seg;
+    s.writes_input = s.writes_input || k.writes_input;
+    std::ostringstream text;
+    emit_pointwise(text, s, sg);
+    // The key skips the leading comment (its source nodes) and blanks the name.
+    std::string key = text.str();
+    key.erase(0, key.find("\n__device__"));
+    for (size_t at = key.find(seg.name); at != std::string::npos; at = key.find(seg.name, at))
+      key.replace(at, seg.name.size(), "@");
+    auto [it, fresh] = fn_of_text.emplace(key, seg.name);
+    if (fresh) os << text.str();
+    fns.push_back(it->second);
+    int64_t n = 1;
+    for (const Dim& d : seg.shape) n *= *d.value();
+    first_unit.push_back(first_unit.back() + (n + kUnitElements - 1) / kUnitElements);
+  }
+  os << "\n// " << k.name << ": " << k.segments.size() << " segments (" << fn_of_text.size()
+     << " distinct), " << first_unit.back() << " units of " << kUnitElements
+     << " elements\n__device__ const long long " << k.name << "_units[] = {";
+  for (size_t i = 0; i < first_unit.size(); ++i) os << (i ? ", " : "") << first_unit[i];
+  os << "};\nextern \"C\" __global__ void __launch_bounds__(1024) " << k.name << "(";
+  for (size_t i = 0; i < k.input_buffers.size(); ++i)
+    os << "const " << *g.em.type(g.lg.buffers[k.input_buffers[i]].dtype) << "* in" << i << ", ";
+  for (size_t j = 0; j < k.segments.size(); ++j)
+    os << *g.em.type(k.segments[j].out_dtype) << "* out" << j
+       << (j + 1 < k.segments.size() ? ", " : "");
+  for (size_t s = 0; s < g.lg.symbols.size(); ++s) os << ", int64_t s" << s;
+  os << ") {\n  for (long long fe_u = blockIdx.x; fe_u < " << first_unit.back()
+     << "; fe_u += gridDim.x) {\n    int fe_a = 0, fe_b = " << k.segments.size() << ";\n"
+     << "    while (fe_b - fe_a > 1) {\n      const int fe_m = (fe_a + fe_b) / 2;\n"
+     << "      if (" << k.name << "_units[fe_m] <= fe_u) fe_a = fe_m; else fe_b = fe_m;\n    }\n"
+     << "    const int64_t fe_lo = (fe_u - " << k.name << "_units[fe_a]) * " << kUnitElements
+     << ";\n    switch (fe_a) {\n";
+  size_t in_at = 0;
+  for (size_t j = 0; j < k.segments.size(); ++j) {
+    const Kernel& seg = k.segments[j];
+    os << "      case " << j << ": " << fns[j] << "(";
+    for (size_t i = 0; i < seg.input_buffers.size(); ++i) os << "in" << in_at + i << ", ";
+    os << "out" << j;
+    for (size_t s = 0; s < g.lg.symbols.size(); ++s) os << ", s" << s;
+    os << ", fe_lo, fe_lo + " << kUnitElements << "); break;\n";
+    in_at += seg.input_buffers.size();
+  }
+  os << "    }\n  }\n}\n";
+  return Status::ok();
+}
+
 int env_int(const char* name, int def, int lo, int hi) {
   const char* v = std::getenv(name);
   if (!v || !*v) return def;
@@ -649,7 +731,9 @@ Expected<std::string> CudaDialect::generate(const LoweredGraph& lg,
       if (!g.em.type(lg.buffers[b].dtype))
         return err("cuda: kernel ", k.name, " reads ", dtype_name(lg.buffers[b].dtype),
                    ", which the cuda dialect cannot generate");
-    if (k.is_row())
+    if (!k.segments.empty())
+      FERRITE_RETURN_IF_ERROR(emit_multi_tensor(os, k, g));
+    else if (k.is_row())
       emit_row(os, k, g);
     else
       emit_pointwise(os, k, g);

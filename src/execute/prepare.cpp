@@ -84,7 +84,7 @@ Expected<std::unique_ptr<PreparedModel>> prepare_model(const Graph& graph,
   // kernels as few multi-tensor launches. FERRITE_MULTI_TENSOR=0 turns that off (measurements).
   const char* mt = std::getenv("FERRITE_MULTI_TENSOR");
   if (config.multi_tensor && !opts.outputs_into_inputs.empty() && !(mt && std::string(mt) == "0")) {
-    int merged = fuse_multi_tensor(lg);
+    int merged = fuse_multi_tensor(lg, config.multi_tensor_max_params);
     if (log_enabled("fusion"))
       std::fprintf(stderr, "[fusion] multi-tensor: %d kernels merged into others\n", merged);
   }

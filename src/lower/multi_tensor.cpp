@@ -55,7 +55,30 @@ int64_t segment_rows(const Kernel& k) {
   return r;
 }
 
-int fuse_multi_tensor(LoweredGraph& lg) {
+namespace {
+
+// A level's kernels (in step order) as merged groups: consecutive runs whose parameters (inputs,
+// outputs and the symbols every kernel takes) stay within max_params (0: one group).
+std::vector<std::vector<size_t>> chunk_level(const LoweredGraph& lg, const std::vector<size_t>& g,
+                                             size_t max_params) {
+  std::vector<std::vector<size_t>> out(1);
+  size_t used = 0;
+  for (size_t i : g) {
+    const Kernel& k = lg.steps[i].kernel;
+    const size_t own = k.input_buffers.size() + 1 + k.extra_outputs.size();
+    if (max_params > 0 && !out.back().empty() && used + own + lg.symbols.size() > max_params) {
+      out.emplace_back();
+      used = 0;
+    }
+    out.back().push_back(i);
+    used += own;
+  }
+  return out;
+}
+
+}  // namespace
+
+int fuse_multi_tensor(LoweredGraph& lg, size_t max_params) {
   const size_t n = lg.steps.size();
   std::vector<int> def(lg.buffers.size(), -1), level(n, 0);
   for (size_t i = 0; i < n; ++i) {
@@ -73,12 +96,20 @@ int fuse_multi_tensor(LoweredGraph& lg) {
       for (int b : s.outputs) wrote(b);
     }
   }
-  std::map<int, std::vector<size_t>> groups;  // level -> its candidate kernels, in step order
+  std::map<int, std::vector<size_t>> levels;  // level -> its candidate kernels, in step order
   for (size_t i = 0; i < n; ++i)
     if (lg.steps[i].kind == Step::Kind::kKernel && segment_candidate(lg.steps[i].kernel))
-      groups[level[i]].push_back(i);
+      levels[level[i]].push_back(i);
+  std::vector<std::vector<size_t>> groups;  // the merged kernels to make (2 or more members)
+  std::vector<int> group_of(n, -1);
+  for (const auto& [l, g] : levels)
+    for (std::vector<size_t>& c : chunk_level(lg, g, max_params)) {
+      if (c.size() < 2) continue;
+      for (size_t i : c) group_of[i] = static_cast<int>(groups.size());
+      groups.push_back(std::move(c));
+    }
   int merged = 0;
-  for (const auto& [l, g] : groups) merged += g.size() > 1 ? static_cast<int>(g.size()) - 1 : 0;
+  for (const auto& g : groups) merged += static_cast<int>(g.size()) - 1;
   if (merged == 0) return 0;
   std::vector<size_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = i;
@@ -86,12 +117,11 @@ int fuse_multi_tensor(LoweredGraph& lg) {
                    [&](size_t a, size_t b) { return level[a] < level[b]; });
   std::vector<Step> steps;
   for (size_t i : order) {
-    const auto& g = groups[level[i]];
-    const bool grouped = g.size() > 1 && std::find(g.begin(), g.end(), i) != g.end();
-    if (!grouped) {
+    if (group_of[i] < 0) {
       steps.push_back(std::move(lg.steps[i]));
       continue;
     }
+    const auto& g = groups[group_of[i]];
     if (i != g.front()) continue;  // the group's step is made at its first member
     std::vector<Kernel> parts;
     for (size_t j : g) parts.push_back(std::move(lg.steps[j].kernel));

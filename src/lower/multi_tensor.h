@@ -18,7 +18,11 @@
 namespace ferrite {
 
 // Groups in place; returns the number of kernels merged away (lg.kernels is updated).
-int fuse_multi_tensor(LoweredGraph& lg);
+// `max_params` > 0 bounds a merged kernel's parameters (its buffers plus the graph's shape
+// symbols): a device whose launches pass every buffer as a kernel parameter (cuda: 4 KB, 8 bytes
+// each) splits a level's kernels into several merged kernels under it, as PyTorch's
+// multi_tensor_apply splits its tensor lists into chunks.
+int fuse_multi_tensor(LoweredGraph& lg, size_t max_params = 0);
 
 // Rows of a segment (the product of its leading dims; its shape is static).
 int64_t segment_rows(const Kernel& k);

@@ -100,6 +100,37 @@ def test_optimizer_step_updates_in_place_like_eager(name, foreach, device):
     assert sum(s["outputs_copied_into_inputs"] for s in stats) == 0, stats
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_step_over_uneven_shapes_runs_as_a_few_multi_tensor_kernels(name, device, tmp_path):
+    # Ten parameters of ten shapes (no two alike: horizontal fusion cannot share kernels) with
+    # sizes from 1 element to several of cuda's 4096-element work units, odd row lengths (no
+    # vector lanes) and even ones: the step runs as multi-tensor kernels, a few per level of the
+    # update graph, not a few per parameter, and matches eager.
+    shapes = [(1,), (3,), (7, 5), (33, 17), (64,), (4097,), (128, 40), (3, 5, 7), (96, 3, 3, 3),
+              (300, 70)]
+    torch.manual_seed(0)
+    params = [nn.Parameter(torch.randn(s, device=device)) for s in shapes]
+    eager = [nn.Parameter(p.detach().clone()) for p in params]
+    opt, opt_eager = OPTIMIZERS[name](params, True), OPTIMIZERS[name](eager, True)
+    options = {"device": device, "fallback": "raise", "dump_dir": str(tmp_path)}
+    step = torch.compile(opt.step, backend=functools.partial(ferrite_backend, options=options))
+    for i in range(4):
+        for ps in (params, eager):
+            for j, p in enumerate(ps):
+                p.grad = torch.full_like(p, 0.1 * (j + 1)) * torch.sin(p.detach() * (i + 1))
+        step()
+        opt_eager.step()
+        for p, q in zip(params, eager):
+            assert_close(p, q)
+    for s_, e in zip(_state_tensors(opt), _state_tensors(opt_eager)):
+        assert_close(s_.cpu(), e.cpu())
+    import re
+    plans = [p.read_text() for p in sorted(tmp_path.glob("*/fusion_plan.txt"))]
+    kernels = [int(re.search(r"-> (\d+) generated kernels", t).group(1)) for t in plans]
+    assert kernels and max(kernels) < len(shapes), kernels
+
+
 def test_profiler_counts_aot_autograds_copy_backs():
     # Without ferrite the same step copies every updated tensor back (what the in-place path
     # removes): the count the test above asserts to be 0 is not 0 by accident of the profiler.

@@ -21,6 +21,7 @@
 #include <set>
 
 #include "lower/lowering.h"
+#include "lower/multi_tensor.h"
 #include "memory/in_place.h"
 #include "passes/pass.h"
 #include "test_util.h"
@@ -97,6 +98,49 @@ TEST(CudaCompile, SplitDeduplicatesAndEveryKernelIsCompiled) {
       compiled.insert(k);
     }
   for (const auto& [name, impl] : ks->alias) EXPECT_TRUE(compiled.count(impl)) << name;
+}
+
+// An update graph's kernels over five shapes (a and b alike) become one multi-tensor kernel:
+// one launched function, one device function per distinct segment, a table of the segments'
+// first 4096-element units; NVRTC compiles it. A bound on its parameters splits it.
+TEST(CudaCompile, MultiTensorKernelSharesSegmentFunctions) {
+  const std::string text = R"(<ir_version: 8, opset_import: ["" : 18]>
+g (float[4,8] a, float[4,8] b, float[5] c, float[3,2,2] d, float[4097] e, float[1] s)
+    => (float[4,8] a2, float[4,8] b2, float[5] c2, float[3,2,2] d2, float[4097] e2) {
+  a2 = Mul(a, s)
+  b2 = Mul(b, s)
+  c2 = Mul(c, s)
+  d2 = Mul(d, s)
+  e2 = Mul(e, s)
+}
+)";
+  auto g = parse(text);
+  ASSERT_TRUE(g);
+  auto lg = lower_graph(*g);
+  ASSERT_TRUE(lg) << lg.status().message();
+  auto split = *lg;
+  EXPECT_EQ(fuse_multi_tensor(*lg), 4);
+  ASSERT_EQ(lg->steps.size(), 1u);
+  EXPECT_EQ(plan_outputs_into_inputs(*lg, {0, 1, 2, 3, 4}), 5);
+  cuda::CudaDialect dialect;
+  auto ks = cuda::split_kernel_sources(*lg, dialect, DeviceProperties{});
+  ASSERT_TRUE(ks) << ks.status().message();
+  ASSERT_EQ(ks->texts.size(), 1u);
+  const std::string& src = ks->texts[0];
+  const std::string name = lg->steps[0].kernel.name;
+  EXPECT_NE(src.find("5 segments (4 distinct), 6 units of 4096 elements"), std::string::npos)
+      << src;
+  EXPECT_NE(src.find(name + "_units[] = {0, 1, 2, 3, 4, 6}"), std::string::npos) << src;
+  EXPECT_EQ(src.find("__restrict__"), std::string::npos) << "outputs alias inputs";
+  auto nv = cuda::nvrtc();
+  if (!nv) GTEST_SKIP() << nv.status().message();
+  auto c = cuda::compile_chunks(cuda::make_chunks(*ks, 1), "sm_90", "", 1);
+  ASSERT_TRUE(c) << c.status().message();
+  EXPECT_TRUE(cubin_defines(c->cubins[0].cubin, name));
+  // 5 kernels of 3 parameters each (2 buffers and 1 output): 7 parameters per merged kernel
+  // leaves pairs.
+  EXPECT_EQ(fuse_multi_tensor(split, 7), 2);
+  EXPECT_EQ(split.kernels, 3);
 }
 
 TEST(CudaCompile, ChunksAreStableUnderAnEditOfOneKernel) {

@@ -139,6 +139,10 @@ class CudaDevice : public Device {
     ExecutorConfig cfg;
     cfg.lowering.low_precision_kernels = true;
     cfg.in_place = true;
+    // Optimizer steps: multi-tensor kernels whose pointers, 8 bytes each, stay within the 4 KB
+    // of kernel parameters every driver accepts (with room to spare).
+    cfg.multi_tensor = true;
+    cfg.multi_tensor_max_params = 480;
     cfg.tunable = false;  // launches come from CudaHeuristics, once per binding
     const bool want_source = opts.dump_dir || std::getenv("FERRITE_DUMP_LOWERED");
     cfg.build = [&](const LoweredGraph& lg, std::string& source,
