@@ -24,6 +24,7 @@ def main():
     ap.add_argument("--case", default="resnet50-b32")
     ap.add_argument("--mode", default="ferrite")
     ap.add_argument("--amp", action="store_true", help="bf16 autocast, as train_bench's -amp rows")
+    ap.add_argument("--steps", type=int, default=3, help="steps to run (the last is recorded)")
     ap.add_argument("--peak", action="store_true",
                     help="record the last step's allocations and print what is live at its peak, "
                          "by the Python function that allocated it")
@@ -49,8 +50,8 @@ def main():
               f"{(free0 - torch.cuda.mem_get_info()[0]) / gib:6.2f} GiB", flush=True)
         torch.cuda.reset_peak_memory_stats()
 
-    for step in range(3):
-        if a.peak and step == 2:
+    for step in range(a.steps):
+        if a.peak and step == a.steps - 1:
             torch.cuda.memory._record_memory_history(max_entries=1000000)
         opt.zero_grad(set_to_none=True)
         torch.cuda.reset_peak_memory_stats()
