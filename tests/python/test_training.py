@@ -339,6 +339,31 @@ def test_convnet_trains_like_eager(device):
     assert acc == acc_eager and acc > 0.9
 
 
+@pytest.mark.skipif("gxu" not in __import__("ferrite").devices(), reason="no gxu plugin built")
+def test_convnet_trains_on_a_plugin_device():
+    # A device brought up through the device SDK (gxu: the example plugin, its memory apart
+    # from the host's) trains through the same path: forward, backward and the Adam step
+    # compiled for it, the losses eager's step by step (PyTorch's tensors stay on the cpu).
+    torch.manual_seed(0)
+    data = _dataset()
+    eager = ConvNet()
+    model = copy.deepcopy(eager)
+    compiled, reports = compile_training(WithLoss(model), "gxu")
+    step_reports = []
+
+    def compile_step(fn):
+        c, reps = compile_training(fn, "gxu")
+        step_reports.append(reps)
+        return c
+
+    got = _train(compiled, model, data, 40, compile_step)
+    want = _train(WithLoss(eager), eager, data, 40)
+    assert_compiled(step_reports[0], "inference")
+    assert_compiled(reports, "forward", [A.convolution.default])
+    assert_compiled(reports, "backward", [A.convolution_backward.default])
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=1e-3, atol=1e-6)
+
+
 # ---- fallbacks: a backward graph ferrite cannot take still trains, and explain says why -------
 def test_untranslatable_backward_op_stays_in_eager_with_reason():
     import ferrite
