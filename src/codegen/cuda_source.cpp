@@ -235,7 +235,8 @@ void emit_pointwise(std::ostringstream& os, const Kernel& k, const Gen& g) {
   os << ";\n";
   // A segment covers [fe_lo, fe_hi) with its block's threads; a kernel the whole space with the
   // grid's.
-  const std::string first = g.segment ? "threadIdx.x" : "(int64_t)blockIdx.x * blockDim.x + threadIdx.x";
+  const std::string first =
+      g.segment ? "threadIdx.x" : "(int64_t)blockIdx.x * blockDim.x + threadIdx.x";
   if (g.segment)
     os << "  const int64_t fe_stride = blockDim.x;\n  if (fe_hi > fe_total) fe_hi = fe_total;\n";
   else

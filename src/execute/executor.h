@@ -36,9 +36,9 @@ struct ExecutorConfig {
   LoweringOptions lowering;
   // Mark in-place candidates before code generation (dialects whose kernels allow it).
   bool in_place = false;
-  // The dialect emits multi-tensor kernels (Kernel::segments; cpu, cuda): a graph that writes outputs
-  // into its inputs (an optimizer step, RunOptions::outputs_into_inputs) gets its independent
-  // pointwise kernels grouped into them (lower/multi_tensor.h).
+  // The dialect emits multi-tensor kernels (Kernel::segments; cpu, cuda): a graph that writes
+  // outputs into its inputs (an optimizer step, RunOptions::outputs_into_inputs) gets its
+  // independent pointwise kernels grouped into them (lower/multi_tensor.h).
   bool multi_tensor = false;
   // Bound on a multi-tensor kernel's parameters (buffers and shape symbols; 0: none): cuda passes
   // each as a kernel parameter, under the 4 KB parameter limit.
