@@ -3,6 +3,11 @@
 one step under torch.profiler (host and CUDA activity), its top ops printed.
 
     FERRITE_LOG=fallback python3 scripts/gpu/train_profile.py resnet50-b32 [ferrite] [--amp]
+        [--loop SECONDS]
+
+--loop runs steps for SECONDS after the warm-up instead (no torch.profiler) inside
+`timed_loop`, for a sampling profiler: `py-spy record --native --format raw -o OUT -- python3
+...`, then keep the stacks through `timed_loop` (the compile is outside it).
 """
 import sys
 
@@ -37,6 +42,9 @@ def main():
     for _ in range(3):
         step()
     torch.cuda.synchronize()
+    if "--loop" in sys.argv:
+        timed_loop(step, float(sys.argv[sys.argv.index("--loop") + 1]))
+        return
     print("=== profiled step", flush=True)
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=acts) as prof:
@@ -44,6 +52,17 @@ def main():
         torch.cuda.synchronize()
     print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=30, max_name_column_width=70))
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=70))
+
+
+def timed_loop(step, seconds):
+    import time
+
+    t0, n = time.time(), 0
+    while time.time() - t0 < seconds:
+        step()
+        torch.cuda.synchronize()
+        n += 1
+    print(f"=== {n} steps, {(time.time() - t0) / n * 1e3:.2f} ms a step (synchronized)", flush=True)
 
 
 if __name__ == "__main__":
