@@ -71,6 +71,26 @@ def _torch_dtypes() -> dict:
     }
 
 
+_DTYPE_NAMES: dict = {}
+# FERRITE_DLPACK_INPUTS=1 passes CUDA tensors to run_device through DLPack as before (A/B runs).
+_DLPACK_INPUTS = os.environ.get("FERRITE_DLPACK_INPUTS") == "1"
+
+
+def _described(t: Any) -> Any:
+    """A contiguous CUDA tensor as the (address, dims, dtype name, GPU) tuple that
+    ``run_device`` takes (building it costs a fraction of a DLPack export, and the GPU runs of
+    the torch.compile backend pass about a thousand tensors a training step); anything else as
+    it is. The caller keeps the tensor alive for the run."""
+    if _DLPACK_INPUTS:
+        return t
+    if not _DTYPE_NAMES:
+        _DTYPE_NAMES.update({v: k for k, v in _torch_dtypes().items()})
+    name = _DTYPE_NAMES.get(t.dtype) if t is not None and t.is_cuda else None
+    if name is None or not t.is_contiguous():
+        return t
+    return (t.data_ptr(), tuple(t.shape), name, t.get_device())
+
+
 class _LazyTorchDTypes(dict):
     def __missing__(self, key: str) -> Any:
         if not self:
@@ -272,7 +292,8 @@ class Session:
             return t.data_ptr()
 
         stream = torch.cuda.current_stream(device).cuda_stream
-        self._s.run_device(names, arrays, alloc, stream, gpu=self._gpu, memory=memory)
+        self._s.run_device(names, [_described(a) for a in arrays], alloc, stream, gpu=self._gpu,
+                           memory=memory)
         del lent  # freed on torch's stream, which waits for the run's work
         return [outputs[i] for i in range(len(outputs))]
 

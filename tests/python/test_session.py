@@ -128,6 +128,26 @@ def test_errors_are_exceptions_naming_the_tensor():
         ferrite.Session(_tiny_onnx(), "cpu", precision="f8")
 
 
+def test_run_device_checks_described_device_tensors():
+    # The torch.compile backend passes CUDA tensors to run_device as (address, dims, dtype, gpu)
+    # tuples; malformed ones, and device tensors on a host device, are errors naming the input.
+    s = ferrite.Session(_tiny_onnx(), "cpu")._s
+
+    def run(arrays):
+        s.run_device([], arrays, lambda i, dims, dtype: 0, 0)
+
+    with pytest.raises(ValueError, match="input 0.*cannot run on device 'cpu'"):
+        run([(4096, (2, 4), "f32", 0)])
+    with pytest.raises(ValueError, match="input 0.*address, dims, dtype, gpu"):
+        run([(4096, (2, 4), "f32")])
+    with pytest.raises(ValueError, match="input 0.*unknown dtype"):
+        run([(4096, (2, 4), "float99", 0)])
+    with pytest.raises(ValueError, match="input 0.*negative"):
+        run([(4096, (2, -4), "f32", 0)])
+    with pytest.raises(TypeError, match="input 0.*not an array"):
+        run([object()])
+
+
 def test_help_is_useful():
     doc = ferrite.Session.__doc__
     assert "device" in doc and "precision" in doc and "DLPack" in ferrite.__doc__

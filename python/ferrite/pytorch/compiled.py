@@ -9,7 +9,7 @@ import torch
 import torch.fx
 
 from .. import _core, distributed
-from .._session import _gpu_index
+from .._session import _described, _gpu_index
 from .fx_importer import ImportedGraph, TranslationError, import_graph
 from .options import CompileOptions
 
@@ -242,7 +242,9 @@ class CompiledPartition:
         def input_done(i: int) -> None:
             feeds[i] = None
 
-        self._session.run_device([], feeds, alloc, torch.cuda.current_stream(device).cuda_stream,
+        # Described, not exported: `feeds` keeps the tensors alive until input_done drops them.
+        self._session.run_device([], [_described(t) for t in feeds], alloc,
+                                 torch.cuda.current_stream(device).cuda_stream,
                                  gpu=_gpu_index(self.device), memory=memory,
                                  input_done=input_done if release else None,
                                  memory_free=memory_free if self.training else None)
