@@ -175,7 +175,14 @@ class Model : public PreparedModel {
   // output_of_buffer_[b]: the first graph output that is buffer b (-1: none); caller_out_[j]: the
   // memory run.output gave for output j this run (asked once), with whether the steps write it.
   const DeviceRun* device_run_ = nullptr;
-  std::vector<const Tensor*> device_inputs_;
+  // This run's device inputs as address ranges (computed once per run: caller_output checks
+  // every output against all of them).
+  struct InputRange {
+    const uint8_t* lo = nullptr;
+    size_t bytes = 0;
+    DType dtype = DType::kUndefined;
+  };
+  std::vector<InputRange> device_inputs_;
   std::vector<int> output_of_buffer_, input_of_buffer_;
   std::vector<std::pair<void*, bool>> caller_out_;
   // DeviceRun::memory_free: a block per value; the caller's address of each aligned block given.

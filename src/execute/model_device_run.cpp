@@ -86,7 +86,10 @@ Status Model::run_device_locked(const std::vector<Tensor>& inputs, const DeviceR
   if (flag_) FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
   device_run_ = &run;
   device_inputs_.clear();
-  for (const Tensor& t : inputs) device_inputs_.push_back(&t);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    device_inputs_.push_back({static_cast<const uint8_t*>(i < run.input_dev.size() ? run.input_dev[i]
+                                                                                   : nullptr),
+                              inputs[i].nbytes(), inputs[i].dtype()});
   caller_out_.assign(lg_.outputs.size(), {nullptr, false});
   Status s = Status::ok();
   per_value_ = run.memory && run.memory_free;
@@ -141,10 +144,10 @@ Expected<void*> Model::caller_output(int b, DType dtype, const std::vector<int64
         static_cast<size_t>(j) < lg_.output_into_input.size() ? lg_.output_into_input[j] : -1;
     direct = true;
     for (size_t i = 0; i < device_inputs_.size() && direct; ++i) {
-      const auto* in = static_cast<const uint8_t*>(device_run_->input_dev[i]);
-      if (!in || !(lo < in + device_inputs_[i]->nbytes() && in < hi)) continue;
-      const bool own = static_cast<int>(i) == planned && in == lo &&
-                       device_inputs_[i]->nbytes() == n && device_inputs_[i]->dtype() == dtype;
+      const InputRange& in = device_inputs_[i];
+      if (!in.lo || !(lo < in.lo + in.bytes && in.lo < hi)) continue;
+      const bool own =
+          static_cast<int>(i) == planned && in.lo == lo && in.bytes == n && in.dtype == dtype;
       if (!own) direct = false;
     }
   }

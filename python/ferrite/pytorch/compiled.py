@@ -9,7 +9,7 @@ import torch
 import torch.fx
 
 from .. import _core, distributed
-from .._session import _described, _gpu_index
+from .._session import _TORCH_DTYPES, _described, _gpu_index
 from .fx_importer import ImportedGraph, TranslationError, import_graph
 from .options import CompileOptions
 
@@ -18,8 +18,6 @@ _ptrs_equal = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
 
 
 def _torch_dtype(name: str) -> torch.dtype:
-    from .._session import _TORCH_DTYPES
-
     return _TORCH_DTYPES[name]
 
 
