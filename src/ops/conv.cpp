@@ -281,7 +281,7 @@ Status conv_kernel(KernelContext& ctx) {
   std::vector<int64_t> dims{x.dim(0), w.dim(0)};
   dims.insert(dims.end(), out.begin(), out.end());
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), dims));
-  bool ok = visit_conv_dtype(x.dtype(), [&]<class T, class C>() {
+  bool ok = visit_float_accumulate_dtype(x.dtype(), [&]<class T, class C>() {
     const T* px = x.data<T>();
     const int64_t cg = x.dim(1) / group, in_size = product(in);
     run_conv<T, C>(x, w, bias, *y, win, group, in, out, true,
@@ -420,7 +420,7 @@ Status conv_transpose_kernel(KernelContext& ctx) {
   std::vector<int64_t> dims{x.dim(0), w.dim(1) * group};
   dims.insert(dims.end(), out.begin(), out.end());
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), dims));
-  bool ok = visit_conv_dtype(x.dtype(), [&]<class T, class C>() {
+  bool ok = visit_float_accumulate_dtype(x.dtype(), [&]<class T, class C>() {
     run_conv_transpose<T, C>(x, w, bias, *y, win, group, in, out);
   });
   if (!ok) return ctx.error("dtype ", dtype_name(x.dtype()), " is not supported");
@@ -562,7 +562,7 @@ Status deform_conv_kernel(KernelContext& ctx) {
   std::vector<int64_t> dims{x.dim(0), w.dim(0)};
   dims.insert(dims.end(), out.begin(), out.end());
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), dims));
-  bool ok = visit_conv_dtype(x.dtype(), [&]<class T, class C>() {
+  bool ok = visit_float_accumulate_dtype(x.dtype(), [&]<class T, class C>() {
     const T* px = x.data<T>();
     const T* po = offset.data<T>();
     const T* pm = mask ? mask->data<T>() : nullptr;

@@ -8,6 +8,7 @@
 
 #include "ir/dtype.h"
 #include "ops/conv_util.h"
+#include "ops/helpers.h"
 
 namespace ferrite::conv_columns {
 
@@ -21,27 +22,6 @@ inline int64_t chunk_rows(int64_t k, int64_t row_len) {
   int64_t by_size = kChunkElems / std::max<int64_t>(1, k * row_len);
   int64_t by_cols = (kMinCols + row_len - 1) / std::max<int64_t>(1, row_len);
   return std::max<int64_t>({1, by_size, by_cols});
-}
-
-// Runs f.template operator()<T, C>() for the float storage types with their compute type.
-template <class F>
-bool visit_conv_dtype(DType t, F&& f) {
-  switch (t) {
-    case DType::kF32:
-      f.template operator()<float, float>();
-      return true;
-    case DType::kF64:
-      f.template operator()<double, double>();
-      return true;
-    case DType::kF16:
-      f.template operator()<Half, float>();
-      return true;
-    case DType::kBF16:
-      f.template operator()<BFloat16, float>();
-      return true;
-    default:
-      return false;
-  }
 }
 
 // Floor division for a possibly negative numerator (ConvTranspose pads follow Python's //).

@@ -129,7 +129,7 @@ Status conv_grad_weight_kernel(KernelContext& ctx) {
   std::vector<int64_t> dims{dy.dim(1), x.dim(1) / group};
   dims.insert(dims.end(), kernel.begin(), kernel.end());
   FERRITE_ASSIGN_OR_RETURN(Tensor * dw, ctx.allocate_output(0, x.dtype(), dims));
-  bool ok = visit_conv_dtype(
+  bool ok = visit_float_accumulate_dtype(
       x.dtype(), [&]<class T, class C>() { grad_weight<T, C>(x, dy, *dw, win, group, in, out); });
   if (!ok) return ctx.error("dtype ", dtype_name(x.dtype()), " is not supported");
   return Status::ok();

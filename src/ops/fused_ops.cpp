@@ -44,26 +44,6 @@ namespace {
 
 constexpr const char* kDomain = "ferrite";
 
-template <class F>
-bool visit_float_gemm_dtype(DType t, F&& f) {
-  switch (t) {
-    case DType::kF32:
-      f.template operator()<float, float>();
-      return true;
-    case DType::kF64:
-      f.template operator()<double, double>();
-      return true;
-    case DType::kF16:
-      f.template operator()<Half, float>();
-      return true;
-    case DType::kBF16:
-      f.template operator()<BFloat16, float>();
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Batch dims of a and b broadcast; error text on mismatch.
 std::optional<Shape> batch_broadcast(const std::vector<Dim>& a, const std::vector<Dim>& b,
                                      std::string* e) {
@@ -143,7 +123,7 @@ Status fused_matmul_kernel(KernelContext& ctx) {
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, a.dtype(), out));
   std::vector<int64_t> sa = broadcast_strides(a_batch, batch),
                        sb = broadcast_strides(b_batch, batch);
-  bool ok = visit_float_gemm_dtype(a.dtype(), [&]<class T, class Acc>() {
+  bool ok = visit_float_accumulate_dtype(a.dtype(), [&]<class T, class Acc>() {
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* py = y->data<T>();
@@ -277,7 +257,7 @@ Status fused_conv_nchw(KernelContext& ctx) {
     return ctx.error("residual ", res->type_string(), " must have the output's type ",
                      y.type_string());
   if (!res && act.none()) return Status::ok();
-  bool ok = visit_float_gemm_dtype(y.dtype(), [&]<class T, class Acc>() {
+  bool ok = visit_float_accumulate_dtype(y.dtype(), [&]<class T, class Acc>() {
     using C = compute_t<T>;
     T* py = y.data<T>();
     const T* pr = res ? res->data<T>() : nullptr;
@@ -436,7 +416,7 @@ Status attention_kernel(KernelContext& ctx) {
                                               broadcast_strides(kb, batch),
                                               broadcast_strides(vb, batch), mbatch_strides};
   const double kNegInf = -std::numeric_limits<double>::infinity();
-  bool ok = visit_float_gemm_dtype(q.dtype(), [&]<class T, class Acc>() {
+  bool ok = visit_float_accumulate_dtype(q.dtype(), [&]<class T, class Acc>() {
     const T* pq = q.data<T>();
     const T* pk = k.data<T>();
     const T* pv = v.data<T>();

@@ -54,4 +54,27 @@ void for_each_index(const std::vector<int64_t>& dims,
 // Reads the int64 values of an optional 1-d integer input (e.g. "axes"); empty if absent.
 std::vector<int64_t> optional_int_input(const KernelContext& ctx, size_t i);
 
+// Runs f.template operator()<T, Acc>() for the float storage types with the type they compute
+// and accumulate in (f32 for the 16-bit ones): the GEMM-like reference kernels (convolutions,
+// matmuls, attention).
+template <class F>
+bool visit_float_accumulate_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::kF32:
+      f.template operator()<float, float>();
+      return true;
+    case DType::kF64:
+      f.template operator()<double, double>();
+      return true;
+    case DType::kF16:
+      f.template operator()<Half, float>();
+      return true;
+    case DType::kBF16:
+      f.template operator()<BFloat16, float>();
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace ferrite
