@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/vector_epilogues.h"
 #include "support/target_clones.h"
 
 namespace ferrite {
@@ -37,6 +38,17 @@ ScalarEval ev(L) {
   return {[](const float* a, const float* p) { return static_cast<float>(L{}(a, p)); },
           [](const double* a, const double* p) { return static_cast<double>(L{}(a, p)); },
           &epilogue_loop<L>};
+}
+
+// SiLU's: the hand-vectorised loop where the CPU allows (ops/vector_epilogues.h), else the
+// generic one.
+template <class L>
+ScalarEval ev_silu(L l) {
+  ScalarEval e = ev(l);
+  e.f32_epilogue = [](float* y, const float* r, int64_t n, const float* p) {
+    silu_epilogue(y, r, n, p, &epilogue_loop<L>);
+  };
+  return e;
 }
 
 using S = const SpellContext&;
@@ -269,9 +281,10 @@ const std::vector<ScalarFunction> kFunctions = {
      .domain = "ferrite",
      .cost = FnCost::kCostly,
      .spell = [](S c) { return c.a[0] + " * fe_sigmoid<" + c.T + ">(" + c.a[0] + ")"; },
-     .ref = ev([](auto* a, auto*) { return a[0] * sigmoid(a[0]); }),
+     .ref = ev_silu([](auto* a, auto*) { return a[0] * sigmoid(a[0]); }),
      .epilogue = "silu",
-     .onednn = OnednnEltwise::kSwish},
+     .onednn = OnednnEltwise::kSwish,
+     .epilogue_loop_faster = &silu_epilogue_vectorised},
     {.name = "gelu",
      .onnx_op = "Gelu",
      .variant_attr = "approximate",

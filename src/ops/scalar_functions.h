@@ -105,6 +105,9 @@ struct ScalarFunction {
   OnednnEltwise onednn = OnednnEltwise::kNone;
   // oneDNN's post-op keeps NaN as the reference does (its JIT max / min return the bound).
   bool onednn_keeps_nan = true;
+  // Where set and true, library kernels leave the row to the epilogue loop (ref.f32_epilogue)
+  // rather than their own post-op: that loop is the faster (SiLU's vectorised one).
+  bool (*epilogue_loop_faster)() = nullptr;
   CublasLtEpilogue cublaslt = CublasLtEpilogue::kNone;
   CudnnActivation cudnn = CudnnActivation::kNone;
 

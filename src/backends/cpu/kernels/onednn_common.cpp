@@ -209,6 +209,7 @@ Status run_reference(KernelContext& ctx) {
 }
 
 bool can_fuse_activation(const Activation& a) {
+  if (a.fn && a.fn->epilogue_loop_faster && a.fn->epilogue_loop_faster()) return false;
   return !a.fn || (a.fn->onednn != OnednnEltwise::kNone && a.fn->onednn_keeps_nan);
 }
 

@@ -148,7 +148,8 @@ Status run_reference(KernelContext& ctx);
 // Whether oneDNN's eltwise post-ops compute `a` as the op defines it, and appends them: the
 // scalar-function table's oneDNN mapping (ScalarFunction::onednn). Exact up to rounding
 // (hard_swish associates differently). Rows whose post-op turns NaN into a bound (relu, clip,
-// hard_sigmoid: oneDNN's max / min) are never fused; the caller's loop (apply_epilogue) runs them.
+// hard_sigmoid: oneDNN's max / min) are never fused; the caller's loop (apply_epilogue) runs them,
+// as it does rows whose own loop is the faster (ScalarFunction::epilogue_loop_faster: SiLU).
 bool can_fuse_activation(const Activation& a);
 void append_activation(dnnl::post_ops& po, const Activation& a);
 
