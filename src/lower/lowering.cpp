@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/sym_ranges.h"
 #include "lower/horizontal_fusion.h"
@@ -184,8 +185,32 @@ class Lowerer {
       if (l.row && (l.row.get() != epilogue || l.dims != n.outputs[0]->type.shape.dims()))
         materialize(l, Buffer::Kind::kIntermediate, v, v->name);
     }
+    if (shape_arithmetic(n)) {
+      for (const Value* o : n.outputs)
+        if (o) shape_values_.insert(o);
+      return lower_library(n);
+    }
     if (lower_row(n) || lower_view(n) || lower_pointwise(n)) return Status::ok();
     return lower_library(n);
+  }
+
+  // Shape and Size, and integer nodes over their results and constants only (a Slice or Concat
+  // of dims building a Reshape target): shape arithmetic, which stays a library step so that the
+  // executor computes it on the host. As a generated kernel it ran on the device (cuda), and the
+  // host step reading its result (a Concat of dims) had to copy it back on every run.
+  bool shape_arithmetic(const Node& n) const {
+    if (!n.domain.empty()) return false;
+    if (n.op_type == "Shape" || n.op_type == "Size") return true;
+    bool from_shape = false;
+    for (const Value* v : n.inputs) {
+      if (!v || v->constant) continue;
+      if (!shape_values_.count(v)) return false;
+      from_shape = true;
+    }
+    if (!from_shape) return false;
+    for (const Value* o : n.outputs)
+      if (o && !is_integer(o->type.dtype)) return false;
+    return true;
   }
 
   // The pending row kernel that pointwise `n` may fuse into as a store epilogue: one read at the
@@ -536,6 +561,7 @@ class Lowerer {
   std::unordered_map<const Value*, Lowered> values_;
   std::unordered_map<const Value*, int> uses_;
   std::unordered_map<const Value*, std::vector<const Node*>> consumers_;  // one per input use
+  std::unordered_set<const Value*> shape_values_;  // results of shape arithmetic (see above)
 };
 
 }  // namespace

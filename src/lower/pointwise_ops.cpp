@@ -53,10 +53,12 @@ bool lowerable(const ScalarFunction& f, const Node& n) {
   switch (f.types) {
     case FnTypes::kFloat:
       // Integer Add/Sub/Mul (index arithmetic: positions, vocab-parallel ids) wrap like the
-      // reference kernels; integer Div and the other functions stay library steps.
-      if (is_int(t) && two && n.inputs[1]->type.dtype == t)
-        return std::string(f.name) == "add" || std::string(f.name) == "sub" ||
-               std::string(f.name) == "mul";
+      // reference kernels, Min/Max clamp (T5's relative-position buckets); integer Div and the
+      // other functions stay library steps.
+      if (is_int(t) && two && n.inputs[1]->type.dtype == t) {
+        const std::string name = f.name;
+        return name == "add" || name == "sub" || name == "mul" || name == "min" || name == "max";
+      }
       if (!is_f(t)) return false;
       return f.arity == 1 || (two && n.inputs[1]->type.dtype == t);
     case FnTypes::kCompare:

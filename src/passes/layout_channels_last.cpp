@@ -463,7 +463,9 @@ FERRITE_REGISTER_PASSES(layout_channels_last) {
          {{Stage::kRewrite, 90}},
          make_with_options,
          {"ferrite.FusedConv", "ferrite.Pool"},
-         /*opt_in=*/true});
+         /*opt_in=*/true,
+         // dtypes=bf16+f16 (cuda) must see an f32 model run at precision bf16 as bf16.
+         /*after_precision=*/true});
 }
 
 }  // namespace ferrite

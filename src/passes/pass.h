@@ -60,6 +60,10 @@ struct PassInfo {
   std::vector<std::string> produces = {};
   // Slots that run only in the pipeline of a device that asks for the pass.
   bool opt_in = false;
+  // Decides by the dtypes values are stored in: when a Session stores float32 tensors in a low
+  // dtype, convert-precision-* runs before the first such pass of its pipeline (and after the
+  // fusion rewrites, whose patterns match the float32 graph), not at the end.
+  bool after_precision = false;
 };
 
 class PassRegistry {

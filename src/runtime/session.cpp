@@ -125,10 +125,18 @@ Expected<std::shared_ptr<Session::Variant>> Session::compile(const std::vector<T
     } else {
       FERRITE_ASSIGN_OR_RETURN(pipeline, default_passes(*device_));
     }
-    // After the device's passes, so that the fusion patterns match the float32 graph they were
-    // written for; the fused ops then run in the low dtype like the rest.
+    // After the fusion rewrites, so that their patterns match the float32 graph they were
+    // written for (the fused ops then run in the low dtype like the rest), and before the passes
+    // that decide by storage dtype (layout-channels-last{dtypes=bf16+f16}).
     DType low = precision_storage(opts_.precision);
-    if (low != DType::kF32) pipeline.push_back(precision_pass_name(low));
+    if (low != DType::kF32) {
+      auto decides_by_dtype = [](const std::string& spec) {
+        const PassInfo* p = PassRegistry::global().find(spec.substr(0, spec.find('{')));
+        return p && p->after_precision;
+      };
+      pipeline.insert(std::find_if(pipeline.begin(), pipeline.end(), decides_by_dtype),
+                      precision_pass_name(low));
+    }
     if (!pipeline.empty()) FERRITE_RETURN_IF_ERROR(run_pipeline(*g, pipeline));
     ShapeAssumptionScope::set_label("");
     RunOptions opts = opts_;

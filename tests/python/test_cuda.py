@@ -175,3 +175,50 @@ def test_threads_share_one_cuda_session():
         got = list(pool.map(lambda x: s.run([x])[0], xs * 8))
     for g, w in zip(got, want * 8):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def _indexing_model():
+    """GatherND (plain and with batch_dims), CumSum (int64 and f32, exclusive and reverse) and an
+    integer Min: the index arithmetic transformers' exports run on their inputs (padding masks,
+    position ids, T5's relative-position buckets)."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    ax = h.make_tensor("ax", T.INT64, [], [1])
+    nodes = [
+        h.make_node("GatherND", ["x", "pairs"], ["g0"]),
+        h.make_node("GatherND", ["x", "rows"], ["g1"], batch_dims=1),
+        h.make_node("CumSum", ["ids", "ax"], ["c0"]),
+        h.make_node("CumSum", ["x", "ax"], ["c1"], exclusive=1, reverse=1),
+        h.make_node("Min", ["ids", "c0"], ["m0"]),
+    ]
+    ins = [h.make_tensor_value_info("x", T.FLOAT, ["b", 6, 4]),
+           h.make_tensor_value_info("ids", T.INT64, ["b", 6]),
+           h.make_tensor_value_info("pairs", T.INT64, [5, 2]),
+           h.make_tensor_value_info("rows", T.INT64, ["b", 3, 1])]
+    outs = [h.make_tensor_value_info(n, t, None) for n, t in
+            [("g0", T.FLOAT), ("g1", T.FLOAT), ("c0", T.INT64), ("c1", T.FLOAT), ("m0", T.INT64)]]
+    g = h.make_graph(nodes, "indexing", ins, outs, [ax])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_index_arithmetic_on_cuda_tensors_stays_on_the_gpu(capfd, monkeypatch):
+    import numpy as np
+
+    import ferrite
+
+    rng = np.random.default_rng(0)
+    b = 3
+    feeds = {"x": rng.standard_normal((b, 6, 4)).astype(np.float32),
+             "ids": rng.integers(-4, 9, (b, 6)).astype(np.int64),
+             "pairs": np.stack([rng.integers(-b, b, 5), rng.integers(-6, 6, 5)], 1).astype(np.int64),
+             "rows": rng.integers(0, 6, (b, 3, 1)).astype(np.int64)}
+    want = ferrite.Session(_indexing_model(), "reference").run(feeds)
+    monkeypatch.setenv("FERRITE_LOG", "fallback")
+    s = ferrite.Session(_indexing_model(), "cuda")
+    got = s.run({k: torch.from_numpy(v).cuda() for k, v in feeds.items()})
+    assert all(t.device.type == "cuda" for t in got)
+    for name, w, g in zip(["g0", "g1", "c0", "c1", "m0"], want, got):
+        np.testing.assert_allclose(g.cpu().numpy(), w, rtol=1e-6, atol=1e-6, err_msg=name)
+    log = capfd.readouterr().err
+    assert " 0 host fallbacks" in log, log

@@ -202,3 +202,19 @@ def test_threads_share_one_session(contexts):
         np.testing.assert_array_equal(g, w)
     with pytest.raises(ValueError, match="contexts"):
         ferrite.Session(_tiny_onnx(), "cpu", contexts=-1)
+
+
+def test_storage_precision_is_decided_before_the_layout_pass():
+    # cuda's pipeline moves only bf16/f16 convolutions to channels-last
+    # (layout-channels-last{dtypes=bf16+f16}); an f32 ONNX model run at precision bf16 must reach
+    # that pass with its convolutions already in bf16, or it stays NCHW.
+    passes = ["fuse-conv-activation", "layout-channels-last{dtypes=bf16}"]
+    x = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    (want,) = ferrite.Session(CONVNET, "cpu").run({"input": x})
+    for precision, moved in [("f32", False), ("bf16", True)]:
+        s = ferrite.Session(CONVNET, "cpu", precision=precision, passes=passes)
+        convs = [line for line in s.ir().splitlines() if "ferrite.FusedConv(" in line]
+        assert convs and all(("channels_last=1" in c) == moved for c in convs), precision
+        (y,) = s.run({"input": x})
+        assert y.dtype == np.float32
+        np.testing.assert_allclose(y, want, rtol=0, atol=0.05 * np.abs(want).max())

@@ -251,7 +251,8 @@ TEST(CudaCompile, LibraryCompilesAsSeveralPrograms) {
       EXPECT_TRUE(seen.insert(k).second) << k;
       EXPECT_TRUE(cubin_defines(c->cubins[i].cubin, k)) << k;
     }
-  for (const char* k : {"fe_conv2d", "fe_gather", "fe_gather_4", "fe_epilogue", "fe_pool2d"})
+  for (const char* k : {"fe_conv2d", "fe_gather", "fe_gather_4", "fe_epilogue", "fe_pool2d",
+                        "fe_gather_nd", "fe_cumsum"})
     EXPECT_TRUE(seen.count(k)) << k;
   EXPECT_EQ(c->chunks.size(), std::min<size_t>(cuda::compile_threads(), seen.size()));
 }

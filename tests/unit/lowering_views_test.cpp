@@ -3,6 +3,7 @@
 // be copied out first. Before the fix the cpu, cuda and gxu executors viewed the whole buffer
 // with the slice's dims and aborted in Tensor::reshaped. Also: sizes from the model that cannot
 // be allocated are errors, never aborts.
+#include "lower/lowering.h"
 #include "runtime/device.h"
 #include "test_util.h"
 
@@ -58,6 +59,44 @@ TEST(LoweringViews, PrefixSliceIntoLibraryStep) {
     for (int64_t i = 0; i < x.numel(); ++i)
       EXPECT_FLOAT_EQ((*got)[0].data<float>()[i], (*want)[0].data<float>()[i]) << i;
   }
+}
+
+// The same graph lowered: the Slice and Concat of Shape's dims are shape arithmetic and stay
+// library steps (the executor runs them on the host). As a generated kernel the Slice ran on the
+// device on cuda, and the Concat reading it copied its result back on every run (torchvision's
+// ViT: 12 such copies a run). An integer Slice of a graph input is data and stays a kernel.
+TEST(LoweringViews, ShapeArithmeticStaysOnTheHost) {
+  ModelBuilder b;
+  b.input("x", kOnnxFloat, {"batch", 4, 6});
+  b.input("ids", kOnnxInt64, {"batch", 8});
+  init_i64(b, "zero", {0});
+  init_i64(b, "one", {1});
+  init_i64(b, "two", {2});
+  init_i64(b, "minus_one", {-1});
+  b.node("Shape", {"x"}, {"shape"}, "shape");
+  b.node("Slice", {"shape", "zero", "two"}, {"lead"}, "lead");
+  add_int_attr(b.node("Concat", {"lead", "minus_one"}, {"target"}, "target"), "axis", 0);
+  b.node("Exp", {"x"}, {"e"}, "exp");
+  b.node("Reshape", {"e", "target"}, {"y"}, "reshape");
+  b.node("Slice", {"ids", "zero", "two", "one"}, {"cols"}, "cols");
+  b.node("Add", {"cols", "cols"}, {"z"}, "add");
+  b.output("y");
+  b.output("z");
+  auto g = import_bytes(b.bytes());
+  ASSERT_TRUE(g) << g.status().message();
+  auto lg = lower_graph(**g);
+  ASSERT_TRUE(lg) << lg.status().message();
+  std::vector<std::string> library, kernel_nodes;
+  for (const Step& s : lg->steps) {
+    if (s.kind == Step::Kind::kKernel)
+      kernel_nodes.insert(kernel_nodes.end(), s.kernel.source_nodes.begin(),
+                          s.kernel.source_nodes.end());
+    else
+      library.push_back(s.node->name);
+  }
+  EXPECT_EQ(library, (std::vector<std::string>{"shape", "lead", "target"}));
+  for (const char* n : {"exp", "cols", "add"})
+    EXPECT_NE(std::find(kernel_nodes.begin(), kernel_nodes.end(), n), kernel_nodes.end()) << n;
 }
 
 // A graph output that is a Reshape of another graph output (a training forward returns an

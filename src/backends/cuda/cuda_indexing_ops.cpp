@@ -1,8 +1,9 @@
-// GatherElements, ScatterElements, ScatterND and integer Div / Mod on the GPU (kernels:
-// cuda_indexing_source.inc). Training graphs are full of them (max-pool and embedding gradients,
+// GatherElements, ScatterElements, ScatterND, GatherND, CumSum and integer Div / Mod on the GPU
+// (kernels: cuda_indexing_source.inc). Training graphs are full of them (max-pool and embedding gradients,
 // the loss's target gather), and a host fallback copies whole activations both ways. Each op checks
 // the shapes here, where they are known, and declines what the reference kernel would refuse, so
 // the reference reports it; indices are range-checked on the GPU through the step's error flag.
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -26,6 +27,11 @@ struct ScatterNdParams {
   int64_t data_dims[kMaxRank];
   int64_t data_strides[kMaxRank];
   int64_t slice, m;
+};
+struct GatherNdParams {
+  int64_t data_dims[kMaxRank];
+  int64_t data_strides[kMaxRank];
+  int64_t slice, m, tuples, batch_stride;
 };
 
 // The elements ops' parameters, or nullopt when the reference would refuse the shapes (indices
@@ -143,6 +149,62 @@ Expected<bool> run_scatter_nd(const Node& node, NativeIO& io, CudaBackend& be) {
   const void *i = idx.ptr, *u = upd.ptr;
   void* args[] = {&out, &i, &u, &p, &total, &esize, &dt, &code, &io.error_flag, &tag};
   FERRITE_RETURN_IF_ERROR(be.lib->launch_named("fe_scatter_nd", total, args));
+  return true;
+}
+
+// Shapes the reference accepts: int64 indices [batch dims..., tuples..., m] with the batch dims
+// equal to data's, 1 <= m <= rank - batch_dims.
+Expected<bool> run_gather_nd(const Node& node, NativeIO& io, CudaBackend& be) {
+  if (io.in.size() < 2 || !io.in[0] || !io.in[1] || !io.error_flag) return false;
+  const DevView &data = *io.in[0], &idx = *io.in[1];
+  const auto r = static_cast<int64_t>(data.dims.size()), q = static_cast<int64_t>(idx.dims.size());
+  const int64_t b = node.attr_int("batch_dims", 0);
+  if (!copyable(data.dtype) || idx.dtype != DType::kI64 || q < 1 || b < 0 || b >= std::min(q, r))
+    return false;
+  const int64_t m = idx.dims.back();
+  if (m < 1 || b + m > r || m > kMaxRank) return false;
+  for (int64_t d = 0; d < b; ++d)
+    if (idx.dims[d] != data.dims[d]) return false;
+  std::vector<int64_t> out_dims(idx.dims.begin(), idx.dims.end() - 1);
+  out_dims.insert(out_dims.end(), data.dims.begin() + b + m, data.dims.end());
+  GatherNdParams p{};
+  const auto strides = contiguous_strides(data.dims);
+  for (int64_t k = 0; k < m; ++k)
+    p.data_dims[k] = data.dims[b + k], p.data_strides[k] = strides[b + k];
+  p.slice = prod(data.dims, static_cast<size_t>(b + m));
+  p.m = m;
+  p.tuples = prod(idx.dims, static_cast<size_t>(b), idx.dims.size() - 1);
+  p.batch_stride = prod(data.dims, static_cast<size_t>(b));
+  FERRITE_ASSIGN_OR_RETURN(void* out, io.output(0, data.dtype, out_dims));
+  int64_t total = prod(out_dims);
+  if (total == 0) return true;
+  int esize = static_cast<int>(dtype_size(data.dtype)), tag = io.error_tag;
+  const void *d = data.ptr, *i = idx.ptr;
+  void* args[] = {&d, &i, &out, &p, &total, &esize, &io.error_flag, &tag};
+  FERRITE_RETURN_IF_ERROR(be.lib->launch_named("fe_gather_nd", total, args));
+  return true;
+}
+
+// The axis comes from a host constant (as exporters write it); f32, f64, int32 and int64.
+Expected<bool> run_cumsum(const Node& node, NativeIO& io, CudaBackend& be) {
+  if (io.in.size() < 2 || !io.in[0] || !io.in[1] || !io.in[1]->host) return false;
+  const DevView& x = *io.in[0];
+  const Tensor& axis_t = *io.in[1]->host;
+  const int dt = x.dtype == DType::kF32 ? 0 : x.dtype == DType::kF64 ? 1 : x.dtype == DType::kI32 ? 2
+                 : x.dtype == DType::kI64 ? 3 : -1;
+  if (dt < 0 || axis_t.numel() != 1 || !is_integer(axis_t.dtype())) return false;
+  const auto rank = static_cast<int64_t>(x.dims.size());
+  int64_t axis = axis_t.to_int_vector()[0];
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return false;
+  FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, x.dtype, x.dims));
+  int64_t len = x.dims[axis], inner = prod(x.dims, static_cast<size_t>(axis + 1));
+  int64_t lines = prod(x.dims) / std::max<int64_t>(len, 1);
+  if (prod(x.dims) == 0) return true;
+  int d = dt, excl = node.attr_int("exclusive", 0) != 0, rev = node.attr_int("reverse", 0) != 0;
+  const void* px = x.ptr;
+  void* args[] = {&px, &y, &lines, &len, &inner, &d, &excl, &rev};
+  FERRITE_RETURN_IF_ERROR(be.lib->launch_named("fe_cumsum", lines, args));
   return true;
 }
 

@@ -627,6 +627,8 @@ std::shared_ptr<const LibraryOps> cuda_library_ops() {
     indexing("GatherElements", on_backend<run_gather_elements>);
     indexing("ScatterElements", on_backend<run_scatter_elements>);
     indexing("ScatterND", on_backend<run_scatter_nd>);
+    indexing("GatherND", on_backend<run_gather_nd>);
+    t->add("", "CumSum", op(on_backend<run_cumsum>, false));
     // Integer Div and Mod (index arithmetic the lowering leaves to library steps); before the
     // float Div, which takes every other Div.
     for (const char* name : {"Div", "Mod"}) {

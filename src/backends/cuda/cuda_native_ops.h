@@ -39,6 +39,8 @@ Expected<bool> run_pool(const Node& node, NativeIO& io, CudaBackend& be);
 Expected<bool> run_gather_elements(const Node& node, NativeIO& io, CudaBackend& be);
 Expected<bool> run_scatter_elements(const Node& node, NativeIO& io, CudaBackend& be);
 Expected<bool> run_scatter_nd(const Node& node, NativeIO& io, CudaBackend& be);
+Expected<bool> run_gather_nd(const Node& node, NativeIO& io, CudaBackend& be);
+Expected<bool> run_cumsum(const Node& node, NativeIO& io, CudaBackend& be);
 // Integer Div and Mod (int32 / int64, broadcast); a zero divisor sets the error flag.
 Expected<bool> run_int_divmod(const Node& node, NativeIO& io, CudaBackend& be);
 
