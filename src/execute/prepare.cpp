@@ -79,6 +79,9 @@ Expected<std::unique_ptr<PreparedModel>> prepare_model(const Graph& graph,
   }
   if (!parts->compiler && !config.build)
     return unsupported(name, ": the device has no compiler, so it cannot run generated kernels");
+  // A device with memory of its own computes what the shape binding fixes on the host, once
+  // per binding (Model::run_library_step keeps the results and their device copies).
+  if (parts->properties.kind != "host") config.lowering.fixed_values_on_host = true;
   FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, lower_graph(graph, config.lowering));
   // An update graph (it writes its inputs: an optimizer step) runs its independent pointwise
   // kernels as few multi-tensor launches. FERRITE_MULTI_TENSOR=0 turns that off (measurements).

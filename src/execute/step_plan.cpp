@@ -28,14 +28,6 @@ bool too_large(DType t, const std::vector<int64_t>& dims) {
 
 namespace {
 
-// Ops whose result is not fixed by their inputs: random generators, and collectives (the other
-// ranks' inputs count too), which are never fixed steps.
-bool nondeterministic(const Node& n) {
-  const std::string& op = n.op_type;
-  if (n.schema && !n.schema->foldable) return true;
-  return op.rfind("Random", 0) == 0 || op == "Bernoulli" || op == "Multinomial";
-}
-
 bool is_shape_query(const Node& n) {
   return n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size");
 }

@@ -13,6 +13,7 @@
 #include "lower/pointwise_ops.h"
 #include "lower/row_ops.h"
 #include "lower/view_ops.h"
+#include "ops/op_schema.h"
 
 namespace ferrite {
 
@@ -185,31 +186,33 @@ class Lowerer {
       if (l.row && (l.row.get() != epilogue || l.dims != n.outputs[0]->type.shape.dims()))
         materialize(l, Buffer::Kind::kIntermediate, v, v->name);
     }
-    if (shape_arithmetic(n)) {
+    if (fixed_by_binding(n)) {
       for (const Value* o : n.outputs)
-        if (o) shape_values_.insert(o);
+        if (o) fixed_values_.insert(o);
       return lower_library(n);
     }
     if (lower_row(n) || lower_view(n) || lower_pointwise(n)) return Status::ok();
     return lower_library(n);
   }
 
-  // Shape and Size, and integer nodes over their results and constants only (a Slice or Concat
-  // of dims building a Reshape target): shape arithmetic, which stays a library step so that the
-  // executor computes it on the host. As a generated kernel it ran on the device (cuda), and the
-  // host step reading its result (a Concat of dims) had to copy it back on every run.
-  bool shape_arithmetic(const Node& n) const {
-    if (!n.domain.empty()) return false;
+  // Shape and Size, and deterministic nodes over their results and constants only: values the
+  // shape binding fixes. Integer ones (a Slice or Concat of dims building a Reshape target) are
+  // shape arithmetic and always stay library steps, so that the executor computes them on the
+  // host: as a generated kernel the Slice ran on the device (cuda), and the host step reading it
+  // copied its result back on every run. Others (float masks and rotary tables from Range) too
+  // with LoweringOptions::fixed_values_on_host.
+  bool fixed_by_binding(const Node& n) const {
+    if (!n.domain.empty() || nondeterministic(n)) return false;
     if (n.op_type == "Shape" || n.op_type == "Size") return true;
     bool from_shape = false;
     for (const Value* v : n.inputs) {
       if (!v || v->constant) continue;
-      if (!shape_values_.count(v)) return false;
+      if (!fixed_values_.count(v)) return false;
       from_shape = true;
     }
     if (!from_shape) return false;
     for (const Value* o : n.outputs)
-      if (o && !is_integer(o->type.dtype)) return false;
+      if (o && !is_integer(o->type.dtype) && !opts_.fixed_values_on_host) return false;
     return true;
   }
 
@@ -561,10 +564,16 @@ class Lowerer {
   std::unordered_map<const Value*, Lowered> values_;
   std::unordered_map<const Value*, int> uses_;
   std::unordered_map<const Value*, std::vector<const Node*>> consumers_;  // one per input use
-  std::unordered_set<const Value*> shape_values_;  // results of shape arithmetic (see above)
+  std::unordered_set<const Value*> fixed_values_;  // fixed by the shape binding (see above)
 };
 
 }  // namespace
+
+bool nondeterministic(const Node& n) {
+  const std::string& op = n.op_type;
+  if (n.schema && !n.schema->foldable) return true;
+  return op.rfind("Random", 0) == 0 || op == "Bernoulli" || op == "Multinomial";
+}
 
 Expected<LoweredGraph> lower_graph(const Graph& g, const LoweringOptions& opts) {
   FERRITE_ASSIGN_OR_RETURN(LoweredGraph lg, Lowerer(g, opts).run());

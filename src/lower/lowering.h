@@ -72,9 +72,18 @@ struct LoweringOptions {
   // The element types the device runs generated kernels over (DeviceProperties::dtypes of a
   // plugin); values of other types go to library steps. Empty: no restriction.
   std::vector<DType> kernel_dtypes;
+  // Values fixed by the shape binding (computed from input dims and constants only: position
+  // ids, causal masks, rotary tables built from Range) of any type stay library steps, which a
+  // device-memory executor computes on the host once per binding and keeps on the device.
+  // Without it only integer ones do (shape arithmetic); host devices run the others as kernels
+  // on every run, which is as fast as the op table there.
+  bool fixed_values_on_host = false;
 };
 
 Expected<LoweredGraph> lower_graph(const Graph& g, const LoweringOptions& opts = {});
+// Ops whose result is not fixed by their inputs: random generators, and collectives (the other
+// ranks' inputs count too). Never fixed by the binding (LoweringOptions::fixed_values_on_host).
+bool nondeterministic(const Node& n);
 std::string print_lowered(const LoweredGraph& lg);
 
 }  // namespace ferrite

@@ -3,6 +3,8 @@
 // be copied out first. Before the fix the cpu, cuda and gxu executors viewed the whole buffer
 // with the slice's dims and aborted in Tensor::reshaped. Also: sizes from the model that cannot
 // be allocated are errors, never aborts.
+#include <algorithm>
+
 #include "lower/lowering.h"
 #include "runtime/device.h"
 #include "test_util.h"
@@ -64,7 +66,9 @@ TEST(LoweringViews, PrefixSliceIntoLibraryStep) {
 // The same graph lowered: the Slice and Concat of Shape's dims are shape arithmetic and stay
 // library steps (the executor runs them on the host). As a generated kernel the Slice ran on the
 // device on cuda, and the Concat reading it copied its result back on every run (torchvision's
-// ViT: 12 such copies a run). An integer Slice of a graph input is data and stays a kernel.
+// ViT: 12 such copies a run). An integer Slice of a graph input is data and stays a kernel. Float
+// values fixed by the binding (a rotary table from Range) stay library steps only with
+// fixed_values_on_host (devices with memory of their own: computed once per binding).
 TEST(LoweringViews, ShapeArithmeticStaysOnTheHost) {
   ModelBuilder b;
   b.input("x", kOnnxFloat, {"batch", 4, 6});
@@ -73,6 +77,10 @@ TEST(LoweringViews, ShapeArithmeticStaysOnTheHost) {
   init_i64(b, "one", {1});
   init_i64(b, "two", {2});
   init_i64(b, "minus_one", {-1});
+  auto* half = b.graph()->add_initializer();
+  half->set_name("half");
+  half->set_data_type(kOnnxFloat);
+  half->add_float_data(0.5f);
   b.node("Shape", {"x"}, {"shape"}, "shape");
   b.node("Slice", {"shape", "zero", "two"}, {"lead"}, "lead");
   add_int_attr(b.node("Concat", {"lead", "minus_one"}, {"target"}, "target"), "axis", 0);
@@ -80,23 +88,36 @@ TEST(LoweringViews, ShapeArithmeticStaysOnTheHost) {
   b.node("Reshape", {"e", "target"}, {"y"}, "reshape");
   b.node("Slice", {"ids", "zero", "two", "one"}, {"cols"}, "cols");
   b.node("Add", {"cols", "cols"}, {"z"}, "add");
+  add_int_attr(b.node("Cast", {"lead"}, {"lead_f"}, "to_float"), "to", kOnnxFloat);
+  b.node("Mul", {"lead_f", "half"}, {"f"}, "scale");
   b.output("y");
   b.output("z");
+  b.output("f");
   auto g = import_bytes(b.bytes());
   ASSERT_TRUE(g) << g.status().message();
-  auto lg = lower_graph(**g);
-  ASSERT_TRUE(lg) << lg.status().message();
-  std::vector<std::string> library, kernel_nodes;
-  for (const Step& s : lg->steps) {
-    if (s.kind == Step::Kind::kKernel)
-      kernel_nodes.insert(kernel_nodes.end(), s.kernel.source_nodes.begin(),
-                          s.kernel.source_nodes.end());
-    else
-      library.push_back(s.node->name);
+  for (bool on_host : {false, true}) {
+    SCOPED_TRACE(on_host);
+    LoweringOptions opts;
+    opts.fixed_values_on_host = on_host;
+    auto lg = lower_graph(**g, opts);
+    ASSERT_TRUE(lg) << lg.status().message();
+    std::vector<std::string> library, kernel_nodes;
+    for (const Step& s : lg->steps) {
+      if (s.kind == Step::Kind::kKernel)
+        kernel_nodes.insert(kernel_nodes.end(), s.kernel.source_nodes.begin(),
+                            s.kernel.source_nodes.end());
+      else
+        library.push_back(s.node->name);
+    }
+    std::vector<std::string> want_library{"shape", "lead", "target"};
+    std::vector<std::string> want_kernels{"exp", "cols", "add"};
+    for (const char* n : {"to_float", "scale"}) (on_host ? want_library : want_kernels).push_back(n);
+    std::sort(library.begin(), library.end());
+    std::sort(want_library.begin(), want_library.end());
+    EXPECT_EQ(library, want_library);
+    for (const std::string& n : want_kernels)
+      EXPECT_NE(std::find(kernel_nodes.begin(), kernel_nodes.end(), n), kernel_nodes.end()) << n;
   }
-  EXPECT_EQ(library, (std::vector<std::string>{"shape", "lead", "target"}));
-  for (const char* n : {"exp", "cols", "add"})
-    EXPECT_NE(std::find(kernel_nodes.begin(), kernel_nodes.end(), n), kernel_nodes.end()) << n;
 }
 
 // A graph output that is a Reshape of another graph output (a training forward returns an
