@@ -111,7 +111,8 @@ TEST(LoweringViews, ShapeArithmeticStaysOnTheHost) {
     }
     std::vector<std::string> want_library{"shape", "lead", "target"};
     std::vector<std::string> want_kernels{"exp", "cols", "add"};
-    for (const char* n : {"to_float", "scale"}) (on_host ? want_library : want_kernels).push_back(n);
+    for (const char* n : {"to_float", "scale"})
+      (on_host ? want_library : want_kernels).push_back(n);
     std::sort(library.begin(), library.end());
     std::sort(want_library.begin(), want_library.end());
     EXPECT_EQ(library, want_library);

@@ -1,8 +1,9 @@
 // GatherElements, ScatterElements, ScatterND, GatherND, CumSum and integer Div / Mod on the GPU
-// (kernels: cuda_indexing_source.inc). Training graphs are full of them (max-pool and embedding gradients,
-// the loss's target gather), and a host fallback copies whole activations both ways. Each op checks
-// the shapes here, where they are known, and declines what the reference kernel would refuse, so
-// the reference reports it; indices are range-checked on the GPU through the step's error flag.
+// (kernels: cuda_indexing_source.inc). Training graphs are full of them (max-pool and embedding
+// gradients, the loss's target gather), and a host fallback copies whole activations both ways.
+// Each op checks the shapes here, where they are known, and declines what the reference kernel
+// would refuse, so the reference reports it; indices are range-checked on the GPU through the
+// step's error flag.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -190,8 +191,11 @@ Expected<bool> run_cumsum(const Node& node, NativeIO& io, CudaBackend& be) {
   if (io.in.size() < 2 || !io.in[0] || !io.in[1] || !io.in[1]->host) return false;
   const DevView& x = *io.in[0];
   const Tensor& axis_t = *io.in[1]->host;
-  const int dt = x.dtype == DType::kF32 ? 0 : x.dtype == DType::kF64 ? 1 : x.dtype == DType::kI32 ? 2
-                 : x.dtype == DType::kI64 ? 3 : -1;
+  const int dt = x.dtype == DType::kF32   ? 0
+                 : x.dtype == DType::kF64 ? 1
+                 : x.dtype == DType::kI32 ? 2
+                 : x.dtype == DType::kI64 ? 3
+                                          : -1;
   if (dt < 0 || axis_t.numel() != 1 || !is_integer(axis_t.dtype())) return false;
   const auto rank = static_cast<int64_t>(x.dims.size());
   int64_t axis = axis_t.to_int_vector()[0];
