@@ -203,7 +203,16 @@ class Lowerer {
   // with LoweringOptions::fixed_values_on_host.
   bool fixed_by_binding(const Node& n) const {
     if (!n.domain.empty() || nondeterministic(n)) return false;
-    if (n.op_type == "Shape" || n.op_type == "Size") return true;
+    // As the executor decides (execute/step_plan.cpp): a Shape is fixed when the lowering knows
+    // every dim of its input, as expressions of the input dims; after a data-dependent shape
+    // (NonZero) it is not, and neither is what is computed from it.
+    if (n.op_type == "Shape" || n.op_type == "Size") {
+      const Value* in = n.inputs.empty() ? nullptr : n.inputs[0];
+      if (!in || !in->type.shape.rank_known()) return false;
+      for (const Dim& d : in->type.shape.dims())
+        if (!d.is_known()) return false;
+      return true;
+    }
     bool from_shape = false;
     for (const Value* v : n.inputs) {
       if (!v || v->constant) continue;
