@@ -81,6 +81,35 @@ TEST(CudaLibraries, CudnnSymbolTableLoadsOrSkipsCleanly) {
 #endif
 }
 
+// Which convolutions go to cuDNN: 16-bit storage always; f32 by the size of one group's column
+// matrix, so that batch 1 keeps im2col and a serving batch takes cuDNN (measured both ways).
+TEST(CudaLibraries, CudnnTakesF32ConvolutionsByColumnBytes) {
+  ScopedEnv none("FERRITE_CUDA_CUDNN", "");
+  ScopedEnv no_override("FERRITE_CUDA_CUDNN_F32_MB", "");
+  EXPECT_TRUE(cuda::cudnn_for(DType::kBF16, 0));
+  EXPECT_TRUE(cuda::cudnn_for(DType::kF16, 1));
+  // ResNet-50's 3x3 layer at 56x56, 64 channels: 7 MB of columns at batch 1, 231 MB at 32.
+  const int64_t b1 = int64_t{64} * 9 * 56 * 56 * 4;
+  EXPECT_FALSE(cuda::cudnn_for(DType::kF32, b1));
+  EXPECT_TRUE(cuda::cudnn_for(DType::kF32, 32 * b1));
+  EXPECT_FALSE(cuda::cudnn_for(DType::kF32, cuda::kF32CudnnMinBytes));
+  EXPECT_TRUE(cuda::cudnn_for(DType::kF32, cuda::kF32CudnnMinBytes + 1));
+  {
+    ScopedEnv mb("FERRITE_CUDA_CUDNN_F32_MB", "4");
+    EXPECT_TRUE(cuda::cudnn_for(DType::kF32, b1));
+  }
+  {
+    ScopedEnv bad("FERRITE_CUDA_CUDNN_F32_MB", "lots");  // ignored: the default stays
+    EXPECT_FALSE(cuda::cudnn_for(DType::kF32, b1));
+  }
+  {
+    ScopedEnv off("FERRITE_CUDA_CUDNN", "0");
+    EXPECT_FALSE(cuda::cudnn_for(DType::kBF16, 0));
+  }
+  ScopedEnv all("FERRITE_CUDA_CUDNN", "1");
+  EXPECT_TRUE(cuda::cudnn_for(DType::kF32, 0));
+}
+
 TEST(CudaLibraries, CudnnDeclinesWhatItCannotTake) {
   cuda::CudnnConvProblem q;
   q.p = cuda::ConvParams{};

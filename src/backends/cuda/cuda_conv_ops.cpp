@@ -7,6 +7,7 @@
 // rule, and always for channels-last, which has no other GPU path), else im2col + cuBLASLt or
 // the direct kernel for grouped convolutions ([N, C, H, W] only). FusedConv's bias, residual and
 // activation then run in one epilogue pass over y.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -96,9 +97,10 @@ enum class CudnnResult { kDeclined, kConvOnly, kWithEpilogue };
 Expected<CudnnResult> conv_on_cudnn(const Node& node, NativeIO& io, CudaBackend& be,
                                     const ConvCall& c, void* y) {
   const ConvParams& p = c.p;
-  const int64_t col =
-      p.groups == 1 ? p.N * p.C * p.KH * p.KW * p.OH * p.OW * static_cast<int64_t>(dtype_size(c.dt))
-                    : 0;
+  // The column matrix of one group: what im2col writes (grouped convolutions run the direct
+  // kernel, whose work per output grows with it the same way).
+  const int64_t col = p.N * (p.C / std::max<int64_t>(1, p.groups)) * p.KH * p.KW * p.OH * p.OW *
+                      static_cast<int64_t>(dtype_size(c.dt));
   const bool wanted = c.last || cudnn_for(c.dt, col);
   CudnnConv* dnn = wanted ? be.conv_library() : nullptr;
   if (!dnn) return CudnnResult::kDeclined;

@@ -49,7 +49,14 @@ bool cudnn_for(DType dtype, int64_t im2col_bytes) {
   const std::string mode = v ? v : "";
   if (mode == "0") return false;
   if (mode == "1") return true;
-  return dtype == DType::kBF16 || dtype == DType::kF16 || im2col_bytes > kIm2colMaxBytes;
+  if (dtype == DType::kBF16 || dtype == DType::kF16) return true;
+  int64_t min_bytes = kF32CudnnMinBytes;
+  if (const char* mb = std::getenv("FERRITE_CUDA_CUDNN_F32_MB")) {
+    char* end = nullptr;
+    const long long v = std::strtoll(mb, &end, 10);
+    if (end != mb && *end == '\0' && v >= 0) min_bytes = static_cast<int64_t>(v) << 20;
+  }
+  return im2col_bytes > min_bytes;
 }
 
 std::string CudnnConv::unsupported(const CudnnConvProblem& q) {

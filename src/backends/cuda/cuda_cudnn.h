@@ -99,13 +99,17 @@ class CudnnConv {
 
 // FERRITE_CUDA_CUDNN != "0" (read per call, like FERRITE_CUDA_FLASH).
 bool cudnn_enabled();
-// Whether convolutions stored as `dtype` go to cuDNN: by default bf16 / f16 only (tensor cores;
-// measured faster than im2col + cuBLASLt), not f32, where cuDNN's FMA-math algorithms were
-// slower on the zoo (resnet18 1.28 vs 0.81 ms on an H100), unless the im2col path's column
-// matrix (`im2col_bytes`) would exceed kIm2colMaxBytes: training's input-gradient convolutions
-// (zero-stuffed, stride 1: ResNet-50's stem at batch 32 needed 20 GB). FERRITE_CUDA_CUDNN=1 sends
-// every dtype, =0 none.
-inline constexpr int64_t kIm2colMaxBytes = int64_t{1} << 30;
+// Whether convolutions stored as `dtype` go to cuDNN: always bf16 / f16 (tensor cores; measured
+// faster than im2col + cuBLASLt). f32 goes to cuDNN when the column matrix of one group
+// (`im2col_bytes`: N * C / groups * KH * KW * OH * OW elements) exceeds kF32CudnnMinBytes
+// (FERRITE_CUDA_CUDNN_F32_MB overrides, in MiB): below it im2col + cuBLASLt (and the direct
+// kernel for grouped convolutions) won, e.g. ResNet-50 at batch 1 1.08 against 1.93 ms on an
+// H100, because cuDNN's FMA-math kernels transpose NCHW around themselves; above it cuDNN won
+// every torchvision family at batch 32 (ResNet-50 9.9 against 12.9 ms, DenseNet-121 11.3
+// against 18.8 ms: im2col wrote 460 MB per 3x3 layer; RegNetY's grouped layers 4.1 against
+// 8.7 ms), and training's zero-stuffed input-gradient convolutions need it (ResNet-50's stem at
+// batch 32 needed 20 GB of columns). FERRITE_CUDA_CUDNN=1 sends every dtype, =0 none.
+inline constexpr int64_t kF32CudnnMinBytes = int64_t{16} << 20;
 bool cudnn_for(DType dtype, int64_t im2col_bytes = 0);
 
 }  // namespace ferrite::cuda

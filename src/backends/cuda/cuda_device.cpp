@@ -101,7 +101,7 @@ class CudaDevice : public Device {
   //   - layout-channels-last for bf16 / f16 convolutions: cuDNN's tensor-core convolutions are
   //     NHWC kernels (an NCHW call is transposed around them), so chains of convolutions and the
   //     pointwise ops between them run channels-last, with cuDNN's [K, KH, KW, C] filters made at
-  //     compile time. f32 stays NCHW (im2col + cuBLASLt, measured faster than cuDNN's FMA math);
+  //     compile time. f32 stays NCHW (im2col + cuBLASLt or cuDNN by size: cudnn_for);
   //   - narrow-attention-precision: bf16 / f16 attention that PyTorch widened to f32 runs on the
   //     tensor-core kernel.
   PassPlan pass_plan() const override {
