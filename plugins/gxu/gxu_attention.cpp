@@ -28,6 +28,11 @@ bool matrix_offsets(std::vector<int64_t> dims, std::vector<int64_t> batch, Broad
 bool accepts_attention(const Op& op) {
   if (op.in.size() < 3 || !op.has(0) || !op.has(1) || !op.has(2) || op.out.size() != 1)
     return false;
+  // Operands stored heads-after-sequence (`transposed`, set by cuda's fold-attention-layout):
+  // not this library's layout; the host runs them.
+  if (const fe_attr* t = op.attr("transposed"); t && t->kind == FE_ATTR_INTS)
+    for (int32_t i = 0; i < t->count; ++i)
+      if (t->ints[i] != 0) return false;
   for (const auto* list : {&op.in, &op.out})
     for (const Operand& o : *list)
       if (o.present && o.dtype != FE_DTYPE_F32) return false;

@@ -228,6 +228,18 @@ void attention_cases(const OpSchema& s, std::vector<Case>& out) {
          V::exactly({0,    -1, 0,    -2,   0,    ninf, ninf, ninf, ninf, ninf,
                      ninf, 0,  ninf, ninf, ninf, nan,  0,    0,    ninf, 0}))},
      {{"masked_rows_zero", i(1)}});
+  // Heads after the sequence ([B, S, H, D], fold-attention-layout): strided rows on cuda.
+  auto tr = [](std::vector<int64_t> t) { return Attribute(std::move(t)); };
+  at("transposed-bf16",
+     {in("q", kBF16, {2, 70, 3, 64}), in("k", kBF16, {2, 90, 3, 64}),
+      in("v", kBF16, {2, 90, 3, 64}), in("mask", kBF16, {2, 1, 1, 90}, V::uniform(-2, 0))},
+     {{"transposed", tr({1, 1, 1, 1})}});
+  at("transposed-f32-causal",
+     {in("q", kF32, {2, 33, 2, 16}), in("k", kF32, {2, 33, 2, 16}), in("v", kF32, {2, 33, 2, 16})},
+     {{"causal", i(1)}, {"transposed", tr({1, 1, 1, 1})}});
+  at("transposed-some-f16",
+     {in("q", kF16, {1, 2, 40, 32}), in("k", kF16, {1, 40, 2, 32}), in("v", kF16, {1, 40, 2, 32})},
+     {{"transposed", tr({0, 1, 1, 0})}});
   out.push_back(with_runs(single(s.name, "symbolic-seq",
                                  {in("q", kF32, {1, 2, N, 8}), in("k", kF32, {1, 2, N, 8}),
                                   in("v", kF32, {1, 2, N, 8})},

@@ -28,12 +28,18 @@
 //       PyTorch exports; it makes fully masked rows produce 0). masked_rows_zero gives 0 for a
 //       row whose scores are all -inf and leaves NaN alone (PyTorch's _safe_softmax, which
 //       SDPA's math path uses: Where(All(x == -inf), 0, Softmax(x))). Softmax runs in double.
+//       transposed = [q, k, v, y] (0 / 1, default all 0): an operand marked 1 is rank 4 and
+//       stored [B, S, H, D], the heads after the sequence as the projections produce them, and
+//       means its [B, H, S, D] transpose (for y: the result is stored so); fold-attention-layout
+//       sets it where a Transpose would otherwise copy the operand.
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <optional>
 
 #include "ops/activation_epilogue.h"
+#include "ops/attention_layout.h"
 #include "ops/conv_util.h"
 #include "ops/gemm.h"
 #include "ops/helpers.h"
@@ -333,10 +339,24 @@ Status pool_op_kernel(KernelContext& ctx) {
 
 // ---- Attention ------------------------------------------------------------------------------
 
+// Swaps axes 1 and 2 of a rank-4 shape: the [B, H, S, D] view of a [B, S, H, D] operand.
+Shape swap_heads(const Shape& s) {
+  std::vector<Dim> d = s.dims();
+  std::swap(d[1], d[2]);
+  return Shape(d);
+}
+
 Status infer_attention(InferContext& ctx) {
-  const Shape& q = ctx.input_shape(0);
-  const Shape& k = ctx.input_shape(1);
-  const Shape& v = ctx.input_shape(2);
+  FERRITE_ASSIGN_OR_RETURN(AttentionLayout layout, attention_layout(ctx.node()));
+  Shape shapes[3];
+  for (int i = 0; i < 3; ++i) {
+    shapes[i] = ctx.input_shape(i);
+    if (!layout.transposed[i] || !shapes[i].rank_known()) continue;
+    if (shapes[i].rank() != 4)
+      return ctx.error("transposed operand ", i, " must have rank 4, got ", shapes[i].to_string());
+    shapes[i] = swap_heads(shapes[i]);
+  }
+  const Shape &q = shapes[0], &k = shapes[1], &v = shapes[2];
   if (!q.rank_known() || !k.rank_known() || !v.rank_known()) {
     ctx.set_output(0, ctx.input_dtype(0), Shape::unknown_rank());
     return Status::ok();
@@ -366,15 +386,50 @@ Status infer_attention(InferContext& ctx) {
       return ctx.error("mask ", ctx.input_shape(3).to_string(),
                        " has a higher rank than the scores");
   }
-  ctx.set_output(0, ctx.input_dtype(0), Shape(out));
+  if (layout.transposed[3] && out.size() != 4)
+    return ctx.error("a transposed result needs rank 4, got ", Shape(out).to_string());
+  ctx.set_output(0, ctx.input_dtype(0), layout.transposed[3] ? swap_heads(Shape(out)) : Shape(out));
   return Status::ok();
 }
 
+// The attention of logical (un-transposed) operands; `alloc` makes the result of the given dims.
+using AllocResult = std::function<Expected<Tensor*>(const std::vector<int64_t>&)>;
+Status attention_math(KernelContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                      const Tensor* mask, const AllocResult& alloc);
+
 Status attention_kernel(KernelContext& ctx) {
-  const Tensor& q = ctx.input(0);
-  const Tensor& k = ctx.input(1);
-  const Tensor& v = ctx.input(2);
+  FERRITE_ASSIGN_OR_RETURN(AttentionLayout layout, attention_layout(ctx.node()));
   const Tensor* mask = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+  Tensor logical[3];
+  for (int i = 0; i < 3; ++i) {
+    const Tensor& in = ctx.input(i);
+    if (!layout.transposed[i]) continue;
+    if (in.rank() != 4) return ctx.error("transposed operand ", i, " must have rank 4");
+    FERRITE_ASSIGN_OR_RETURN(logical[i], swap_axes_1_2(in));
+  }
+  auto pick = [&](int i) -> const Tensor& {
+    return layout.transposed[i] ? logical[i] : ctx.input(i);
+  };
+  const Tensor &q = pick(0), &k = pick(1), &v = pick(2);
+  if (!layout.transposed[3])
+    return attention_math(ctx, q, k, v, mask, [&](const std::vector<int64_t>& dims) {
+      return ctx.allocate_output(0, q.dtype(), dims);
+    });
+  Tensor tmp;
+  FERRITE_RETURN_IF_ERROR(attention_math(
+      ctx, q, k, v, mask, [&](const std::vector<int64_t>& dims) -> Expected<Tensor*> {
+        if (dims.size() != 4) return ctx.error("a transposed result needs rank 4");
+        FERRITE_ASSIGN_OR_RETURN(tmp, Tensor::create(q.dtype(), dims));
+        return &tmp;
+      }));
+  FERRITE_ASSIGN_OR_RETURN(Tensor swapped, swap_axes_1_2(tmp));
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, q.dtype(), swapped.dims()));
+  std::memcpy(y->raw(), swapped.raw(), swapped.nbytes());
+  return Status::ok();
+}
+
+Status attention_math(KernelContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                      const Tensor* mask, const AllocResult& alloc) {
   if (q.rank() < 2 || k.rank() < 2 || v.rank() < 2)
     return ctx.error("Q, K and V must have rank >= 2");
   int64_t S = q.dim(q.rank() - 2), D = q.dim(q.rank() - 1);
@@ -403,7 +458,7 @@ Status attention_kernel(KernelContext& ctx) {
   bool causal = ctx.node().attr_int("causal") != 0;
   bool nan_to_zero = ctx.node().attr_int("nan_to_zero") != 0;
   bool masked_rows_zero = ctx.node().attr_int("masked_rows_zero") != 0;
-  FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, q.dtype(), out));
+  FERRITE_ASSIGN_OR_RETURN(Tensor * y, alloc(out));
   // Batch offsets (in matrices) of each operand; the mask's batch strides are in elements.
   std::vector<int64_t> mbatch_strides(batch.size(), 0);
   int64_t mask_row = 0, mask_col = 0;
@@ -519,6 +574,7 @@ void register_fused_ops(OpRegistry& r) {
             .attr("causal", AttrType::kInt, 0)
             .attr("nan_to_zero", AttrType::kInt, 0)
             .attr("masked_rows_zero", AttrType::kInt, 0)
+            .optional_attr("transposed", AttrType::kInts)
             .types("T", {0, 1, 2, 3}, kFloat)
             .infer(infer_attention)
             .kernel(attention_kernel)

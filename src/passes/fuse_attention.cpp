@@ -165,12 +165,43 @@ std::optional<Match> match(const Graph& g, const Uses& uses, const Node& mm2) {
   return m;
 }
 
+bool same_known(const Dim& a, const Dim& b) { return a.is_known() && a == b; }
+
+// kT = Reshape(Transpose(Reshape(k, [P, T, D]), [0, 2, 1]), [..., D, T]): k [..., T, D] with its
+// last two axes swapped, through the 3-D batched MatMul that DistilBERT's and GPT-2's exports
+// reach K^T by. Both Reshapes keep the last two dims and only regroup the leading ones, which
+// leaves the element order of each matrix alone. Returns k, or null when kT is not that.
+Value* unbatched_transpose_source(Value* kt) {
+  Node* r2 = producer_op(kt, "Reshape");
+  Node* tr = r2 ? producer_op(r2->inputs[0], "Transpose") : nullptr;
+  Node* r1 = tr ? producer_op(tr->inputs[0], "Reshape") : nullptr;
+  if (!r1) return nullptr;
+  Value* k = r1->inputs[0];
+  const Shape &ks = k->type.shape, &mid = r1->outputs[0]->type.shape, &out = kt->type.shape;
+  if (!ks.rank_known() || !mid.rank_known() || !out.rank_known() || ks.rank() != out.rank() ||
+      ks.rank() < 2 || mid.rank() < 2)
+    return nullptr;
+  std::vector<int64_t> perm(mid.rank());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  if (!tr->has_attr("perm") || tr->attr_ints("perm") != perm) return nullptr;
+  const size_t n = ks.rank(), m = mid.rank();
+  if (!same_known(mid[m - 1], ks[n - 1]) || !same_known(mid[m - 2], ks[n - 2]) ||
+      !same_known(out[n - 1], ks[n - 2]) || !same_known(out[n - 2], ks[n - 1]))
+    return nullptr;
+  for (size_t i = 0; i + 2 < n; ++i)
+    if (!same_known(out[i], ks[i])) return nullptr;
+  return k;
+}
+
 // k = kT with its last two axes swapped: a new Transpose placed before `before` (*created), or,
-// when kT's own Transpose only swapped them (SDPA's math path), that Transpose's input.
+// when kT's own Transpose only swapped them (SDPA's math path) or kT is the batched detour
+// above, that value.
 Value* make_k(Graph& g, Value* kt, const Node* before, Node** created) {
   *created = nullptr;
   const Shape& s = kt->type.shape;
   if (!s.rank_known() || s.rank() < 2) return nullptr;
+  if (Value* k = unbatched_transpose_source(kt)) return k;
   std::vector<int64_t> perm(s.rank());
   std::iota(perm.begin(), perm.end(), 0);
   Value* src = kt;

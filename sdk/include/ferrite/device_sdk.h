@@ -163,7 +163,11 @@ typedef struct fe_attr {
  *   Attention(Q, K, V, mask?) {scale, causal, nan_to_zero, masked_rows_zero}:
  *       softmax(Q @ K^T * scale + mask [+ causal mask: -inf where t > s]) @ V over the last
  *       axis, in double; scale defaults to 1/sqrt(D); nan_to_zero: NaN probabilities count as
- *       0; masked_rows_zero: a row whose scores are all -inf gives 0
+ *       0; masked_rows_zero: a row whose scores are all -inf gives 0; transposed [q, k, v, y]
+ *       (ints, absent: all 0): an operand marked 1 is rank 4 and stored [B, S, H, D] for its
+ *       [B, H, S, D] transpose. Only the opt-in pass fold-attention-layout sets it, so a device
+ *       sees it only when its pass plan lists that pass; a library that does not read that
+ *       layout declines such a node
  * activation is none, relu, tanh, sigmoid, gelu, gelu_tanh, hard_swish, leaky_relu [alpha],
  * clip [min, max] or hard_sigmoid [alpha, beta]. Absent optional inputs have rank -1. */
 typedef struct fe_op_desc {

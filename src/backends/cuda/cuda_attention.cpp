@@ -99,7 +99,9 @@ FlashConfig choose_flash_tc_config(const FlashProblem& p, DType dtype, const std
   // 16-byte copies need every row and batch offset on 8 elements.
   bool rows8 = aligned16 && p.D % 8 == 0 && p.Dv % 8 == 0;
   for (size_t d = 0; d < p.batch.size() && rows8; ++d)
-    rows8 = p.q_bs[d] % 8 == 0 && p.k_bs[d] % 8 == 0 && p.v_bs[d] % 8 == 0;
+    rows8 = p.q_bs[d] % 8 == 0 && p.k_bs[d] % 8 == 0 && p.v_bs[d] % 8 == 0 &&
+            (p.o_bs.empty() || p.o_bs[d] % 8 == 0);
+  rows8 = rows8 && p.q_rs % 8 == 0 && p.k_rs % 8 == 0 && p.v_rs % 8 == 0 && p.o_rs % 8 == 0;
   if (rows8 && pipe_smem_bytes(dp) <= smem_limit && !env_off("FERRITE_CUDA_FLASH_PIPE")) {
     c.pipelined = true;
     c.smem = pipe_smem_bytes(dp);
@@ -209,6 +211,15 @@ Status FlashAttention::run(const FlashProblem& p, DType dtype, const void* q, co
   fp.S = p.S, fp.T = p.T, fp.D = p.D, fp.Dv = p.Dv;
   fp.q_tiles = (p.S + use.bm - 1) / use.bm;
   fp.batch_rank = static_cast<int64_t>(p.batch.size());
+  fp.q_rs = p.q_rs ? p.q_rs : p.D;
+  fp.k_rs = p.k_rs ? p.k_rs : p.D;
+  fp.v_rs = p.v_rs ? p.v_rs : p.Dv;
+  fp.o_rs = p.o_rs ? p.o_rs : p.Dv;
+  int64_t o_run = p.S * p.Dv;  // contiguous output: batch strides from the innermost dim out
+  for (size_t d = p.batch.size(); d-- > 0;) {
+    fp.o_bs[d] = p.o_bs.empty() ? o_run : p.o_bs[d];
+    o_run *= p.batch[d];
+  }
   for (size_t d = 0; d < p.batch.size(); ++d) {
     fp.batch_dims[d] = p.batch[d];
     fp.q_bs[d] = p.q_bs[d];
@@ -221,7 +232,8 @@ Status FlashAttention::run(const FlashProblem& p, DType dtype, const void* q, co
   fp.causal = p.causal, fp.nan_to_zero = p.nan_to_zero, fp.has_mask = p.has_mask && mask;
   fp.masked_rows_zero = p.masked_rows_zero;
   const uintptr_t align = 4 * dtype_size(dtype);
-  fp.vec = p.D % 4 == 0 && p.Dv % 4 == 0 && reinterpret_cast<uintptr_t>(q) % align == 0 &&
+  fp.vec = p.D % 4 == 0 && p.Dv % 4 == 0 && fp.q_rs % 4 == 0 && fp.k_rs % 4 == 0 &&
+           fp.v_rs % 4 == 0 && reinterpret_cast<uintptr_t>(q) % align == 0 &&
            reinterpret_cast<uintptr_t>(k) % align == 0 &&
            reinterpret_cast<uintptr_t>(v) % align == 0;
 

@@ -30,18 +30,23 @@ struct FlashParams {
   int64_t m_s, m_t;
   float scale;
   int causal, nan_to_zero, has_mask;
-  int vec;  // D, Dv multiples of 4 and Q, K, V 4-element aligned: 4-element loads
+  int vec;  // D, Dv, row strides multiples of 4 and Q, K, V 4-element aligned: 4-element loads
   int masked_rows_zero;
+  int64_t q_rs, k_rs, v_rs, o_rs;  // element strides between rows
+  int64_t o_bs[4];                 // the output's batch strides
 };
 
-// One attention call: Q [batch, S, D], K [batch, T, D], V [batch, T, Dv], contiguous per
-// operand, out [batch, S, Dv] (batch = the broadcast batch dims); each operand's batch strides
-// are in elements, 0 where it broadcasts. The mask (same dtype) is read at
-// m_bs . batch_index + s * m_s + t * m_t.
+// One attention call: Q [batch, S, D], K [batch, T, D], V [batch, T, Dv], out [batch, S, Dv]
+// (batch = the broadcast batch dims), each with batch strides in elements (0 where it
+// broadcasts) and a row stride (0: contiguous rows, D or Dv); a [B, S, H, D] operand standing for
+// [B, H, S, D] (ferrite.Attention's `transposed`) has batch strides [S*H*D, D] and row stride
+// H*D. The mask (same dtype) is read at m_bs . batch_index + s * m_s + t * m_t.
 struct FlashProblem {
   std::vector<int64_t> batch;  // broadcast batch dims, at most 4
   int64_t S = 0, T = 0, D = 0, Dv = 0;
   std::vector<int64_t> q_bs, k_bs, v_bs, m_bs;  // one per batch dim
+  std::vector<int64_t> o_bs;                    // empty: contiguous [batch, S, Dv]
+  int64_t q_rs = 0, k_rs = 0, v_rs = 0, o_rs = 0;
   int64_t m_s = 0, m_t = 0;
   float scale = 1;
   bool causal = false, nan_to_zero = false, has_mask = false, masked_rows_zero = false;

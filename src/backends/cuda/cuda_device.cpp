@@ -105,7 +105,7 @@ class CudaDevice : public Device {
   //   - narrow-attention-precision: bf16 / f16 attention that PyTorch widened to f32 runs on the
   //     tensor-core kernel.
   PassPlan pass_plan() const override {
-    return {true, {}, {kLayoutPass, "narrow-attention-precision"}};
+    return {true, {}, {kLayoutPass, "narrow-attention-precision", "fold-attention-layout"}};
   }
   // Up to 4 runs of one session at once, each context on a stream of its own over the weights
   // context 0 holds (PreparedModel::device_constants); each further context adds its arena and

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backends/cuda/cuda_nccl.h"
+#include "ops/attention_layout.h"
 #include "ops/conv_util.h"
 
 namespace ferrite::cuda {
@@ -415,9 +416,20 @@ Expected<bool> run_attention(const Node& node, NativeIO& io, CudaBackend& be) {
   for (const auto& v : io.in)
     if (v && v->dtype != dt) return false;
   if (dt != DType::kF32 && dt != DType::kBF16 && dt != DType::kF16) return false;
-  const auto& qd = io.in[0]->dims;
-  const auto& kd = io.in[1]->dims;
-  const auto& vd = io.in[2]->dims;
+  auto layout_or = attention_layout(node);
+  if (!layout_or) return false;
+  const AttentionLayout layout = *layout_or;
+  // Logical dims: a transposed operand [B, S, H, D] stands for [B, H, S, D].
+  std::vector<int64_t> dims[3];
+  for (int i = 0; i < 3; ++i) {
+    dims[i] = io.in[i]->dims;
+    if (!layout.transposed[i]) continue;
+    if (dims[i].size() != 4) return false;
+    std::swap(dims[i][1], dims[i][2]);
+  }
+  const auto& qd = dims[0];
+  const auto& kd = dims[1];
+  const auto& vd = dims[2];
   if (qd.size() < 2 || kd.size() < 2 || vd.size() < 2) return false;
   const int64_t S = qd[qd.size() - 2], D = qd.back(), T = kd[kd.size() - 2], Dv = vd.back();
   if (kd.back() != D || vd[vd.size() - 2] != T) return false;
@@ -448,6 +460,25 @@ Expected<bool> run_attention(const Node& node, NativeIO& io, CudaBackend& be) {
   p.q_bs = batch_strides(qb, S * D);
   p.k_bs = batch_strides(kb, T * D);
   p.v_bs = batch_strides(vb, T * Dv);
+  // A transposed operand (rank 4, batch [B, H]): heads D apart, batch items S * H * D apart,
+  // rows H * D apart; its batch dims equal the broadcast ones (checked: no broadcasting).
+  auto heads_after_sequence = [&](int i, const std::vector<int64_t>& ob, int64_t rows,
+                                  int64_t d, std::vector<int64_t>* bs, int64_t* rs) {
+    if (!layout.transposed[i]) return true;
+    if (br != 2 || ob != *batch) return false;
+    *bs = {rows * ob[1] * d, d};
+    *rs = ob[1] * d;
+    return true;
+  };
+  if (!heads_after_sequence(0, qb, S, D, &p.q_bs, &p.q_rs) ||
+      !heads_after_sequence(1, kb, T, D, &p.k_bs, &p.k_rs) ||
+      !heads_after_sequence(2, vb, T, Dv, &p.v_bs, &p.v_rs))
+    return false;
+  if (layout.transposed[3]) {
+    if (br != 2) return false;
+    p.o_bs = {S * (*batch)[1] * Dv, Dv};
+    p.o_rs = (*batch)[1] * Dv;
+  }
   p.m_bs.assign(br, 0);
   if (mask) {
     BroadcastDims md{};
@@ -465,6 +496,7 @@ Expected<bool> run_attention(const Node& node, NativeIO& io, CudaBackend& be) {
   std::vector<int64_t> out = *batch;
   out.push_back(S);
   out.push_back(Dv);
+  if (layout.transposed[3]) std::swap(out[1], out[2]);
   std::string why = be.flash ? be.flash->unsupported(p, dt) : "no fused attention kernel";
   if (why.empty()) {
     FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, dt, out));
@@ -472,7 +504,8 @@ Expected<bool> run_attention(const Node& node, NativeIO& io, CudaBackend& be) {
                                           mask ? mask->ptr : nullptr, yv));
     return true;
   }
-  const bool equal_batch = qb == *batch && kb == *batch && vb == *batch;
+  // The 3-step path reads contiguous [batch, S, D] operands only.
+  const bool equal_batch = qb == *batch && kb == *batch && vb == *batch && !layout.any();
   if (be.flash)
     be.flash->note("node " + node.name + ": " +
                        (equal_batch ? "3-step attention (GEMM, softmax, GEMM)"

@@ -13,6 +13,7 @@
 
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/kernels/onednn_common.h"
+#include "ops/attention_layout.h"
 #include "ops/helpers.h"
 
 namespace ferrite {
@@ -86,6 +87,10 @@ FERRITE_TARGET_CLONES void softmax_row(float* x, int64_t L, const float* mask, i
 }
 
 bool attention_accepts(const Node& node) {
+  // Operands stored heads-after-sequence (fold-attention-layout, which cpu's pipeline does not
+  // run) take the reference kernel.
+  auto layout = attention_layout(node);
+  if (!layout || layout->any()) return false;
   for (size_t i = 0; i < node.inputs.size(); ++i)
     if (node.input(i) && !input_is_f32(node, i)) return false;
   return true;
