@@ -307,6 +307,34 @@ g (float[b,n] x, float[c,3,12] z) => (float[b,n] y, int64[2] shp, float[c,3,2] s
                       {{"x", DType::kF32, {5, 100}}, {"z", DType::kF32, {1, 3, 12}}}});
 }
 
+// 16-bit Split into whole 16-byte rows (one fe_split16 launch for all outputs) and a broadcast
+// Add whose operand has a symbolic min(64, s) dim (DistilBERT's position embeddings: the library
+// binary kernel, 8 elements a thread).
+TEST(CudaDevice, SplitAndBroadcastAddIn16ByteVectors) {
+  const char* text = R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[b,s,32] x, float[64,32] table) => (float[b,s,8] y0, float[b,s,16] y1, float[b,s,8] y2,
+                                            float[b,s,32] a) {
+  xb = Cast<to = 16>(x)
+  sizes = Constant<value = int64[3] {8, 16, 8}>()
+  s0, s1, s2 = Split<axis = 2>(xb, sizes)
+  y0 = Cast<to = 1>(s0)
+  y1 = Cast<to = 1>(s1)
+  y2 = Cast<to = 1>(s2)
+  tb = Cast<to = 16>(table)
+  shp = Shape<start = 1, end = 2>(x)
+  zero = Constant<value = int64[1] {0}>()
+  pos = Slice(tb, zero, shp, zero)
+  ab = Add(xb, pos)
+  a = Cast<to = 1>(ab)
+}
+)";
+  // bf16 rounding of the sum: 2^-8 relative.
+  check_on_gpu(text,
+               {{{"x", DType::kF32, {3, 10, 32}}, {"table", DType::kF32, {64, 32}}},
+                {{"x", DType::kF32, {2, 64, 32}}, {"table", DType::kF32, {64, 32}}}},
+               8e-3);
+}
+
 // Gather on the GPU (device data, host or device indices, negative indices, any element size),
 // and an out-of-range index is an error value naming the node, in graph replays too.
 TEST(CudaDevice, GatherOnGpu) {

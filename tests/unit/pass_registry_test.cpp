@@ -92,6 +92,8 @@ TEST(PassRegistry, DevicePipelinesFollowTheirPlans) {
                 "layout-channels-last{weights=last dtypes=bf16+f16}");
     cuda.insert(std::find(cuda.begin(), cuda.end(), "fuse-attention") + 1,
                 "narrow-attention-precision");
+    cuda.insert(std::find(cuda.begin(), cuda.end(), "narrow-attention-precision") + 1,
+                "fold-attention-layout");
     EXPECT_EQ(plan_of("cuda"), cuda);
   }
 }

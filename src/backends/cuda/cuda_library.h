@@ -123,6 +123,10 @@ class LibraryKernels {
   // number of inputs (one launch per kConcatMax). Pointers 16-byte aligned.
   Status concat16(const std::vector<const void*>& src, const std::vector<int64_t>& widths,
                   int64_t rows, void* y);
+  // Split, concat16's mirror: x [rows, sum of widths] (16-byte units) into dst[k] [rows,
+  // widths[k]]; one launch per kConcatMax outputs. Pointers 16-byte aligned.
+  Status split16(const void* x, const std::vector<void*>& dst, const std::vector<int64_t>& widths,
+                 int64_t rows);
   // y (= [rows, cols]) = broadcast(c) * beta, both of `dtype`.
   Status broadcast_fill(void* y, const void* c, const BroadcastDims& bd, int64_t total, float beta,
                         DType dtype = DType::kF32);
@@ -139,8 +143,9 @@ class LibraryKernels {
   std::unique_ptr<LoadedModule> module_;
   CUfunction conv_ = nullptr, im2col_ = nullptr, bias_act_ = nullptr, bias_act8_ = nullptr,
              dwconv8_ = nullptr, dwconv8w4_ = nullptr, tap_major_ = nullptr, pad_ = nullptr,
-             concat_ = nullptr, pool_ = nullptr, epilogue_ = nullptr, fill_ = nullptr,
-             softmax_ = nullptr, unfold_ = nullptr, gather_ = nullptr, binary_ = nullptr;
+             concat_ = nullptr, split_ = nullptr, pool_ = nullptr, epilogue_ = nullptr, fill_ = nullptr,
+             softmax_ = nullptr, unfold_ = nullptr, gather_ = nullptr, binary_ = nullptr,
+             binary16_ = nullptr;
   CUfunction gather1_ = nullptr, gather2_ = nullptr, gather4_ = nullptr;  // by element size
   int sms_ = 1;
   std::atomic<int64_t> launches_{0};

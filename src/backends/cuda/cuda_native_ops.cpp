@@ -258,23 +258,36 @@ Expected<bool> run_split(const Node& node, NativeIO& io, CudaBackend& be) {
   if (sum != len) return false;
   const size_t esize = dtype_size(io.in[0]->dtype);
   const int64_t outer = prod(xd, 0, axis), inner = prod(xd, axis + 1) * static_cast<int64_t>(esize);
-  int64_t off = 0;
+  // Each present output once; then rows of whole 16-byte units take one kernel for all outputs
+  // (when every output is present), else one 2-D copy per output.
+  std::vector<void*> dst(nout, nullptr);
+  bool vector = reinterpret_cast<uintptr_t>(io.in[0]->ptr) % 16 == 0 && outer > 0;
   for (size_t j = 0; j < nout; ++j) {
-    std::vector<int64_t> od = xd;
-    od[axis] = sizes[j];
     if (!node.output(j)) {
-      off += sizes[j];
+      vector = false;
       continue;
     }
-    FERRITE_ASSIGN_OR_RETURN(void* y, io.output(j, io.in[0]->dtype, od));
-    if (sizes[j] > 0 && outer > 0 && inner > 0) {
+    std::vector<int64_t> od = xd;
+    od[axis] = sizes[j];
+    FERRITE_ASSIGN_OR_RETURN(dst[j], io.output(j, io.in[0]->dtype, od));
+    vector = vector && (sizes[j] * inner) % 16 == 0 && reinterpret_cast<uintptr_t>(dst[j]) % 16 == 0;
+  }
+  if (vector) {
+    std::vector<int64_t> widths;
+    for (size_t j = 0; j < nout; ++j) widths.push_back(sizes[j] * inner / 16);
+    FERRITE_RETURN_IF_ERROR(be.lib->split16(io.in[0]->ptr, dst, widths, outer));
+    return true;
+  }
+  int64_t off = 0;
+  for (size_t j = 0; j < nout; ++j) {
+    if (dst[j] && sizes[j] > 0 && outer > 0 && inner > 0) {
       CUDA_MEMCPY2D c{};
       c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
       c.srcDevice = dptr(io.in[0]->ptr);
       c.srcXInBytes = static_cast<size_t>(off * inner);
       c.srcPitch = static_cast<size_t>(len * inner);
       c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-      c.dstDevice = dptr(y);
+      c.dstDevice = dptr(dst[j]);
       c.dstPitch = static_cast<size_t>(sizes[j] * inner);
       c.WidthInBytes = static_cast<size_t>(sizes[j] * inner);
       c.Height = static_cast<size_t>(outer);
