@@ -81,7 +81,7 @@ TEST(CudaLibraries, CudnnSymbolTableLoadsOrSkipsCleanly) {
 #endif
 }
 
-// Which convolutions go to cuDNN: 16-bit storage always; f32 by the size of one group's column
+// Which convolutions go to cuDNN: 16-bit storage always; f32 by the size of the column
 // matrix, so that batch 1 keeps im2col and a serving batch takes cuDNN (measured both ways).
 TEST(CudaLibraries, CudnnTakesF32ConvolutionsByColumnBytes) {
   ScopedEnv none("FERRITE_CUDA_CUDNN", "");

@@ -97,9 +97,12 @@ enum class CudnnResult { kDeclined, kConvOnly, kWithEpilogue };
 Expected<CudnnResult> conv_on_cudnn(const Node& node, NativeIO& io, CudaBackend& be,
                                     const ConvCall& c, void* y) {
   const ConvParams& p = c.p;
-  // The column matrix of one group: what im2col writes (grouped convolutions run the direct
-  // kernel, whose work per output grows with it the same way).
-  const int64_t col = p.N * (p.C / std::max<int64_t>(1, p.groups)) * p.KH * p.KW * p.OH * p.OW *
+  // The size of the work without cuDNN, as im2col's column matrix: what im2col writes for a
+  // dense convolution, and for a grouped one what the direct kernel reads (every output reads
+  // C / groups * KH * KW inputs). Depthwise layers (groups == C) count one channel: the direct
+  // kernel's 9-49 taps per output stay memory-bound and beat cuDNN's grouped kernels at batch 1.
+  const bool depthwise = p.groups > 1 && p.groups == p.C;
+  const int64_t col = p.N * (depthwise ? 1 : p.C) * p.KH * p.KW * p.OH * p.OW *
                       static_cast<int64_t>(dtype_size(c.dt));
   const bool wanted = c.last || cudnn_for(c.dt, col);
   CudnnConv* dnn = wanted ? be.conv_library() : nullptr;

@@ -100,8 +100,8 @@ class CudnnConv {
 // FERRITE_CUDA_CUDNN != "0" (read per call, like FERRITE_CUDA_FLASH).
 bool cudnn_enabled();
 // Whether convolutions stored as `dtype` go to cuDNN: always bf16 / f16 (tensor cores; measured
-// faster than im2col + cuBLASLt). f32 goes to cuDNN when the column matrix of one group
-// (`im2col_bytes`: N * C / groups * KH * KW * OH * OW elements) exceeds kF32CudnnMinBytes
+// faster than im2col + cuBLASLt). f32 goes to cuDNN when the column matrix (`im2col_bytes`:
+// N * C * KH * KW * OH * OW elements; C counts 1 for depthwise layers) exceeds kF32CudnnMinBytes
 // (FERRITE_CUDA_CUDNN_F32_MB overrides, in MiB): below it im2col + cuBLASLt (and the direct
 // kernel for grouped convolutions) won, e.g. ResNet-50 at batch 1 1.08 against 1.93 ms on an
 // H100, because cuDNN's FMA-math kernels transpose NCHW around themselves; above it cuDNN won
