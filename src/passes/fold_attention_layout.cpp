@@ -34,10 +34,19 @@ bool fold(Graph& g, const Uses& uses, std::unordered_set<const Node*>& dead, Nod
   if (!layout) return false;
   std::vector<Value*> inputs = att.inputs;
   std::array<bool, 4> t = layout->transposed;
+  // The result's batch dims [B, H]: a folded operand must have them, not broadcast over them
+  // (the kernels read a transposed operand with its own strides only when nothing broadcasts).
+  const Shape& ys = att.outputs[0]->type.shape;
+  if (!ys.rank_known() || ys.rank() != 4) return false;
+  const Dim& B = ys[0];
+  const Dim& H = t[3] ? ys[2] : ys[1];
+  auto same_known = [](const Dim& a, const Dim& b) { return a.is_known() && a == b; };
   bool changed = false;
   for (int i = 0; i < 3; ++i) {
     Node* tr = inputs[i] ? inputs[i]->producer : nullptr;
     if (t[i] || !swaps_heads(tr)) continue;
+    const Shape& src = tr->inputs[0]->type.shape;  // [B, S, H, D]
+    if (!same_known(src[0], B) || !same_known(src[2], H)) continue;
     inputs[i] = tr->inputs[0];
     t[i] = changed = true;
   }
