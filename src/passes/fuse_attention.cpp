@@ -165,7 +165,9 @@ std::optional<Match> match(const Graph& g, const Uses& uses, const Node& mm2) {
   return m;
 }
 
-bool same_known(const Dim& a, const Dim& b) { return a.is_known() && a == b; }
+bool same_known(const Dim& a, const Dim& b) {
+  return a.is_known() && a == b;
+}
 
 // kT = Reshape(Transpose(Reshape(k, [P, T, D]), [0, 2, 1]), [..., D, T]): k [..., T, D] with its
 // last two axes swapped, through the 3-D batched MatMul that DistilBERT's and GPT-2's exports

@@ -507,8 +507,9 @@ const char* kDwconvSource =
 
 // fe_act_k's kind of an activation code: 0 none, 1 ReLU, 2 any other row.
 // The specialisations of the 16-bit epilogue kernels: 0 none, 1 ReLU, 3 exact GELU, 4 SiLU, 5
-// HardSwish, 6 tanh GELU (GPT-2: through the switch it took 18 us a layer at 8x128), 2 any other row through fe_act's per-element switch (a kernel without a case for a
-// kind takes it as 2). The switch cost the GELU epilogue a third of its time.
+// HardSwish, 6 tanh GELU (GPT-2: through the switch it took 18 us a layer at 8x128), 2 any other
+// row through fe_act's per-element switch (a kernel without a case for a kind takes it as 2). The
+// switch cost the GELU epilogue a third of its time.
 int act_kind(int code) {
   if (code == 0) return 0;
   auto code_of = [](const char* name) {
@@ -726,8 +727,8 @@ Status LibraryKernels::binary_f32(const void* a, const BroadcastDims& ab, const 
   int dt = dtype_code(dtype);
   auto on16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const int64_t cols = ab.dims[kMaxRank - 1];
-  if (dt != 0 && cols % 8 == 0 && ab.strides[kMaxRank - 1] == 1 &&
-      bb.strides[kMaxRank - 1] == 1 && on16(a) && on16(b) && on16(y)) {
+  if (dt != 0 && cols % 8 == 0 && ab.strides[kMaxRank - 1] == 1 && bb.strides[kMaxRank - 1] == 1 &&
+      on16(a) && on16(b) && on16(y)) {
     int64_t groups = total / 8;
     void* args[] = {&a, &x, &b, &z, &y, &groups, &op, &dt};
     return launch(binary16_, grid_for(groups, 256, sms_), 256, args);

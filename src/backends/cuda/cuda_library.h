@@ -143,9 +143,9 @@ class LibraryKernels {
   std::unique_ptr<LoadedModule> module_;
   CUfunction conv_ = nullptr, im2col_ = nullptr, bias_act_ = nullptr, bias_act8_ = nullptr,
              dwconv8_ = nullptr, dwconv8w4_ = nullptr, tap_major_ = nullptr, pad_ = nullptr,
-             concat_ = nullptr, split_ = nullptr, pool_ = nullptr, epilogue_ = nullptr, fill_ = nullptr,
-             softmax_ = nullptr, unfold_ = nullptr, gather_ = nullptr, binary_ = nullptr,
-             binary16_ = nullptr;
+             concat_ = nullptr, split_ = nullptr, pool_ = nullptr, epilogue_ = nullptr,
+             fill_ = nullptr, softmax_ = nullptr, unfold_ = nullptr, gather_ = nullptr,
+             binary_ = nullptr, binary16_ = nullptr;
   CUfunction gather1_ = nullptr, gather2_ = nullptr, gather4_ = nullptr;  // by element size
   int sms_ = 1;
   std::atomic<int64_t> launches_{0};

@@ -270,7 +270,8 @@ Expected<bool> run_split(const Node& node, NativeIO& io, CudaBackend& be) {
     std::vector<int64_t> od = xd;
     od[axis] = sizes[j];
     FERRITE_ASSIGN_OR_RETURN(dst[j], io.output(j, io.in[0]->dtype, od));
-    vector = vector && (sizes[j] * inner) % 16 == 0 && reinterpret_cast<uintptr_t>(dst[j]) % 16 == 0;
+    vector =
+        vector && (sizes[j] * inner) % 16 == 0 && reinterpret_cast<uintptr_t>(dst[j]) % 16 == 0;
   }
   if (vector) {
     std::vector<int64_t> widths;
@@ -475,8 +476,8 @@ Expected<bool> run_attention(const Node& node, NativeIO& io, CudaBackend& be) {
   p.v_bs = batch_strides(vb, T * Dv);
   // A transposed operand (rank 4, batch [B, H]): heads D apart, batch items S * H * D apart,
   // rows H * D apart; its batch dims equal the broadcast ones (checked: no broadcasting).
-  auto heads_after_sequence = [&](int i, const std::vector<int64_t>& ob, int64_t rows,
-                                  int64_t d, std::vector<int64_t>* bs, int64_t* rs) {
+  auto heads_after_sequence = [&](int i, const std::vector<int64_t>& ob, int64_t rows, int64_t d,
+                                  std::vector<int64_t>* bs, int64_t* rs) {
     if (!layout.transposed[i]) return true;
     if (br != 2 || ob != *batch) return false;
     *bs = {rows * ob[1] * d, d};
