@@ -13,11 +13,11 @@ and CUDA graphs stay on).
 """
 import os
 import sys
-from collections import defaultdict
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cupti_kernels import kernel_table, print_table  # noqa: E402
 from torch_backends import CASES, compiled  # noqa: E402
 
 
@@ -31,31 +31,8 @@ def main():
     model, args = CASES[case]()
     with torch.no_grad():
         fn = compiled(model, mode)
-        for _ in range(20):
-            fn(*args)
-        torch.cuda.synchronize()
-        acts = [torch.profiler.ProfilerActivity.CUDA]
-        with torch.profiler.profile(activities=acts) as prof:
-            for _ in range(runs):
-                fn(*args)
-            torch.cuda.synchronize()
-    per_name = defaultdict(lambda: [0, 0.0])
-    for e in prof.events():
-        if e.device_type != torch.autograd.DeviceType.CUDA:
-            continue
-        name = e.name
-        if name.startswith("Memcpy") or name.startswith("Memset"):
-            name = name.split(" ")[0]
-        per_name[name][0] += 1
-        per_name[name][1] += e.device_time_total if hasattr(e, "device_time_total") else \
-            e.cuda_time_total
-    total_us = sum(v[1] for v in per_name.values()) / runs
-    count = sum(v[0] for v in per_name.values()) / runs
-    print(f"{case} {mode}: {count:.0f} kernels per forward, {total_us / 1000:.3f} ms of kernel "
-          f"time per forward ({torch.cuda.get_device_name()})")
-    print(f"{'us/fwd':>9} {'n/fwd':>6}  kernel")
-    for name, (n, us) in sorted(per_name.items(), key=lambda kv: -kv[1][1])[:40]:
-        print(f"{us / runs:9.1f} {n / runs:6.1f}  {name[:110]}")
+        per_name = kernel_table(lambda: fn(*args), runs, warmup=20)
+    print_table(f"{case} {mode}", per_name, runs, top=40, width=110)
     return 0
 
 

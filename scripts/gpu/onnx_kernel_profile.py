@@ -16,32 +16,12 @@ FERRITE_LOG=profile, and ferrite's CUDA graphs stay on).
 import argparse
 import os
 import sys
-from collections import defaultdict
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_serving_bench as osb  # noqa: E402
-
-
-def kernel_table(fn, runs):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(runs):
-            fn()
-        torch.cuda.synchronize()
-    per_name = defaultdict(lambda: [0, 0.0])
-    for e in prof.events():
-        if e.device_type != torch.autograd.DeviceType.CUDA:
-            continue
-        name = e.name
-        if name.startswith("Memcpy") or name.startswith("Memset"):
-            name = name.split(" ")[0]
-        per_name[name][0] += 1
-        per_name[name][1] += getattr(e, "device_time_total", 0.0) or e.cuda_time_total
-    return per_name
+from cupti_kernels import kernel_table, print_table  # noqa: E402
 
 
 def build_fn(mode, base, feeds_f32, path, precision, device):
@@ -83,15 +63,9 @@ def main():
                 fn = build_fn(mode, base, feeds_f32, path, args.precision, args.device)
                 per_name = kernel_table(fn, args.runs)
                 del fn
-                total = sum(v[1] for v in per_name.values()) / args.runs
-                count = sum(v[0] for v in per_name.values()) / args.runs
-                print(f"\n## {name} {args.shape} {args.precision} {mode}: {count:.0f} kernels per "
-                      f"call, {total / 1000:.3f} ms of kernel time per call "
-                      f"({torch.cuda.get_device_name()})")
-                print(f"{'us/call':>9} {'n/call':>6}  kernel")
-                ranked = sorted(per_name.items(), key=lambda kv: -kv[1][1])
-                for kname, (n, us) in ranked[:args.top]:
-                    print(f"{us / args.runs:9.1f} {n / args.runs:6.1f}  {kname[:120]}")
+                print()
+                print_table(f"## {name} {args.shape} {args.precision} {mode}", per_name,
+                            args.runs, args.top)
                 sys.stdout.flush()
         osb.free_memory(args.device)
     return 0

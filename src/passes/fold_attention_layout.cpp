@@ -26,10 +26,11 @@ bool swaps_heads(const Node* t) {
   return perm == std::vector<int64_t>{0, 2, 1, 3} && s.rank_known() && s.rank() == 4;
 }
 
-bool fold(Graph& g, const Uses& uses, std::unordered_set<const Node*>& dead, Node& att) {
-  if (att.domain != kFerriteDomain || att.op_type != "Attention" || att.outputs.size() != 1 ||
-      att.inputs.size() < 3 || dead.count(&att))
-    return false;
+bool fold(RewriteContext& c, Node& att) {
+  Graph& g = c.g;
+  const Uses& uses = c.uses;
+  std::unordered_set<const Node*>& dead = c.dead;
+  if (att.outputs.size() != 1 || att.inputs.size() < 3) return false;
   auto layout = attention_layout(att);
   if (!layout) return false;
   std::vector<Value*> inputs = att.inputs;
@@ -69,18 +70,10 @@ class FoldAttentionLayout : public Pass {
  public:
   std::string name() const override { return "fold-attention-layout"; }
   Expected<bool> run(Graph& g) override {
-    // rewrite_anchored walks default-domain ops; Attention is ferrite's, so the walk is here.
-    Uses uses = compute_uses(g);
-    std::unordered_set<const Node*> dead;
-    std::vector<Node*> atts;
-    for (auto& n : g.nodes())
-      if (n->domain == kFerriteDomain && n->op_type == "Attention") atts.push_back(n.get());
-    int matches = 0;
-    for (Node* a : atts) matches += fold(g, uses, dead, *a) ? 1 : 0;
-    g.erase_nodes({dead.begin(), dead.end()});
-    g.compact();
-    log_matches(name(), matches);
-    return matches > 0;
+    return rewrite_anchored_if(
+        g, name(),
+        [](const Node& n) { return n.domain == kFerriteDomain && n.op_type == "Attention"; },
+        [](RewriteContext& c, Node& att) { return fold(c, att) ? 1 : 0; });
   }
 };
 

@@ -14,14 +14,25 @@ namespace ferrite::rewrite {
 bool rewrite_anchored(Graph& g, const std::string& pass,
                       std::initializer_list<const char*> anchor_ops,
                       const MatchAndRewrite& rewrite) {
+  const std::vector<const char*> ops(anchor_ops);
+  return rewrite_anchored_if(
+      g, pass,
+      [&](const Node& n) {
+        return std::any_of(ops.begin(), ops.end(), [&](const char* op) { return is_op(&n, op); });
+      },
+      rewrite);
+}
+
+bool rewrite_anchored_if(Graph& g, const std::string& pass,
+                         const std::function<bool(const Node&)>& is_anchor,
+                         const MatchAndRewrite& rewrite) {
   Uses uses = compute_uses(g);
   std::unordered_set<const Node*> dead;
   RewriteContext ctx{g, uses, dead};
   // A snapshot: rewrites insert nodes, which must not be walked (nor invalidate the walk).
   std::vector<Node*> anchors;
   for (auto& n : g.nodes())
-    for (const char* op : anchor_ops)
-      if (is_op(n.get(), op)) anchors.push_back(n.get());
+    if (is_anchor(*n)) anchors.push_back(n.get());
   int matches = 0;
   for (Node* anchor : anchors)
     if (!dead.count(anchor)) matches += rewrite(ctx, *anchor);

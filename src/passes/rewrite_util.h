@@ -49,6 +49,11 @@ using MatchAndRewrite = std::function<int(RewriteContext& ctx, Node& anchor)>;
 bool rewrite_anchored(Graph& g, const std::string& pass,
                       std::initializer_list<const char*> anchor_ops,
                       const MatchAndRewrite& rewrite);
+// The same driver over the nodes `is_anchor` accepts (e.g. ops of the ferrite domain, which
+// is_op does not match).
+bool rewrite_anchored_if(Graph& g, const std::string& pass,
+                         const std::function<bool(const Node&)>& is_anchor,
+                         const MatchAndRewrite& rewrite);
 
 // Compile-time data of v (initializer or folded constant); null for graph inputs, even those
 // with a default initializer, which the caller may override.

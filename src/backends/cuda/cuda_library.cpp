@@ -777,50 +777,38 @@ Status LibraryKernels::pad(const void* x, void* y, const PadParams& p) {
   return launch(pad_, grid_for(total, 256, sms_), 256, args);
 }
 
-Status LibraryKernels::split16(const void* x, const std::vector<void*>& dst,
-                               const std::vector<int64_t>& widths, int64_t rows) {
-  int64_t in_width = 0;
-  for (int64_t w : widths) in_width += w;
+Status LibraryKernels::columns16(CUfunction f, const void* whole,
+                                 const std::vector<const void*>& parts,
+                                 const std::vector<int64_t>& widths, int64_t rows) {
+  int64_t whole_width = 0;
+  for (int64_t w : widths) whole_width += w;
   int64_t col = 0;
-  for (size_t first = 0; first < dst.size(); first += kConcatMax) {
+  for (size_t first = 0; first < parts.size(); first += kConcatMax) {
     ConcatParams p{};
     p.rows = rows;
-    p.out_width = in_width;
+    p.out_width = whole_width;
     p.col0 = col;
-    p.n = static_cast<int>(std::min<size_t>(kConcatMax, dst.size() - first));
+    p.n = static_cast<int>(std::min<size_t>(kConcatMax, parts.size() - first));
     for (int k = 0; k < p.n; ++k) {
-      p.src[k] = dst[first + k];
+      p.src[k] = parts[first + k];
       p.start[k + 1] = p.start[k] + widths[first + k];
     }
     col += p.start[p.n];
     if (rows * p.start[p.n] == 0) continue;
-    void* args[] = {&p, &x};
-    FERRITE_RETURN_IF_ERROR(launch(split_, grid_for(rows * p.start[p.n], 256, sms_), 256, args));
+    void* args[] = {&p, &whole};
+    FERRITE_RETURN_IF_ERROR(launch(f, grid_for(rows * p.start[p.n], 256, sms_), 256, args));
   }
   return Status::ok();
 }
 
+Status LibraryKernels::split16(const void* x, const std::vector<void*>& dst,
+                               const std::vector<int64_t>& widths, int64_t rows) {
+  return columns16(split_, x, std::vector<const void*>(dst.begin(), dst.end()), widths, rows);
+}
+
 Status LibraryKernels::concat16(const std::vector<const void*>& src,
                                 const std::vector<int64_t>& widths, int64_t rows, void* y) {
-  int64_t out_width = 0;
-  for (int64_t w : widths) out_width += w;
-  int64_t col = 0;
-  for (size_t first = 0; first < src.size(); first += kConcatMax) {
-    ConcatParams p{};
-    p.rows = rows;
-    p.out_width = out_width;
-    p.col0 = col;
-    p.n = static_cast<int>(std::min<size_t>(kConcatMax, src.size() - first));
-    for (int k = 0; k < p.n; ++k) {
-      p.src[k] = src[first + k];
-      p.start[k + 1] = p.start[k] + widths[first + k];
-    }
-    col += p.start[p.n];
-    if (rows * p.start[p.n] == 0) continue;
-    void* args[] = {&p, &y};
-    FERRITE_RETURN_IF_ERROR(launch(concat_, grid_for(rows * p.start[p.n], 256, sms_), 256, args));
-  }
-  return Status::ok();
+  return columns16(concat_, y, src, widths, rows);
 }
 
 Status LibraryKernels::broadcast_fill(void* y, const void* c, const BroadcastDims& bd,

@@ -139,6 +139,10 @@ class LibraryKernels {
 
  private:
   Status launch(CUfunction f, int64_t grid, int64_t block, void** args);
+  // fe_concat16 / fe_split16 over `parts` (16-byte units, widths[k] per row) and the whole
+  // [rows, sum of widths] buffer; one launch per kConcatMax parts.
+  Status columns16(CUfunction f, const void* whole, const std::vector<const void*>& parts,
+                   const std::vector<int64_t>& widths, int64_t rows);
   const CudaRuntime* rt_ = nullptr;
   std::unique_ptr<LoadedModule> module_;
   CUfunction conv_ = nullptr, im2col_ = nullptr, bias_act_ = nullptr, bias_act8_ = nullptr,
