@@ -16,6 +16,7 @@
 #include <functional>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "frontend/onnx/tensor_proto.h"
@@ -61,8 +62,10 @@ Comparison with ONNX Runtime (--compare onnxruntime)
   execution provider, graph_optimization_level ORT_ENABLE_ALL, intra_op_num_threads = --threads,
   inter_op_num_threads 1 and sequential execution. ferrite writes its input tensors to a temp
   directory; ORT reads the same files. Warm-up and timed runs alternate in blocks (ferrite,
-  ORT, ferrite, ORT, ...) of about the same wall time, so machine noise hits both alike; each
-  runtime stops once it has R runs and S seconds. ORT is timed around session.run inside the
+  ORT, ferrite, ORT, ...) of about the same wall time, so machine noise hits both alike, with a
+  50 ms pause before each block (FERRITE_BENCH_SETTLE_MS; not timed): ORT's intra-op workers
+  keep spinning for a while after each run (its default) and would otherwise take the cores
+  during ferrite's next block. Each runtime stops once it has R runs and S seconds. ORT is timed around session.run inside the
   child (pipe traffic is not counted). ORT's outputs are compared with ferrite's first-run
   outputs: the max abs diff is printed, and a warning if they differ beyond the tolerances of
   `ferrite test-onnx --help` (the benchmark then compares different computations).
@@ -438,6 +441,17 @@ Status start_onnxruntime(BenchReport& rep, const std::vector<Tensor>& first, con
   return Status::ok();
 }
 
+// Before each block of an interleaved comparison: lets the other runtime's threads go idle.
+// ONNX Runtime's intra-op workers keep spinning on their cores for a while after session.run
+// returns (its default, session.intra_op.allow_spinning); on a 2-core host that spinning ran
+// into the next ferrite block and took its cores (ResNet-50 batch 2: ferrite 99 ms interleaved
+// against 78 ms alone, ORT 81 / 77 ms). The pause is outside every timed run.
+void settle() {
+  const char* v = std::getenv("FERRITE_BENCH_SETTLE_MS");
+  const int ms = v ? std::atoi(v) : 50;
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
 // Warm-up, then timed blocks in alternation until every runtime has min_runs runs and min_s
 // seconds. Returns the wall time of the timed part.
 Expected<double> time_interleaved(const std::vector<Runner*>& runners, const BenchReport& rep,
@@ -472,6 +486,7 @@ Expected<double> time_interleaved(const std::vector<Runner*>& runners, const Ben
       double need = std::max(need_runs, std::ceil((min_s - r->total) / per));
       double n = block > 0 ? block : std::round(0.2 / per);
       n = std::clamp(std::min(n, need), 1.0, 100000.0);
+      if (runners.size() > 1) settle();
       auto t = r->run(static_cast<int>(n));
       if (!t) return t.status().with_context(r->name + " timed run");
       for (double v : *t) r->total += v;
