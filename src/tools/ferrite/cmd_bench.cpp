@@ -66,9 +66,10 @@ Comparison with ONNX Runtime (--compare onnxruntime)
   50 ms pause before each block (FERRITE_BENCH_SETTLE_MS; not timed): ORT's intra-op workers
   keep spinning for a while after each run (its default) and would otherwise take the cores
   during ferrite's next block. Each runtime stops once it has R runs and S seconds. ORT is
-  timed around session.run inside the child (pipe traffic is not counted). ORT's outputs are compared with ferrite's first-run
-  outputs: the max abs diff is printed, and a warning if they differ beyond the tolerances of
-  `ferrite test-onnx --help` (the benchmark then compares different computations).
+  timed around session.run inside the child (pipe traffic is not counted). ORT's outputs are
+  compared with ferrite's first-run outputs: the max abs diff is printed, and a warning if they
+  differ beyond the tolerances of `ferrite test-onnx --help` (the benchmark then compares
+  different computations).
   The summary line
       ferrite 12.3 ms | onnxruntime 10.1 ms | ratio (ort/ferrite) 0.82x
   gives medians; ratio = ORT median / ferrite median = ferrite's speedup over ORT: >1 means
