@@ -82,6 +82,19 @@ void fused_conv_cases(const OpSchema& s, std::vector<Case>& out) {
      {{"group", int64_t{24}},
       {"pads", Attribute(std::vector<int64_t>{2, 2, 2, 2})},
       {"channels_last", last}});
+  // 7x7 with a channel count off the vector widths (kernel tails), residual + GELU.
+  fc("nhwc-depthwise-7x7-tail-residual",
+     {in("x", kF32, {2, 9, 11, 20}), w({20, 1, 7, 7}), b(20), in("res", kF32, {2, 9, 11, 20})},
+     {{"group", int64_t{20}},
+      {"pads", Attribute(std::vector<int64_t>{3, 3, 3, 3})},
+      {"activation", "gelu"},
+      {"channels_last", last}});
+  // Unequal kernel sides, dilation, asymmetric pads.
+  fc("nhwc-depthwise-3x2-dilated", {in("x", kF32, {1, 10, 9, 32}), w({32, 1, 3, 2}), b(32)},
+     {{"group", int64_t{32}},
+      {"pads", Attribute(std::vector<int64_t>{2, 0, 1, 1})},
+      {"dilations", Attribute(std::vector<int64_t>{2, 2})},
+      {"channels_last", last}});
   fc("nhwc-1x1-bias-residual",
      {in("x", kF32, {3, 5, 5, 8}), w({12, 8, 1, 1}), b(12), in("res", kF32, {3, 5, 5, 12})},
      {{"activation", "relu"}, {"channels_last", last}});
