@@ -326,27 +326,51 @@ struct GpuBuffers {
   }
 };
 
-void check_half_attention(cuda::CudaBackend& backend, int64_t D);
+// How the mask of check_half_attention is laid out: one row per batch ([B, 1, 1, T]) or one per
+// query ([B, 1, S, T]), rows `pad` elements longer than T in memory, a fraction of -inf entries.
+struct HalfMask {
+  int64_t T = 71;
+  bool per_query = false;
+  int64_t pad = 0;
+  bool causal = true;
+  double minus_inf = 0;
+};
+
+void check_half_attention(cuda::CudaBackend& backend, int64_t D, const HalfMask& mc);
 
 TEST(CudaDevice, FusedAttentionHalfStorage) {
   auto be = cuda::open_cuda_backend(0);
   if (!be) GTEST_SKIP() << "no GPU: " << be.status().message();
   // Both tensor-core variants (the pipelined one takes these aligned calls unless turned off),
-  // head dims 32, 64 and 128 (87 KiB of shared memory in the pipelined kernel).
+  // head dims 32, 64 and 128 (87 KiB of shared memory in the pipelined kernel), and the mask
+  // layouts of the pipelined kernel: element by element (T 71: rows off 16 bytes) and staged in
+  // shared memory (one row per batch, one per query, a padded row whose last 16-byte chunk is
+  // partly past T), with fully masked rows (NaN) among the per-query ones.
+  const HalfMask masks[] = {{71, false, 0, true, 0},
+                            {72, false, 0, true, 0},
+                            {136, true, 0, false, 0.3},
+                            {71, true, 1, true, 0.1},
+                            {5, true, 3, false, 0.5}};
   for (const char* pipe : {"1", "0"})
-    for (int64_t D : {32, 64, 128}) {
-      SCOPED_TRACE(std::string("FERRITE_CUDA_FLASH_PIPE=") + pipe + " D " + std::to_string(D));
-      setenv("FERRITE_CUDA_FLASH_PIPE", pipe, 1);
-      check_half_attention(**be, D);
-    }
+    for (int64_t D : {32, 64, 128})
+      for (const HalfMask& mc : masks) {
+        SCOPED_TRACE(std::string("FERRITE_CUDA_FLASH_PIPE=") + pipe + " D " + std::to_string(D) +
+                     " T " + std::to_string(mc.T) + (mc.per_query ? " per query" : " per batch") +
+                     " pad " + std::to_string(mc.pad) + (mc.causal ? " causal" : ""));
+        setenv("FERRITE_CUDA_FLASH_PIPE", pipe, 1);
+        check_half_attention(**be, D, mc);
+      }
   unsetenv("FERRITE_CUDA_FLASH_PIPE");
 }
 
-void check_half_attention(cuda::CudaBackend& backend, int64_t D) {
-  const int64_t B = 2, H = 3, S = 45, T = 71;
-  const char* text = R"(<ir_version: 8, opset_import: ["" : 17, "ferrite" : 1]>
-g (float[b,h,s,d] q, float[b,h,t,d] k, float[b,h,t,d] v, float[b,1,1,t] m) => (float[b,h,s,d] y) {
-  y = ferrite.Attention<causal = 1>(q, k, v, m)
+void check_half_attention(cuda::CudaBackend& backend, int64_t D, const HalfMask& mc) {
+  const int64_t B = 2, H = 3, S = 45, T = mc.T, Sm = mc.per_query ? S : 1, ld = T + mc.pad;
+  const std::string text = std::string(R"(<ir_version: 8, opset_import: ["" : 17, "ferrite" : 1]>
+g (float[b,h,s,d] q, float[b,h,t,d] k, float[b,h,t,d] v, float[b,1,)") +
+                           (mc.per_query ? "s" : "1") +
+                           R"(,t] m) => (float[b,h,s,d] y) {
+  y = ferrite.Attention<causal = )" +
+                           (mc.causal ? "1" : "0") + R"(>(q, k, v, m)
 }
 )";
   auto ref = Session::from_graph(parse(text), "reference");
@@ -367,21 +391,25 @@ g (float[b,h,s,d] q, float[b,h,t,d] k, float[b,h,t,d] v, float[b,1,1,t] m) => (f
     Tensor q = round(random_f32({B, H, S, D}, rng, 0), &qb);
     Tensor k = round(random_f32({B, H, T, D}, rng, 0), &kb);
     Tensor v = round(random_f32({B, H, T, D}, rng, 0), &vb);
-    Tensor m = round(random_f32({B, 1, 1, T}, rng, 0), &mb);
+    Tensor m = round(random_f32({B, 1, Sm, T}, rng, mc.minus_inf), &mb);
     auto want = (*ref)->run({{"q", q}, {"k", k}, {"v", v}, {"m", m}});
     ASSERT_TRUE(want) << want.status().message();
+    std::vector<uint16_t> mpad(B * Sm * ld, 0x7fc0);  // NaN between rows: must not be read
+    for (int64_t r = 0; r < B * Sm; ++r)
+      std::copy(mb.begin() + r * T, mb.begin() + (r + 1) * T, mpad.begin() + r * ld);
     GpuBuffers g{backend.rt(), {}};
     void* dq = g.upload(qb.data(), qb.size() * 2);
     void* dk = g.upload(kb.data(), kb.size() * 2);
     void* dv = g.upload(vb.data(), vb.size() * 2);
-    void* dm = g.upload(mb.data(), mb.size() * 2);
+    void* dm = g.upload(mpad.data(), mpad.size() * 2);
     void* dy = g.upload(nullptr, B * H * S * D * 2);
     cuda::FlashProblem p = problem({B, H}, S, T, D, D);
     p.q_bs = {H * S * D, S * D};
     p.k_bs = p.v_bs = {H * T * D, T * D};
-    p.m_bs = {T, 0};
-    p.m_s = 0, p.m_t = 1;
-    p.has_mask = p.causal = true;
+    p.m_bs = {Sm * ld, 0};
+    p.m_s = mc.per_query ? ld : 0, p.m_t = 1;
+    p.has_mask = true;
+    p.causal = mc.causal;
     p.scale = static_cast<float>(1 / std::sqrt(double(D)));
     ASSERT_EQ(backend.flash->unsupported(p, dt), "");
     ASSERT_TRUE(backend.flash->run(p, dt, dq, dk, dv, dm, dy).is_ok());
@@ -393,6 +421,32 @@ g (float[b,h,s,d] q, float[b,h,t,d] k, float[b,h,t,d] v, float[b,1,1,t] m) => (f
     const double out_round = bf ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
     expect_close(got, (*want)[0], 1e-4 + out_round, std::string(dtype_name(dt)));
   }
+}
+
+TEST(CudaCodegen, FlashMaskTilesNeedAlignedRows) {
+  auto p = problem({8, 12}, 128, 128, 64, 64);
+  p.has_mask = true;
+  p.m_bs = {128 * 128, 0};
+  p.m_s = 128, p.m_t = 1;
+  alignas(16) static const uint16_t buf[16] = {};
+  EXPECT_TRUE(cuda::flash_mask_tiles(p, buf));
+  EXPECT_FALSE(cuda::flash_mask_tiles(p, buf + 1));  // base off 16 bytes
+  EXPECT_FALSE(cuda::flash_mask_tiles(p, nullptr));
+  auto row = p;
+  row.m_s = 0, row.m_bs = {128, 0};
+  EXPECT_TRUE(cuda::flash_mask_tiles(row, buf));
+  auto odd = p;
+  odd.m_s = 127;
+  EXPECT_FALSE(cuda::flash_mask_tiles(odd, buf));
+  auto strided = p;
+  strided.m_t = 2;
+  EXPECT_FALSE(cuda::flash_mask_tiles(strided, buf));
+  auto batch = p;
+  batch.m_bs = {128 * 128 + 4, 0};
+  EXPECT_FALSE(cuda::flash_mask_tiles(batch, buf));
+  // Two more [64][72] tiles of shared memory.
+  EXPECT_EQ(cuda::choose_flash_tc_config(p, DType::kBF16, "sm_90", 227 << 10, true, true).smem,
+            2 * (5 * 64 * (64 + 8) + 2 * 64 * 72));
 }
 
 // Fused vs 3-step on bert_base- and gpt2-like shapes (12 heads, head dim 64): GPU time per

@@ -54,9 +54,10 @@ int64_t tc_smem_bytes(int dp) {
   return 2 * (int64_t{2} * kFlashTcRows * (dp + 8) + int64_t{dp} * (kFlashTcRows + 8));
 }
 
-// The pipelined variant: Q [64][dp + 8] and two buffers each of K and V [64][dp + 8], 2-byte.
-int64_t pipe_smem_bytes(int dp) {
-  return 2 * int64_t{5} * kFlashTcRows * (dp + 8);
+// The pipelined variant: Q [64][dp + 8] and two buffers each of K and V [64][dp + 8], plus two
+// [64][72] mask tiles when the mask is staged, 2-byte.
+int64_t pipe_smem_bytes(int dp, bool mask_tiles) {
+  return 2 * (int64_t{5} * kFlashTcRows * (dp + 8) + (mask_tiles ? 2 * kFlashTcRows * 72 : 0));
 }
 
 bool env_off(const char* name) {
@@ -82,8 +83,17 @@ std::string flash_tc_module_source(DType dtype, int dp) {
          std::to_string(dp) + ")\n";
 }
 
+bool flash_mask_tiles(const FlashProblem& p, const void* mask) {
+  if (!p.has_mask || !mask || p.m_t != 1 || p.m_s % 8 != 0 ||
+      reinterpret_cast<uintptr_t>(mask) % 16 != 0)
+    return false;
+  for (int64_t s : p.m_bs)
+    if (s % 8 != 0) return false;
+  return true;
+}
+
 FlashConfig choose_flash_tc_config(const FlashProblem& p, DType dtype, const std::string& arch,
-                                   int64_t smem_limit, bool aligned16) {
+                                   int64_t smem_limit, bool aligned16, bool mask_tiles) {
   FlashConfig c;
   if (env_off("FERRITE_CUDA_FLASH_TC")) return c;
   if ((dtype != DType::kBF16 && dtype != DType::kF16) || sm_version(arch) < 80) return c;
@@ -102,9 +112,10 @@ FlashConfig choose_flash_tc_config(const FlashProblem& p, DType dtype, const std
     rows8 = p.q_bs[d] % 8 == 0 && p.k_bs[d] % 8 == 0 && p.v_bs[d] % 8 == 0 &&
             (p.o_bs.empty() || p.o_bs[d] % 8 == 0);
   rows8 = rows8 && p.q_rs % 8 == 0 && p.k_rs % 8 == 0 && p.v_rs % 8 == 0 && p.o_rs % 8 == 0;
-  if (rows8 && pipe_smem_bytes(dp) <= smem_limit && !env_off("FERRITE_CUDA_FLASH_PIPE")) {
+  if (rows8 && pipe_smem_bytes(dp, mask_tiles) <= smem_limit &&
+      !env_off("FERRITE_CUDA_FLASH_PIPE")) {
     c.pipelined = true;
-    c.smem = pipe_smem_bytes(dp);
+    c.smem = pipe_smem_bytes(dp, mask_tiles);
   }
   return c;
 }
@@ -201,8 +212,9 @@ Status FlashAttention::run(const FlashProblem& p, DType dtype, const void* q, co
                why.empty() ? "dtype " + std::string(dtype_name(dtype)) : why);
   // bf16 / f16 on sm_80+: the tensor-core kernel, else the f32 CUDA-core one.
   auto on16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  const FlashConfig tc = choose_flash_tc_config(p, dtype, arch_, smem_limit_,
-                                                on16(q) && on16(k) && on16(v) && on16(out));
+  const bool mask_tiles = flash_mask_tiles(p, mask);
+  const FlashConfig tc = choose_flash_tc_config(
+      p, dtype, arch_, smem_limit_, on16(q) && on16(k) && on16(v) && on16(out), mask_tiles);
   const FlashConfig& use = tc.bm ? tc : c;
   FlashParams fp{};
   fp.nb = 1;
@@ -231,6 +243,7 @@ Status FlashAttention::run(const FlashProblem& p, DType dtype, const void* q, co
   fp.scale = p.scale;
   fp.causal = p.causal, fp.nan_to_zero = p.nan_to_zero, fp.has_mask = p.has_mask && mask;
   fp.masked_rows_zero = p.masked_rows_zero;
+  fp.mask_tile = tc.pipelined && mask_tiles;
   const uintptr_t align = 4 * dtype_size(dtype);
   fp.vec = p.D % 4 == 0 && p.Dv % 4 == 0 && fp.q_rs % 4 == 0 && fp.k_rs % 4 == 0 &&
            fp.v_rs % 4 == 0 && reinterpret_cast<uintptr_t>(q) % align == 0 &&
@@ -266,9 +279,9 @@ Status FlashAttention::run(const FlashProblem& p, DType dtype, const void* q, co
   if (log_)
     note("fused attention " + key + " (" + std::to_string(fp.nb) + " x [" + std::to_string(p.S) +
              " x " + std::to_string(p.T) + "], D " + std::to_string(p.D) + ", Dv " +
-             std::to_string(p.Dv) + (p.causal ? ", causal" : "") + (fp.has_mask ? ", mask" : "") +
-             "): " + std::to_string(use.grid) + " blocks, " + std::to_string(use.smem) +
-             " B shared",
+             std::to_string(p.Dv) + (p.causal ? ", causal" : "") +
+             (fp.has_mask ? (fp.mask_tile ? ", mask tiles" : ", mask") : "") + "): " +
+             std::to_string(use.grid) + " blocks, " + std::to_string(use.smem) + " B shared",
          false);
   void* args[] = {&q, &k, &v, &mask, &out, &fp};
   return check(

@@ -34,6 +34,7 @@ struct FlashParams {
   int masked_rows_zero;
   int64_t q_rs, k_rs, v_rs, o_rs;  // element strides between rows
   int64_t o_bs[4];                 // the output's batch strides
+  int mask_tile;  // the pipelined kernel stages mask tiles in shared memory (flash_mask_tiles)
 };
 
 // One attention call: Q [batch, S, D], K [batch, T, D], V [batch, T, Dv], out [batch, S, Dv]
@@ -81,9 +82,15 @@ std::string flash_kernel_name(int dp, int bm);
 // take the call (dtype, architecture, head dim > 128, shared memory, FERRITE_CUDA_FLASH_TC=0).
 // `aligned16`: q, k and v start on 16 bytes; with head dims and batch strides that are multiples
 // of 8 the call takes the pipelined variant (cp.async double buffering of K and V, ldmatrix
-// operands; FERRITE_CUDA_FLASH_PIPE=0 turns it off).
+// operands; FERRITE_CUDA_FLASH_PIPE=0 turns it off). `mask_tiles`: the variant also stages the
+// mask (flash_mask_tiles), which takes more shared memory.
 FlashConfig choose_flash_tc_config(const FlashProblem& p, DType dtype, const std::string& arch,
-                                   int64_t smem_limit, bool aligned16 = false);
+                                   int64_t smem_limit, bool aligned16 = false,
+                                   bool mask_tiles = false);
+// Whether the pipelined kernel can copy `mask` tile by tile (16-byte copies): keys contiguous,
+// query rows and batch offsets on 8 elements, the base on 16 bytes. Otherwise it reads the mask
+// element by element.
+bool flash_mask_tiles(const FlashProblem& p, const void* mask);
 // The module holds both tensor-core variants for one head-dim bucket.
 std::string flash_tc_module_source(DType dtype, int dp);
 std::string flash_tc_kernel_name(int dp, bool pipelined = false);
