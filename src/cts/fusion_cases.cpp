@@ -101,6 +101,35 @@ void kernel_fusion_cases(std::vector<Case>& out) {
       cat<NodeSpec>({{"Add", {"x", "r"}, {"h"}, {}}},
                     cat<NodeSpec>(decomposed_layernorm("h", "ln"), {{"Relu", {"ln"}, {"y"}, {}}})),
       {"y"}, {3}));
+  // RMSNorm as Llama and T5 export it: the row's mean square, rsqrt, the scale read broadcast
+  // over the row (one row kernel storing every element), then the weight.
+  out.push_back(pattern(
+      "rmsnorm",
+      {in("x", kF32, {N, 5, 32}), ints("ax", {-1}), scalar("eps", 1e-6), w("g", {32}, 0.5, 1.5)},
+      {{"Mul", {"x", "x"}, {"sq"}, {}},
+       {"ReduceMean", {"sq", "ax"}, {"ms"}, {{"keepdims", i(1)}}},
+       {"Add", {"ms", "eps"}, {"v"}, {}},
+       {"Sqrt", {"v"}, {"r"}, {}},
+       {"Reciprocal", {"r"}, {"inv"}, {}},
+       {"Mul", {"x", "inv"}, {"n"}, {}},
+       {"Mul", {"n", "g"}, {"y"}, {}}},
+      {"y"}, {3}));
+  // Rotary embedding: rotate_half = cat(-x2, x1) read by one Mul (the Concat folds into it),
+  // and a three-piece Concat along a middle axis into an activation.
+  out.push_back(pattern("rotary-concat",
+                        {in("x", kF32, {N, 2, 6, 8}), w("cos", {6, 8}, -1, 1),
+                         w("sin", {6, 8}, -1, 1), in("z", kF32, {N, 3, 8}), ints("s0", {0}),
+                         ints("s4", {4}), ints("s8", {8}), ints("ax", {3})},
+                        {{"Slice", {"x", "s0", "s4", "ax"}, {"x1"}, {}},
+                         {"Slice", {"x", "s4", "s8", "ax"}, {"x2"}, {}},
+                         {"Neg", {"x2"}, {"nx2"}, {}},
+                         {"Concat", {"nx2", "x1"}, {"rot"}, {{"axis", i(-1)}}},
+                         {"Mul", {"x", "cos"}, {"a"}, {}},
+                         {"Mul", {"rot", "sin"}, {"b"}, {}},
+                         {"Add", {"a", "b"}, {"y"}, {}},
+                         {"Concat", {"z", "z", "z"}, {"zc"}, {{"axis", i(1)}}},
+                         {"Sigmoid", {"zc"}, {"y2"}, {}}},
+                        {"y", "y2"}, {2}));
   // MatMul + bias + erf Gelu (fuse-gelu, fuse-matmul-epilogue), then a second MatMul.
   out.push_back(pattern(
       "mlp-gelu",

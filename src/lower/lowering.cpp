@@ -183,7 +183,8 @@ class Lowerer {
     for (const Value* v : n.inputs) {
       if (!v) continue;
       Lowered& l = values_.at(v);
-      if (l.row && (l.row.get() != epilogue || l.dims != n.outputs[0]->type.shape.dims()))
+      if (l.row && (l.row.get() != epilogue || (l.dims != n.outputs[0]->type.shape.dims() &&
+                                                !row_broadcast(l, n.outputs[0]->type.shape))))
         materialize(l, Buffer::Kind::kIntermediate, v, v->name);
     }
     if (fixed_by_binding(n)) {
@@ -191,7 +192,7 @@ class Lowerer {
         if (o) fixed_values_.insert(o);
       return lower_library(n);
     }
-    if (lower_row(n) || lower_view(n) || lower_pointwise(n)) return Status::ok();
+    if (lower_row(n) || lower_view(n) || lower_pointwise(n) || lower_concat(n)) return Status::ok();
     return lower_library(n);
   }
 
@@ -234,9 +235,40 @@ class Lowerer {
     for (const Value* v : n.inputs) {
       if (!v) continue;
       const Lowered& l = values_.at(v);
-      if (l.row && l.dims == *out_dims) return l.row.get();
+      if (l.row && (l.dims == *out_dims || row_broadcast(l, Shape(*out_dims)))) return l.row.get();
     }
     return nullptr;
+  }
+
+  // Whether `l`, one value per row of a pending row kernel (ReduceMean with keepdims), is read
+  // broadcast over the row by a pointwise node over the kernel's whole iteration space: RMSNorm's
+  // x * rsqrt(mean(x^2) + eps). The node then becomes the kernel's store expression, per element,
+  // instead of a second kernel reading the row again.
+  static bool row_broadcast(const Lowered& l, const Shape& out) {
+    if (!l.row || !l.row->per_row || !out.rank_known() || out.dims() != l.row->iter ||
+        l.dims.size() != l.row->iter.size() || l.row->out_idx.size() != l.dims.size())
+      return false;
+    const size_t outer = l.dims.size() - l.row->reduce_rank;
+    for (size_t d = 0; d < l.dims.size(); ++d) {
+      const bool reduced = d >= outer;
+      if (reduced ? l.dims[d].value() != 1 || l.row->out_idx[d] != SymExpr(0)
+                  : l.dims[d] != out.dims()[d] || l.row->out_idx[d] != SymExpr::symbol(loop_var(d)))
+        return false;
+    }
+    return true;
+  }
+
+  // The per-element form of per-row plan `p` (its store runs at every element of the row).
+  std::shared_ptr<const lower_impl::RowPlan> per_element(
+      const std::shared_ptr<const lower_impl::RowPlan>& p) {
+    auto& e = per_element_plans_[p.get()];
+    if (!e) {
+      auto q = std::make_shared<lower_impl::RowPlan>(*p);
+      q->per_row = false;
+      q->out_idx = loop_vars(q->iter.size());
+      e = std::move(q);
+    }
+    return e;
   }
 
   // Inputs of a lowerable node: present, known dims, kernel dtypes.
@@ -291,7 +323,9 @@ class Lowerer {
       for (const std::string& name : l.nodes)
         if (!l.row || std::find(r.nodes.begin(), r.nodes.end(), name) == r.nodes.end())
           r.nodes.push_back(name);
-      if (l.row) r.row = l.row;  // an epilogue: every such input shares this plan
+      // An epilogue: every such input shares this plan (its per-element form when the input is
+      // one value per row, read broadcast).
+      if (l.row) r.row = l.dims != r.dims && l.row->per_row ? per_element(l.row) : l.row;
     }
     r.nodes.push_back(n.name);
     const Node* node = &n;
@@ -312,6 +346,80 @@ class Lowerer {
     bool realize = uses_[out] > 1 || r.cost > opts_.max_inline_exprs;
     values_[out] = std::move(r);
     for (const Value* v : consumed) forget_nodes(v);
+    if (realize) materialize(values_[out], Buffer::Kind::kIntermediate, out, out->name);
+    return true;
+  }
+
+  // A float Concat of a few pieces read by one node folds into that reader, as inductor does:
+  // each element picks its piece by its index along the axis (rotary embeddings' rotate_half,
+  // cat(-x2, x1), then costs no copy and no kernel of its own). Every piece is read at an index
+  // clamped into it, so the reads of the pieces not picked stay in bounds (and, pinned to the
+  // piece's edge, in cache). More pieces (DenseNet's feature maps) stay one library copy.
+  static constexpr size_t kMaxInlineConcatPieces = 4;
+  bool lower_concat(const Node& n) {
+    if (!n.domain.empty() || n.op_type != "Concat" || n.outputs.size() != 1 || !n.outputs[0] ||
+        n.inputs.size() < 2 || n.inputs.size() > kMaxInlineConcatPieces)
+      return false;
+    const Value* out = n.outputs[0];
+    auto out_dims = known_dims(out->type.shape);
+    if (uses_[out] != 1 || is_output(out) || !out_dims || !is_float(out->type.dtype) ||
+        !kernel_dtype(out->type.dtype))
+      return false;
+    const auto rank = static_cast<int64_t>(out_dims->size());
+    int64_t axis = n.attr_int("axis", 0);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return false;
+    std::vector<std::shared_ptr<const Lowered>> ins;
+    std::vector<int64_t> starts;
+    int64_t total = 0;
+    Lowered r;
+    r.cost = 1;
+    for (const Value* v : n.inputs) {
+      if (!v) return false;
+      const Lowered& l = values_.at(v);
+      if (!l.dims_known || l.dtype != out->type.dtype || l.dims.size() != out_dims->size())
+        return false;
+      auto len = l.dims[axis].value();
+      if (!len || *len <= 0) return false;  // symbolic or empty pieces: the library copy
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != axis && l.dims[d] != (*out_dims)[d]) return false;
+      ins.push_back(for_closure(l));
+      starts.push_back(total);
+      total += *len;
+      r.cost += l.cost;
+    }
+    if ((*out_dims)[axis].value() != total) return false;
+    r.dtype = out->type.dtype;
+    r.dims_known = true;
+    r.dims = *out_dims;
+    for (const Value* v : n.inputs)
+      for (const std::string& name : values_.at(v).nodes) r.nodes.push_back(name);
+    r.nodes.push_back(n.name);
+    r.emit = [ins, starts, total, axis](EmitContext& ctx, const std::vector<SymExpr>& idx) {
+      const SymExpr at = idx[axis];
+      int v = -1;
+      for (size_t i = ins.size(); i-- > 0;) {  // select chain from the last piece
+        const int64_t end = i + 1 < starts.size() ? starts[i + 1] : total;
+        std::vector<SymExpr> sub = idx;
+        SymExpr local = at - SymExpr(starts[i]);
+        if (i > 0) local = SymExpr::max(local, SymExpr(0));
+        if (i + 1 < ins.size()) local = SymExpr::min(local, SymExpr(end - starts[i] - 1));
+        sub[axis] = local;
+        const int piece = emit_value(*ins[i], ctx, sub);
+        if (v < 0) {
+          v = piece;
+          continue;
+        }
+        const int before =
+            ctx.body.binary("lt", ctx.body.symbol(DType::kI64, at),
+                            ctx.body.constant(DType::kI64, double(end)), DType::kBool);
+        v = ctx.body.select(before, piece, v);
+      }
+      return v;
+    };
+    const bool realize = r.cost > opts_.max_inline_exprs;
+    values_[out] = std::move(r);
+    for (const Value* v : n.inputs) forget_nodes(v);
     if (realize) materialize(values_[out], Buffer::Kind::kIntermediate, out, out->name);
     return true;
   }
@@ -574,6 +682,8 @@ class Lowerer {
   std::unordered_map<const Value*, int> uses_;
   std::unordered_map<const Value*, std::vector<const Node*>> consumers_;  // one per input use
   std::unordered_set<const Value*> fixed_values_;  // fixed by the shape binding (see above)
+  std::unordered_map<const lower_impl::RowPlan*, std::shared_ptr<const lower_impl::RowPlan>>
+      per_element_plans_;
 };
 
 }  // namespace
