@@ -350,7 +350,7 @@ class Lowerer {
     return true;
   }
 
-  // A float Concat of a few pieces read by one node folds into that reader, as inductor does:
+  // A float Concat of a few pieces read by one pointwise node folds into it, as inductor does:
   // each element picks its piece by its index along the axis (rotary embeddings' rotate_half,
   // cat(-x2, x1), then costs no copy and no kernel of its own). Every piece is read at an index
   // clamped into it, so the reads of the pieces not picked stay in bounds (and, pinned to the
@@ -365,6 +365,10 @@ class Lowerer {
     if (uses_[out] != 1 || is_output(out) || !out_dims || !is_float(out->type.dtype) ||
         !kernel_dtype(out->type.dtype))
       return false;
+    // Only into a pointwise reader: for a library reader (a convolution after SqueezeNet's fire
+    // module) the library copy is the faster way to make the contiguous input.
+    const auto& readers = consumers_[out];
+    if (readers.size() != 1 || !find_pointwise_op(*readers[0])) return false;
     const auto rank = static_cast<int64_t>(out_dims->size());
     int64_t axis = n.attr_int("axis", 0);
     if (axis < 0) axis += rank;

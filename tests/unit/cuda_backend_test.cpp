@@ -307,6 +307,39 @@ g (float[b,n] x, float[c,3,12] z) => (float[b,n] y, int64[2] shp, float[c,3,2] s
                       {{"x", DType::kF32, {5, 100}}, {"z", DType::kF32, {1, 3, 12}}}});
 }
 
+// Integer CumSum (a warp scan per line: lengths across 32-element steps, exclusive, reverse,
+// inner axes) and Gathers of whole 16-byte rows (a bf16 embedding table, negative indices) next to
+// rows that are not (24-byte f32 rows).
+TEST(CudaDevice, IntegerCumSumAndSixteenByteGather) {
+  const char* text = R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[b,n] x, float[50,64] table, float[50,6] narrow) => (float[b,n] c0, float[b,n] c1,
+                                                          float[b,n] c2, float[5,64] e,
+                                                          float[5,6] f) {
+  xi = Cast<to = 7>(x)
+  x32 = Cast<to = 6>(x)
+  one = Constant<value = int64 {1}>()
+  zero = Constant<value = int64 {0}>()
+  s0 = CumSum(xi, one)
+  s1 = CumSum<exclusive = 1, reverse = 1>(x32, one)
+  s2 = CumSum<reverse = 1>(xi, zero)
+  c0 = Cast<to = 1>(s0)
+  c1 = Cast<to = 1>(s1)
+  c2 = Cast<to = 1>(s2)
+  idx = Constant<value = int64[5] {0, 3, -1, 49, 7}>()
+  tb = Cast<to = 16>(table)
+  eb = Gather(tb, idx)
+  e = Cast<to = 1>(eb)
+  f = Gather(narrow, idx)
+}
+)";
+  check_on_gpu(text, {{{"x", DType::kF32, {3, 100}, 50.0},
+                       {"table", DType::kF32, {50, 64}},
+                       {"narrow", DType::kF32, {50, 6}}},
+                      {{"x", DType::kF32, {70, 33}, 50.0},
+                       {"table", DType::kF32, {50, 64}},
+                       {"narrow", DType::kF32, {50, 6}}}});
+}
+
 // 16-bit Split into whole 16-byte rows (one fe_split16 launch for all outputs) and a broadcast
 // Add whose operand has a symbolic min(64, s) dim (DistilBERT's position embeddings: the library
 // binary kernel, 8 elements a thread).

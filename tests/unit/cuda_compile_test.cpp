@@ -251,8 +251,9 @@ TEST(CudaCompile, LibraryCompilesAsSeveralPrograms) {
       EXPECT_TRUE(seen.insert(k).second) << k;
       EXPECT_TRUE(cubin_defines(c->cubins[i].cubin, k)) << k;
     }
-  for (const char* k : {"fe_conv2d", "fe_gather", "fe_gather_4", "fe_epilogue", "fe_pool2d",
-                        "fe_gather_nd", "fe_cumsum", "fe_split16", "fe_binary16_rows"})
+  for (const char* k :
+       {"fe_conv2d", "fe_gather", "fe_gather_4", "fe_epilogue", "fe_pool2d", "fe_gather_nd",
+        "fe_cumsum", "fe_cumsum_int", "fe_split16", "fe_binary16_rows", "fe_gather_16"})
     EXPECT_TRUE(seen.count(k)) << k;
   EXPECT_EQ(c->chunks.size(), std::min<size_t>(cuda::compile_threads(), seen.size()));
 }

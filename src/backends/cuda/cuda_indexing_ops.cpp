@@ -208,7 +208,9 @@ Expected<bool> run_cumsum(const Node& node, NativeIO& io, CudaBackend& be) {
   int d = dt, excl = node.attr_int("exclusive", 0) != 0, rev = node.attr_int("reverse", 0) != 0;
   const void* px = x.ptr;
   void* args[] = {&px, &y, &lines, &len, &inner, &d, &excl, &rev};
-  FERRITE_RETURN_IF_ERROR(be.lib->launch_named("fe_cumsum", lines, args));
+  // Integers: a warp per line (lines * 32 threads); floats keep the reference's summation order.
+  FERRITE_RETURN_IF_ERROR(dt >= 2 ? be.lib->launch_named("fe_cumsum_int", lines * 32, args)
+                                  : be.lib->launch_named("fe_cumsum", lines, args));
   return true;
 }
 

@@ -235,10 +235,16 @@ __device__ __forceinline__ void bias_act_nhwc8_impl(void* __restrict__ y,
     if (res) rv = ((const uint4*)res)[g];
     unsigned short* ys = (unsigned short*)&yv;
     const unsigned short* rs = (const unsigned short*)&rv;
+    // The 8 bias values in one 16-byte load where the bias is aligned (a GEMM's or a
+    // convolution's bias always is: it is a constant of its own).
+    uint4 bv = make_uint4(0, 0, 0, 0);
+    const bool bias16 = bias && ((unsigned long long)bias & 15) == 0;
+    if (bias16) bv = ((const uint4*)bias)[c0 >> 3];
+    const unsigned short* bs = (const unsigned short*)&bv;
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       float v = fe_ld(ys, k, dt);
-      if (bias) v += fe_ld(bias, c0 + k, dt);
+      if (bias) v += bias16 ? fe_ld(bs, k, dt) : fe_ld(bias, c0 + k, dt);
       if (res_after) {  // a GEMM epilogue: act(y + bias) + res
         v = fe_act_k<KIND>(v, act, lo, hi);
         if (res) v = fe_rnd(v, dt) + fe_ld(rs, k, dt);
@@ -375,84 +381,6 @@ extern "C" __global__ void fe_broadcast_fill(void* __restrict__ y, const void* _
   GRID_STRIDE(i, total) fe_st(y, i, beta * fe_ld(c, fe_bcast_offset(i, b), dt), dt);
 }
 
-// out[o][j][i] = data[o][idx[j]][i]; a negative index counts from the end; an index out of range
-// writes 0 and reports `tag` through *err (the executor turns it into an error naming the node).
-template <class T>
-__device__ __forceinline__ void gather_impl(const T* __restrict__ data, const void* idx, int idx64,
-                                            T* __restrict__ out, int64_t outer, int64_t axis_len,
-                                            int64_t n_idx, int64_t inner, int* err, int tag) {
-  const int64_t total = outer * n_idx * inner;
-  GRID_STRIDE(i, total) {
-    const int64_t in_i = i % inner, r = i / inner;
-    const int64_t j = r % n_idx, o = r / n_idx;
-    int64_t k = idx64 ? ((const int64_t*)idx)[j] : (int64_t)((const int*)idx)[j];
-    if (k < 0) k += axis_len;
-    if (k < 0 || k >= axis_len) {
-      *err = tag;
-      out[i] = T(0);
-      continue;
-    }
-    out[i] = data[(o * axis_len + k) * inner + in_i];
-  }
-}
-
-// One kernel per element size (not one switching on it): each compiles as its own NVRTC program
-// in parallel; together they were the library's slowest compile. `esize` is unused.
-extern "C" __global__ void fe_gather_1(const void* data, const void* idx, int idx64, void* out,
-                                       int64_t outer, int64_t axis_len, int64_t n_idx, int64_t inner,
-                                       int esize, int* err, int tag) {
-  gather_impl((const unsigned char*)data, idx, idx64, (unsigned char*)out, outer, axis_len, n_idx, inner, err, tag);
-}
-extern "C" __global__ void fe_gather_2(const void* data, const void* idx, int idx64, void* out,
-                                       int64_t outer, int64_t axis_len, int64_t n_idx, int64_t inner,
-                                       int esize, int* err, int tag) {
-  gather_impl((const unsigned short*)data, idx, idx64, (unsigned short*)out, outer, axis_len, n_idx, inner, err, tag);
-}
-extern "C" __global__ void fe_gather_4(const void* data, const void* idx, int idx64, void* out,
-                                       int64_t outer, int64_t axis_len, int64_t n_idx, int64_t inner,
-                                       int esize, int* err, int tag) {
-  gather_impl((const unsigned int*)data, idx, idx64, (unsigned int*)out, outer, axis_len, n_idx, inner, err, tag);
-}
-extern "C" __global__ void fe_gather(const void* data, const void* idx, int idx64, void* out,
-                                     int64_t outer, int64_t axis_len, int64_t n_idx, int64_t inner,
-                                     int esize, int* err, int tag) {
-  gather_impl((const unsigned long long*)data, idx, idx64, (unsigned long long*)out, outer, axis_len, n_idx, inner, err, tag);
-}
-
-// y = a (op) b with NumPy broadcasting, all of dtype code dt, in float: 0 add, 1 sub, 2 mul,
-// 3 div.
-extern "C" __global__ void fe_binary_f32(const void* __restrict__ a, BroadcastDims ab,
-                                         const void* __restrict__ b, BroadcastDims bb,
-                                         void* __restrict__ y, int64_t total, int op, int dt) {
-  GRID_STRIDE(i, total) {
-    const float x = fe_ld(a, fe_bcast_offset(i, ab), dt), z = fe_ld(b, fe_bcast_offset(i, bb), dt);
-    fe_st(y, i, op == 0 ? x + z : op == 1 ? x - z : op == 2 ? x * z : x / z, dt);
-  }
-}
-// fe_binary_f32 for 16-bit storage (dt 1, 2) whose last dim is whole 8-element groups that
-// neither operand broadcasts: 8 elements per thread with 16-byte accesses and the broadcast
-// offsets computed once per group (DistilBERT's word + position embeddings: the per-element
-// 6-dim index arithmetic took 17 us for 1.5 MB on an H100). Buffers 16-byte aligned.
-extern "C" __global__ void fe_binary16_rows(const void* __restrict__ a, BroadcastDims ab,
-                                            const void* __restrict__ b, BroadcastDims bb,
-                                            void* __restrict__ y, int64_t groups, int op, int dt) {
-  GRID_STRIDE(g, groups) {
-    const int64_t i = g * 8;
-    const uint4 av = *(const uint4*)((const unsigned short*)a + fe_bcast_offset(i, ab));
-    const uint4 bv = *(const uint4*)((const unsigned short*)b + fe_bcast_offset(i, bb));
-    uint4 yv;
-    const unsigned short* as = (const unsigned short*)&av;
-    const unsigned short* bs = (const unsigned short*)&bv;
-    unsigned short* ys = (unsigned short*)&yv;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const float x = fe_ld(as, k, dt), z = fe_ld(bs, k, dt);
-      fe_st(ys, k, op == 0 ? x + z : op == 1 ? x - z : op == 2 ? x * z : x / z, dt);
-    }
-    ((uint4*)y)[g] = yv;
-  }
-}
-
 // One block per score row: x = s + mask (+ causal -inf); softmax as the reference's Attention
 // (max ignoring NaN, exp and sum in double); NaN probabilities become 0 under nan_to_zero, and
 // a row of -inf scores only (no NaN) becomes 0 under masked_rows_zero.
@@ -492,7 +420,8 @@ extern "C" __global__ void fe_attention_softmax(float* __restrict__ s, const flo
 }
 )";
 
-// Pooling, pad and concat (cuda_memory_bound_source.inc), compiled after kLibrarySource.
+// Pooling, pad, concat, split, gather and broadcast binary ops (cuda_memory_bound_source.inc),
+// compiled after kLibrarySource.
 const char* kMemoryBoundSource =
 #include "backends/cuda/cuda_memory_bound_source.inc"
     ;
@@ -614,6 +543,7 @@ Expected<std::unique_ptr<LibraryKernels>> LibraryKernels::load(const CudaRuntime
              {"fe_gather_1", &lib->gather1_},
              {"fe_gather_2", &lib->gather2_},
              {"fe_gather_4", &lib->gather4_},
+             {"fe_gather_16", &lib->gather16_},
              {"fe_binary_f32", &lib->binary_},
              {"fe_binary16_rows", &lib->binary16_},
              {"fe_attention_softmax", &lib->softmax_}};
@@ -715,8 +645,13 @@ Status LibraryKernels::gather(const void* data, const void* idx, bool idx64, voi
                               int64_t outer, int64_t axis_len, int64_t n_idx, int64_t inner,
                               int esize, int* err, int tag) {
   int i64 = idx64 ? 1 : 0;
-  void* args[] = {&data, &idx, &i64, &out, &outer, &axis_len, &n_idx, &inner, &esize, &err, &tag};
   CUfunction f = esize == 1 ? gather1_ : esize == 2 ? gather2_ : esize == 4 ? gather4_ : gather_;
+  auto on16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if ((inner * esize) % 16 == 0 && on16(data) && on16(out)) {
+    inner = inner * esize / 16;
+    f = gather16_;
+  }
+  void* args[] = {&data, &idx, &i64, &out, &outer, &axis_len, &n_idx, &inner, &esize, &err, &tag};
   return launch(f, grid_for(outer * n_idx * inner, 256, sms_), 256, args);
 }
 

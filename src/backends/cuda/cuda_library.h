@@ -151,6 +151,7 @@ class LibraryKernels {
              fill_ = nullptr, softmax_ = nullptr, unfold_ = nullptr, gather_ = nullptr,
              binary_ = nullptr, binary16_ = nullptr;
   CUfunction gather1_ = nullptr, gather2_ = nullptr, gather4_ = nullptr;  // by element size
+  CUfunction gather16_ = nullptr;  // whole 16-byte units per row
   int sms_ = 1;
   std::atomic<int64_t> launches_{0};
   std::mutex named_mutex_;
