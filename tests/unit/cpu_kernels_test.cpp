@@ -187,6 +187,32 @@ TEST(CpuKernels, BlockedGemms) {
   check("", "Conv", {Dims{1, 16, 20, 20}, Dims{8, 16, 1, 1}, Dims{8}}, {}, seed++, {1});
 }
 
+// Matrix-vector products on the kernel's own dot-product loop (gemv.cpp): one output column
+// (a 1x1 convolution of one pixel, NCHW) or one row (Gemm with transB, a classifier head), K
+// with and without a 16- and 64-element tail, bias, residual and activations, alpha.
+TEST(CpuKernels, MatrixVectorProducts) {
+  uint32_t seed = 80;
+  for (int64_t k : {64, 100, 960}) {
+    check("", "Gemm", {Dims{1, k}, Dims{257, k}, Dims{257}}, {{"transB", int64_t{1}}}, seed++,
+          {1, 2});
+    check("", "Gemm", {Dims{1, k}, Dims{40, k}, Dims{1}},
+          {{"transB", int64_t{1}}, {"alpha", 0.5f}, {"beta", 2.0f}}, seed++);
+    check("", "Conv", {Dims{1, k, 1, 1}, Dims{240, k, 1, 1}, Dims{240}}, {}, seed++, {1});
+  }
+  for (const char* act : {"relu", "hard_sigmoid", "gelu"})
+    for (bool res : {false, true}) {
+      std::vector<std::optional<Dims>> in{Dims{1, 120, 1, 1}, Dims{480, 120, 1, 1}, Dims{480}};
+      if (res) in.push_back(Dims{1, 480, 1, 1});
+      std::vector<Attr> attrs{{"activation", std::string(act)}};
+      if (std::string(act) == "hard_sigmoid")
+        attrs.push_back({"activation_params", std::vector<float>{0.2f, 0.5f}});
+      check("ferrite", "FusedConv", in, attrs, seed++, {1});
+      attrs.push_back({"transB", int64_t{1}});
+      check("ferrite", "FusedMatMul", {Dims{1, 120}, Dims{480, 120}, Dims{480}, Dims{1, 480}},
+            attrs, seed++, {1, 2});
+    }
+}
+
 TEST(CpuKernels, GemmAttributes) {
   uint32_t seed = 100;
   for (int ta = 0; ta < 2; ++ta)

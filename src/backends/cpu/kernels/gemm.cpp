@@ -165,6 +165,7 @@ std::pair<int64_t, int64_t> part(int64_t n, int64_t parts, int64_t j) {
 }  // namespace
 
 bool run_gemm(const GemmProblem& p, ThreadPool& pool) {
+  if (run_gemv(p, pool)) return true;
   ThreadScope single(1);
   const int64_t items = static_cast<int64_t>(p.a_off.size());
   const int64_t threads = pool.size();

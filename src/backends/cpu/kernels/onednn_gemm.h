@@ -35,7 +35,13 @@ struct GemmProblem {
   float scale = 1.0f;
 };
 
-// False when oneDNN has no fast implementation for some block (the caller falls back).
+// False when oneDNN has no fast implementation for some block (the caller falls back). Single
+// matrix-vector products go to run_gemv first.
 bool run_gemm(const GemmProblem& p, ThreadPool& pool);
+
+// One item whose output is one column (N 1, A's rows contiguous, B's column contiguous) or one row
+// (M 1, A's row contiguous, B stored [N, K]) with K >= 64 and at least 16 outputs: a dot product
+// per output on ferrite's own loop (gemv.cpp). False when the problem is not such a product.
+bool run_gemv(const GemmProblem& p, ThreadPool& pool);
 
 }  // namespace ferrite::onednn
