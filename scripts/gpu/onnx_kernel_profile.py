@@ -61,11 +61,12 @@ def main():
             for mode in args.modes.split(","):
                 torch._dynamo.reset()
                 fn = build_fn(mode, base, feeds_f32, path, args.precision, args.device)
-                per_name = kernel_table(fn, args.runs)
+                timeline = {}
+                per_name = kernel_table(fn, args.runs, timeline=timeline)
                 del fn
                 print()
                 print_table(f"## {name} {args.shape} {args.precision} {mode}", per_name,
-                            args.runs, args.top)
+                            args.runs, args.top, timeline=timeline)
                 sys.stdout.flush()
         osb.free_memory(args.device)
     return 0

@@ -115,7 +115,7 @@ void kernel_fusion_cases(std::vector<Case>& out) {
        {"Mul", {"n", "g"}, {"y"}, {}}},
       {"y"}, {3}));
   // Rotary embedding: rotate_half = cat(-x2, x1) read by one Mul (the Concat folds into it),
-  // and a three-piece Concat along a middle axis into an activation.
+  // and a three-piece Concat along a middle axis into an activation (a library copy).
   out.push_back(pattern("rotary-concat",
                         {in("x", kF32, {N, 2, 6, 8}), w("cos", {6, 8}, -1, 1),
                          w("sin", {6, 8}, -1, 1), in("z", kF32, {N, 3, 8}), ints("s0", {0}),
