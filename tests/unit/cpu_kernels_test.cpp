@@ -192,7 +192,7 @@ TEST(CpuKernels, BlockedGemms) {
 // with and without a 16- and 64-element tail, bias, residual and activations, alpha.
 TEST(CpuKernels, MatrixVectorProducts) {
   uint32_t seed = 80;
-  for (int64_t k : {64, 100, 960}) {
+  for (int64_t k : {16, 48, 100, 960}) {
     check("", "Gemm", {Dims{1, k}, Dims{257, k}, Dims{257}}, {{"transB", int64_t{1}}}, seed++,
           {1, 2});
     check("", "Gemm", {Dims{1, k}, Dims{40, k}, Dims{1}},

@@ -50,7 +50,7 @@ FERRITE_TARGET_CLONES float dot(const float* __restrict w, const float* __restri
 }  // namespace
 
 bool run_gemv(const GemmProblem& p, ThreadPool& pool) {
-  if (p.a_off.size() != 1 || p.b_off.size() != 1 || p.K < 64) return false;
+  if (p.a_off.size() != 1 || p.b_off.size() != 1 || p.K < 16) return false;
   // The outputs j = 0..n-1: dot(rows + j * row_stride, vec).
   const float *rows, *vec;
   int64_t n, row_stride;

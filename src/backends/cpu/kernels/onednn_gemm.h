@@ -40,7 +40,7 @@ struct GemmProblem {
 bool run_gemm(const GemmProblem& p, ThreadPool& pool);
 
 // One item whose output is one column (N 1, A's rows contiguous, B's column contiguous) or one row
-// (M 1, A's row contiguous, B stored [N, K]) with K >= 64 and at least 16 outputs: a dot product
+// (M 1, A's row contiguous, B stored [N, K]) with K >= 16 and at least 16 outputs: a dot product
 // per output on ferrite's own loop (gemv.cpp). False when the problem is not such a product.
 bool run_gemv(const GemmProblem& p, ThreadPool& pool);
 
