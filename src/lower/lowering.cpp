@@ -261,11 +261,13 @@ class Lowerer {
   // The per-element form of per-row plan `p` (its store runs at every element of the row).
   std::shared_ptr<const lower_impl::RowPlan> per_element(
       const std::shared_ptr<const lower_impl::RowPlan>& p) {
-    auto& e = per_element_plans_[p.get()];
+    // Keyed by address: the entry keeps `p` alive, so no later plan can take its address.
+    auto& [source, e] = per_element_plans_[p.get()];
     if (!e) {
       auto q = std::make_shared<lower_impl::RowPlan>(*p);
       q->per_row = false;
       q->out_idx = loop_vars(q->iter.size());
+      source = p;
       e = std::move(q);
     }
     return e;
@@ -695,7 +697,10 @@ class Lowerer {
   std::unordered_map<const Value*, int> uses_;
   std::unordered_map<const Value*, std::vector<const Node*>> consumers_;  // one per input use
   std::unordered_set<const Value*> fixed_values_;  // fixed by the shape binding (see above)
-  std::unordered_map<const lower_impl::RowPlan*, std::shared_ptr<const lower_impl::RowPlan>>
+  // Per-row plan -> (that plan, its per-element form): see per_element.
+  std::unordered_map<const lower_impl::RowPlan*,
+                     std::pair<std::shared_ptr<const lower_impl::RowPlan>,
+                               std::shared_ptr<const lower_impl::RowPlan>>>
       per_element_plans_;
 };
 
