@@ -425,9 +425,10 @@ class Lowerer {
           v = piece;
           continue;
         }
-        const int before =
-            ctx.body.binary("lt", ctx.body.symbol(DType::kI64, at),
-                            ctx.body.constant(DType::kI64, double(end)), DType::kBool);
+        // Sequenced: argument evaluation order is unspecified, and it numbers the expressions.
+        const int pos = ctx.body.symbol(DType::kI64, at);
+        const int lim = ctx.body.constant(DType::kI64, double(end));
+        const int before = ctx.body.binary("lt", pos, lim, DType::kBool);
         v = ctx.body.select(before, piece, v);
       }
       return v;
