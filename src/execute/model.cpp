@@ -48,6 +48,13 @@ Model::~Model() {
   DeviceTurn turn(cfg_.device_gate, &cfg_.enter, &cfg_.leave);
   if (!turn.enter()) return;  // the device is gone: nothing can be freed
   (void)rt_.synchronize();
+  if (flag_deferred_ && flag_seen_) {
+    Status late = flag_status(__atomic_load_n(flag_seen_, __ATOMIC_ACQUIRE),
+                              " (in a run on device tensors; the session closed before it was "
+                              "reported)");
+    if (!late) std::fprintf(stderr, "ferrite: %s\n", late.message().c_str());
+  }
+  if (flag_seen_) rt_.capture()->free_staging(flag_seen_);
   recorder_.reset();
   for (auto& [k, s] : states_) drop_binding(*s);
   states_.clear();
@@ -86,6 +93,13 @@ Status Model::init(const std::string& source, const RunOptions& opts) {
   const_mirrored_.assign(lg_.buffers.size(), 0);
   if (pool_ && parts_->library) {
     FERRITE_ASSIGN_OR_RETURN(flag_, pool_get_persistent(sizeof(int)));
+    // Device runs leave the flag set until the host has seen it (model_device_run.cpp).
+    FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
+    if (RunCapture* cap = rt_.capture()) {
+      FERRITE_ASSIGN_OR_RETURN(void* seen, cap->allocate_staging(sizeof(int)));
+      flag_seen_ = static_cast<int*>(seen);
+      *flag_seen_ = 0;
+    }
   }
   if (opts.dump_dir) {
     FERRITE_ASSIGN_OR_RETURN(dump_,
@@ -99,6 +113,7 @@ Expected<std::vector<Tensor>> Model::run(const std::vector<Tensor>& inputs) {
   std::lock_guard<std::mutex> lock(mutex_);
   FERRITE_RETURN_IF_ERROR(turn.enter());
   CurrentTurn current(turn_, turn);
+  FERRITE_RETURN_IF_ERROR(report_deferred_flag(/*wait=*/true));
   prepare_into_inputs(inputs);
   auto out = run_locked(inputs);
   store_into_.clear();
@@ -336,11 +351,16 @@ void Model::log_run() const {
 Status Model::check_flag() {
   int v = 0;
   FERRITE_RETURN_IF_ERROR(rt_.copy_to_host(&v, flag_, sizeof v));
+  return flag_status(v, "");
+}
+
+// The error a flag value `v` stands for (the step that set it): ok for 0.
+Status Model::flag_status(int v, const char* when) const {
   if (v <= 0 || v > static_cast<int>(lg_.steps.size())) return Status::ok();
   const Node* n = lg_.steps[v - 1].node;
   const LibraryOp* op = plan_.library[static_cast<size_t>(v - 1)];
   return err(n ? n->describe() : std::string("Gather"), ": ",
-             op ? op->flag_error : "an index is out of range");
+             op ? op->flag_error : "an index is out of range", when);
 }
 
 ModelStats Model::stats() const {

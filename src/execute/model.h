@@ -102,6 +102,7 @@ class Model : public PreparedModel {
   Expected<std::vector<Tensor>> finish(Status st);
   Status end_run(Status st);
   Status check_flag();
+  Status flag_status(int v, const char* when) const;
   std::string step_kind(size_t si) const;
   void log_run() const;
 
@@ -124,6 +125,9 @@ class Model : public PreparedModel {
   Status run_device_locked(const std::vector<Tensor>& inputs, const DeviceRun& run);
   Status replay_device(const std::vector<Tensor>& inputs, const DeviceRun& run);
   Status write_outputs(const DeviceRun& run);
+  Status start_device_flag();
+  Status end_device_flag(bool used);
+  Status report_deferred_flag(bool wait);
   Expected<void*> caller_output(int b, DType dtype, const std::vector<int64_t>& dims);
   Expected<void*> caller_memory(size_t bytes);
   void give_back(void* p);
@@ -165,6 +169,11 @@ class Model : public PreparedModel {
   std::vector<void*> scratch_;
   std::vector<std::pair<void*, size_t>> scratch_idle_, step_scratch_;
   void* flag_ = nullptr;  // device int: data errors of library ops (Gather indices)
+  // Device runs check flag_ without waiting for the device: a page-locked copy of it is queued
+  // behind each such run (flag_seen_; null where the runtime has no page-locked staging), and
+  // flag_deferred_ says copies were queued since the host last found the flag clear.
+  int* flag_seen_ = nullptr;
+  bool flag_deferred_ = false;
   RunStats run_stats_;
   // RunOptions::outputs_into_inputs: per graph output, the input receiving it (or -1); per
   // buffer, this run's input tensor its kernel stores into (empty Tensor: none, it is placed as

@@ -38,7 +38,8 @@ Status Model::record(const std::vector<Tensor>& inputs,
     else
       FERRITE_RETURN_IF_ERROR(rt_.copy_to_device(p, t.raw(), t.nbytes()));
   }
-  if (flag_) FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
+  // A run on device tensors leaves the flag to start_device_flag (its checks may be deferred).
+  if (flag_ && !src_dev) FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
   prepare_slots(inputs, &in_dev);
   if (src_dev)  // device-resident inputs: the host tensors only carry dtype and dims
     for (size_t i = 0; i < lg_.inputs.size(); ++i)

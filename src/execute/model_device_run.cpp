@@ -10,6 +10,14 @@
 // input buffers, so runs whose inputs and outputs exceed kMaxRecordedIoBytes are not recorded,
 // nor runs whose caller gives memory back per value (DeviceRun::memory_free).
 //
+// A run on device tensors does not wait for the device to check the data errors its library ops
+// flag (Gather's indices out of range): it queues a copy of the flag into page-locked memory
+// behind its work and returns, and the next call reports an error that copy shows, naming the
+// step (PyTorch's device-side asserts are asynchronous in the same way, but end the process).
+// Waiting instead cost each text model's run a full host round trip with the device idle
+// (Gather embeds the tokens). The device flag stays set until the host has read it, so a later
+// run's copy cannot hide an earlier run's error.
+//
 // Each path of run() has its device twin: step by step (inputs' slots point at the caller's
 // memory), recording (inputs copied on the device into the recording's buffers) and replay.
 #include "execute/model.h"
@@ -57,6 +65,7 @@ Status Model::run_device_locked(const std::vector<Tensor>& inputs, const DeviceR
   std::vector<std::vector<int64_t>> in_dims;
   for (const Tensor& t : inputs) in_dims.push_back(t.dims());
   BindingState& st = *state_;
+  FERRITE_RETURN_IF_ERROR(start_device_flag());
   if (st.exec && st.input_dims == in_dims) return replay_device(inputs, run);
   // A caller that takes memory back value by value (DeviceRun::memory_free: a training step)
   // wants the run's memory to follow its allocator; a recording would keep its own. Outputs
@@ -68,7 +77,9 @@ Status Model::run_device_locked(const std::vector<Tensor>& inputs, const DeviceR
     Status r = record(inputs, in_dims, &run.input_dev);
     if (r) {
       FERRITE_RETURN_IF_ERROR(rt_.capture()->replay(st.exec));
-      return end_run(write_outputs(run));
+      Status w = write_outputs(run);
+      if (w) w = end_device_flag(st.checks_flag);
+      return end_run(w);
     }
     if (!capture_failed_) return r;
     capture_failed_ = false;  // not capturable: run step by step from now on
@@ -83,13 +94,12 @@ Status Model::run_device_locked(const std::vector<Tensor>& inputs, const DeviceR
     s.dev = const_cast<void*>(run.input_dev[i]);
     s.dev_valid = true;
   }
-  if (flag_) FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
   device_run_ = &run;
   device_inputs_.clear();
   for (size_t i = 0; i < inputs.size(); ++i)
-    device_inputs_.push_back({static_cast<const uint8_t*>(i < run.input_dev.size() ? run.input_dev[i]
-                                                                                   : nullptr),
-                              inputs[i].nbytes(), inputs[i].dtype()});
+    device_inputs_.push_back(
+        {static_cast<const uint8_t*>(i < run.input_dev.size() ? run.input_dev[i] : nullptr),
+         inputs[i].nbytes(), inputs[i].dtype()});
   caller_out_.assign(lg_.outputs.size(), {nullptr, false});
   Status s = Status::ok();
   per_value_ = run.memory && run.memory_free;
@@ -113,7 +123,7 @@ Status Model::run_device_locked(const std::vector<Tensor>& inputs, const DeviceR
       io += static_cast<int64_t>(byte_count(slots_[b].dtype, slots_[b].dims));
     st.device_io_bytes = io;
   }
-  if (s && run_stats_.flag_used) s = check_flag();
+  if (s) s = end_device_flag(run_stats_.flag_used);
   s = end_run(s);  // gives back the values still held (per_value_)
   device_run_ = nullptr;
   per_value_ = false;
@@ -222,7 +232,6 @@ Status Model::replay_device(const std::vector<Tensor>& inputs, const DeviceRun& 
     else
       FERRITE_RETURN_IF_ERROR(rt_.copy_to_device(st.input_dev[i], inputs[i].raw(), n));
   }
-  if (st.checks_flag) FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
   FERRITE_RETURN_IF_ERROR(rt_.capture()->replay(st.exec));
   outputs_in_caller_ = output_bytes_to_caller_ = 0;
   outputs_in_place_ = outputs_copied_ = output_bytes_copied_ = 0;
@@ -243,9 +252,46 @@ Status Model::replay_device(const std::vector<Tensor>& inputs, const DeviceRun& 
     else
       FERRITE_RETURN_IF_ERROR(rt_.copy_to_device(dst, g.host.raw(), n));
   }
-  if (st.checks_flag) FERRITE_RETURN_IF_ERROR(check_flag());
+  FERRITE_RETURN_IF_ERROR(end_device_flag(st.checks_flag));
   ++runs_;
   return Status::ok();
+}
+
+// Start of a run on device tensors: reports an earlier run's error that a finished copy shows,
+// before this run is queued. Where checks are deferred the flag is left as earlier runs set it.
+Status Model::start_device_flag() {
+  if (!flag_) return Status::ok();
+  if (!flag_seen_) return rt_.fill(flag_, 0, sizeof(int));  // checked at the end of the run
+  return report_deferred_flag(/*wait=*/false);
+}
+
+// End of a run on device tensors whose steps may have set the flag (`used`).
+Status Model::end_device_flag(bool used) {
+  if (!used || !flag_) return Status::ok();
+  if (!flag_seen_) return check_flag();
+  FERRITE_RETURN_IF_ERROR(rt_.capture()->copy_to_host_async(flag_seen_, flag_, sizeof(int)));
+  flag_deferred_ = true;
+  return Status::ok();
+}
+
+// An error of an earlier run on device tensors, as far as the copies queued behind those runs
+// have arrived (`wait`: all of them, waiting for the device). Reporting clears the flag.
+Status Model::report_deferred_flag(bool wait) {
+  if (!flag_deferred_) return Status::ok();
+  if (wait) FERRITE_RETURN_IF_ERROR(rt_.synchronize());
+  const int v = __atomic_load_n(flag_seen_, __ATOMIC_ACQUIRE);
+  if (v == 0) {
+    if (wait) flag_deferred_ = false;
+    return Status::ok();
+  }
+  // Copies still queued would bring the set flag back: let them land, then clear both words.
+  FERRITE_RETURN_IF_ERROR(rt_.synchronize());
+  FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
+  __atomic_store_n(flag_seen_, 0, __ATOMIC_RELEASE);
+  flag_deferred_ = false;
+  return flag_status(v,
+                     " in an earlier run on device tensors, whose outputs are not valid (runs "
+                     "on device tensors report data errors at the next call)");
 }
 
 }  // namespace ferrite::execute

@@ -222,3 +222,58 @@ def test_index_arithmetic_on_cuda_tensors_stays_on_the_gpu(capfd, monkeypatch):
         np.testing.assert_allclose(g.cpu().numpy(), w, rtol=1e-6, atol=1e-6, err_msg=name)
     log = capfd.readouterr().err
     assert " 0 host fallbacks" in log, log
+
+
+def _embedding_session(tmp_path, table):
+    """A Gather of token ids from `table` (then a Relu), on the cuda device."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    import ferrite
+
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["rows"], name="embed"),
+         helper.make_node("Relu", ["rows"], ["y"])],
+        "embedding",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["b", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 8, 16])],
+        [numpy_helper.from_array(table.numpy(), "table")])
+    path = tmp_path / "embedding.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return ferrite.Session(path, device="cuda")
+
+
+def test_index_errors_of_device_runs_are_reported_at_the_next_call(tmp_path):
+    """A run on CUDA tensors does not wait for the GPU to check its indices: an index out of
+    range is reported by the next call (on device or host tensors), naming the Gather, whichever
+    path ran it (step by step, recorded, replayed); the session then runs correctly again."""
+    import ferrite
+
+    torch.manual_seed(0)
+    table = torch.randn(50, 16)
+    good = torch.randint(0, 50, (4, 8), device="cuda")
+    bad = good.clone()
+    bad[2, 3] = 50
+
+    for runs_before in range(3):  # the bad run is step by step, recorded, then replayed
+        s = _embedding_session(tmp_path, table)
+
+        def expect(ids):
+            (y,) = s.run({"ids": ids})
+            assert y.device.type == "cuda"
+            assert_close(y.cpu(), torch.relu(table[ids.cpu()]), rtol=0, atol=0)
+
+        for _ in range(runs_before):
+            expect(good)
+        s.run({"ids": bad})  # queued; nothing waited for the GPU
+        torch.cuda.synchronize()
+        with pytest.raises(ferrite.FerriteError, match=r"embed.*out of range in an earlier run"):
+            s.run({"ids": good})
+        for _ in range(3):
+            expect(good)
+    # A host run waits for the earlier device runs' checks.
+    s.run({"ids": bad})
+    with pytest.raises(ferrite.FerriteError, match="out of range"):
+        s.run({"ids": good.cpu().numpy()})
+    (y,) = s.run({"ids": good.cpu().numpy()})
+    assert_close(torch.from_numpy(y), torch.relu(table[good.cpu()]), rtol=0, atol=0)
