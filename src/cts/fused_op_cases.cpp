@@ -31,6 +31,16 @@ void fused_matmul_cases(const OpSchema& s, std::vector<Case>& out) {
      {in("a", kBF16, {2, 6, 16}), cst("b", kBF16, {16, 24}, V::uniform(-1, 1)),
       cst("bias", kBF16, {24}, V::uniform(-1, 1)), in("res", kBF16, {2, 6, 24})},
      {{"activation", "gelu"}});
+  // The tanh GELU in 16-bit storage: inside cuBLASLt's epilogue on the GPU (with a residual
+  // added after it by the library's epilogue kernel).
+  for (bool res : {false, true}) {
+    std::vector<TensorSpec> ins = {in("a", kBF16, {2, 6, 16}),
+                                   cst("b", kBF16, {16, 24}, V::uniform(-1, 1)),
+                                   cst("bias", kBF16, {24}, V::uniform(-1, 1))};
+    if (res) ins.push_back(in("res", kBF16, {2, 6, 24}));
+    fm(res ? "gelu_tanh-residual-bf16" : "gelu_tanh-bf16", std::move(ins),
+       {{"activation", "gelu_tanh"}});
+  }
   fm("no-bias-residual",
      {in("a", kF32, {4, 4}), in("b", kF32, {4, 4}), omitted(), in("res", kF32, {4})}, {});
   out.push_back(with_runs(

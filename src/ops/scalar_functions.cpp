@@ -320,7 +320,8 @@ const std::vector<ScalarFunction> kFunctions = {
               (C(1) + std::tanh(C(0.7978845608028654) * (x + C(0.044715) * x * x * x)));
      }),
      .epilogue = "gelu_tanh",
-     .onednn = OnednnEltwise::kGeluTanh},
+     .onednn = OnednnEltwise::kGeluTanh,
+     .cublaslt = CublasLtEpilogue::kGeluTanh},
     {.name = "leakyrelu",
      .onnx_op = "LeakyRelu",
      .param_source = ParamSource::kAttributes,

@@ -56,8 +56,8 @@ enum class OnednnEltwise : uint8_t {
 };
 
 // The cuBLASLt epilogue that computes an epilogue row inside the GEMM (others run in the cuda
-// library's epilogue kernel).
-enum class CublasLtEpilogue : uint8_t { kNone, kRelu };
+// library's epilogue kernel). cuBLASLt's GELU epilogues compute the tanh approximation.
+enum class CublasLtEpilogue : uint8_t { kNone, kRelu, kGeluTanh };
 // The cuDNN activation that computes an epilogue row inside the fused convolution call
 // (cudnnConvolutionBiasActivationForward; others run in the cuda library's epilogue kernel).
 enum class CudnnActivation : uint8_t { kNone, kRelu };

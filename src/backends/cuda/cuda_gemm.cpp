@@ -135,7 +135,7 @@ Status CublasGemm::run_locked(const GemmCall& g) {
   std::ostringstream key;
   key << g.m << "," << g.n << "," << g.k << "," << g.batch << "," << g.lda << "," << g.ldb << ","
       << g.ldc << "," << g.stride_a << "," << g.stride_b << "," << g.stride_c << "," << g.trans_a
-      << g.trans_b << (g.bias != nullptr) << g.relu << has_c << "," << static_cast<int>(g.dtype)
+      << g.trans_b << (g.bias != nullptr) << static_cast<int>(g.act) << has_c << "," << static_cast<int>(g.dtype)
       << (g.tf32 && g.dtype == DType::kF32) << "," << align;
   std::shared_ptr<Plan>& slot = plans_[key.str()];
   if (!slot) {
@@ -155,9 +155,11 @@ Status CublasGemm::run_locked(const GemmCall& g) {
     cublasOperation_t opb = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     lt_->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa);
     lt_->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
-    cublasLtEpilogue_t epi = g.bias
-                                 ? (g.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
-                                 : (g.relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+    cublasLtEpilogue_t epi = g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if (g.act == CublasLtEpilogue::kRelu)
+      epi = g.bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    else if (g.act == CublasLtEpilogue::kGeluTanh)
+      epi = g.bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
     lt_->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
     // Stored (pre-op) shapes in column-major terms.
     uint64_t a_rows = g.trans_b ? g.k : g.n, a_cols = g.trans_b ? g.n : g.k;

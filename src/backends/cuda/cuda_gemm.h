@@ -15,6 +15,7 @@
 
 #include "backends/cuda/cuda_runtime.h"
 #include "ir/dtype.h"
+#include "ops/scalar_functions.h"
 
 namespace ferrite::cuda {
 
@@ -35,7 +36,7 @@ struct GemmCall {
   const void* c_in = nullptr;  // beta's operand, same layout as c (may equal c)
   float alpha = 1, beta = 0;
   const void* bias = nullptr;  // [n], added before the activation
-  bool relu = false;
+  CublasLtEpilogue act = CublasLtEpilogue::kNone;
   DType dtype = DType::kF32;
   bool tf32 = false;  // f32 only: TF32 tensor cores (--precision tf32)
 };

@@ -166,8 +166,15 @@ Expected<bool> run_fused_matmul(const Node& node, NativeIO& io, CudaBackend& be)
   g.dtype = dt;
   g.tf32 = io.tf32;
   g.bias = bias ? bias->ptr : nullptr;
-  const bool in_gemm = act.none() || act.fn->cublaslt == CublasLtEpilogue::kRelu;
-  g.relu = !act.none() && act.fn->cublaslt == CublasLtEpilogue::kRelu;
+  // cuBLASLt applies its epilogue activation before rounding the product, where the unfused ops
+  // round it first: its GELU (GPT-2's MLP, the tanh approximation) is taken for 16-bit outputs,
+  // whose rounding is far coarser than the difference; f32 keeps the library's epilogue kernel.
+  // In the GEMM it costs nothing: as a pass of its own it took 12 us of GPT-2's 90 us per layer
+  // (8x128 tokens, bf16, H100).
+  const CublasLtEpilogue lt = act.none() ? CublasLtEpilogue::kNone : act.fn->cublaslt;
+  const bool in_gemm = act.none() || lt == CublasLtEpilogue::kRelu ||
+                       (lt == CublasLtEpilogue::kGeluTanh && dt != DType::kF32);
+  g.act = in_gemm ? lt : CublasLtEpilogue::kNone;
   bool res_done = false;
   if (res && act.none() && res->dims == out) {
     g.c_in = res->ptr;  // y = A B + residual + bias in the GEMM itself
