@@ -351,6 +351,8 @@ void Model::log_run() const {
 Status Model::check_flag() {
   int v = 0;
   FERRITE_RETURN_IF_ERROR(rt_.copy_to_host(&v, flag_, sizeof v));
+  // Reported now: cleared, since runs on device tensors leave the flag as they find it.
+  if (v != 0) FERRITE_RETURN_IF_ERROR(rt_.fill(flag_, 0, sizeof(int)));
   return flag_status(v, "");
 }
 

@@ -277,3 +277,9 @@ def test_index_errors_of_device_runs_are_reported_at_the_next_call(tmp_path):
         s.run({"ids": good.cpu().numpy()})
     (y,) = s.run({"ids": good.cpu().numpy()})
     assert_close(torch.from_numpy(y), torch.relu(table[good.cpu()]), rtol=0, atol=0)
+    # A host run's error is reported at once and does not resurface in a later device run.
+    with pytest.raises(ferrite.FerriteError, match="out of range"):
+        s.run({"ids": bad.cpu().numpy()})
+    s.run({"ids": good})
+    torch.cuda.synchronize()
+    s.run({"ids": good})
