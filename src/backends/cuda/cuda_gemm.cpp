@@ -135,8 +135,8 @@ Status CublasGemm::run_locked(const GemmCall& g) {
   std::ostringstream key;
   key << g.m << "," << g.n << "," << g.k << "," << g.batch << "," << g.lda << "," << g.ldb << ","
       << g.ldc << "," << g.stride_a << "," << g.stride_b << "," << g.stride_c << "," << g.trans_a
-      << g.trans_b << (g.bias != nullptr) << static_cast<int>(g.act) << has_c << "," << static_cast<int>(g.dtype)
-      << (g.tf32 && g.dtype == DType::kF32) << "," << align;
+      << g.trans_b << (g.bias != nullptr) << static_cast<int>(g.act) << has_c << ","
+      << static_cast<int>(g.dtype) << (g.tf32 && g.dtype == DType::kF32) << "," << align;
   std::shared_ptr<Plan>& slot = plans_[key.str()];
   if (!slot) {
     auto p = std::make_shared<Plan>();
