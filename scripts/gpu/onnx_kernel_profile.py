@@ -38,19 +38,30 @@ def build_fn(mode, base, feeds_f32, path, precision, device):
     return lambda: fn(*pos)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("cases")
+def add_row_args(ap):
+    """The options that pick a row's shape, precision and export (shared with run_case.py)."""
     ap.add_argument("--shape", default="serving", choices=sorted(osb.TOKENS))
     ap.add_argument("--precision", default="bf16", choices=["f32", "bf16"])
-    ap.add_argument("--modes", default="ferrite,inductor")
-    ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--onnx-dir", default="/tmp/ferrite-onnx-serving")
     ap.add_argument("--device", default="cuda")
+
+
+def parse_row_args(ap):
+    """Parses the command line; TF32 off, as the serving benchmark measures f32."""
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    return args
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("cases")
+    ap.add_argument("--modes", default="ferrite,inductor")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--top", type=int, default=30)
+    add_row_args(ap)
+    args = parse_row_args(ap)
     for name in args.cases.split(","):
         if not osb.applies(name, args.shape):
             continue

@@ -24,14 +24,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("case")
     ap.add_argument("mode", help="ferrite, eager, inductor, inductor-cg, ...")
-    ap.add_argument("--shape", default="serving", choices=sorted(osb.TOKENS))
-    ap.add_argument("--precision", default="bf16", choices=["f32", "bf16"])
     ap.add_argument("--calls", type=int, default=20)
-    ap.add_argument("--onnx-dir", default="/tmp/ferrite-onnx-serving")
-    ap.add_argument("--device", default="cuda")
-    args = ap.parse_args()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    okp.add_row_args(ap)
+    args = okp.parse_row_args(ap)
     if not osb.applies(args.case, args.shape):
         sys.exit(f"{args.case} has no {args.shape} shape")
     path = osb.onnx_path(args.case, args.onnx_dir)
