@@ -84,7 +84,7 @@ std::vector<DType> pick_dtypes(DTypeSet allowed) {
 
 DTypeSet input_types(const OpSchema& s, int i) {
   for (const auto& tc : s.type_constraints)
-    if (std::find(tc.inputs.begin(), tc.inputs.end(), i) != tc.inputs.end()) return tc.allowed;
+    if (tc.covers(i)) return tc.allowed;
   return dtypes::kNumeric | dtypes::kBool;
 }
 

@@ -118,8 +118,8 @@ Status infer_node(Node& node) {
 
   for (const auto& tc : s->type_constraints) {
     DType first = DType::kUndefined;
-    for (int idx : tc.inputs) {
-      if (idx >= nin || !node.inputs[idx]) continue;
+    for (int idx = 0; idx < nin; ++idx) {
+      if (!node.inputs[idx] || !tc.covers(idx)) continue;
       DType t = node.inputs[idx]->type.dtype;
       if (!tc.allowed.contains(t))
         return err(node.describe(), ": input ", idx, " ('", node.inputs[idx]->name, "') has dtype ",

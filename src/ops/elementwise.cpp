@@ -433,11 +433,10 @@ OpSchemaBuilder binary(const char* name, DTypeSet types, InferFn infer, KernelFn
 
 OpSchemaBuilder variadic(const char* name, DTypeSet types, InferFn infer, KernelFn k) {
   OpSchemaBuilder b(name);
-  // Inputs beyond the first are checked against input 0's dtype in inference.
   b.versions(13)
       .inputs(1, INT_MAX)
       .outputs(1)
-      .types("T", {0}, types)
+      .variadic_types("T", 0, types)
       .infer(std::move(infer))
       .kernel(std::move(k));
   return b;

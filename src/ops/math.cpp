@@ -687,7 +687,7 @@ void register_math_ops(OpRegistry& r) {
             .inputs(1, INT_MAX)
             .outputs(1)
             .required_attr("equation", AttrType::kString)
-            .types("T", {0}, dtypes::kNumeric)
+            .variadic_types("T", 0, dtypes::kNumeric)
             .infer(infer_einsum)
             .kernel(einsum_kernel));
 }

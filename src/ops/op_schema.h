@@ -24,12 +24,20 @@ struct AttrSpec {
 };
 
 // The listed inputs (and outputs, for documentation) must have a dtype in `allowed`; when
-// `same` is set they must all share one dtype.
+// `same` is set they must all share one dtype. A variadic constraint's last listed input stands
+// for it and every input after it (Concat's, Sum's: inputs 1, 2, ... are T as input 0 is).
 struct TypeConstraint {
   std::string name;
   std::vector<int> inputs;
   DTypeSet allowed;
   bool same = true;
+  bool variadic = false;
+
+  bool covers(int i) const {
+    for (int idx : inputs)
+      if (idx == i) return true;
+    return variadic && !inputs.empty() && i > inputs.back();
+  }
 };
 
 class InferContext;
@@ -102,6 +110,11 @@ class OpSchemaBuilder {
   OpSchemaBuilder& types(std::string name, std::vector<int> inputs, DTypeSet allowed,
                          bool same = true) {
     s_.type_constraints.push_back({std::move(name), std::move(inputs), allowed, same});
+    return *this;
+  }
+  // Inputs `first`, first + 1, ... (a variadic input list) of one type.
+  OpSchemaBuilder& variadic_types(std::string name, int first, DTypeSet allowed) {
+    s_.type_constraints.push_back({std::move(name), {first}, allowed, true, true});
     return *this;
   }
   OpSchemaBuilder& infer(InferFn f) {

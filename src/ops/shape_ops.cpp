@@ -771,7 +771,7 @@ void register_shape_ops(OpRegistry& r) {
             .infer(infer_transpose).kernel(transpose_kernel));
   r.add(OpSchemaBuilder("Concat").versions(13).inputs(1, INT_MAX).outputs(1)
             .required_attr("axis", AttrType::kInt)
-            .types("T", {0}, kAll)
+            .variadic_types("T", 0, kAll)
             .infer(infer_concat).kernel(concat_kernel));
   r.add(OpSchemaBuilder("Split").versions(13).inputs(1, 2).outputs(1, INT_MAX)
             .attr("axis", AttrType::kInt, int64_t{0}).optional_attr("num_outputs", AttrType::kInt)

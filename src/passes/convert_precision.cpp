@@ -62,11 +62,10 @@ bool accepts_low(const Node& n, size_t i, DType low) {
   if (n.domain.empty() && (n.op_type == "Cast" || n.op_type == "CastLike") && i == 0) return true;
   bool listed = false;
   for (const auto& tc : n.schema->type_constraints)
-    for (int idx : tc.inputs)
-      if (idx == static_cast<int>(i)) {
-        listed = true;
-        if (!tc.allowed.contains(low)) return false;
-      }
+    if (tc.covers(static_cast<int>(i))) {
+      listed = true;
+      if (!tc.allowed.contains(low)) return false;
+    }
   return listed;
 }
 
