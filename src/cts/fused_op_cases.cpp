@@ -160,6 +160,21 @@ void fused_conv_cases(const OpSchema& s, std::vector<Case>& out) {
       {"activation", "relu"},
       {"channels_last", last},
       {"weights_last", last}});
+  // A serving-batch depthwise layer: 7 channel groups over 36 columns (a partial last block of
+  // the row's (column, group) pairs), SiLU after the residual.
+  fc("nhwc-ohwi-depthwise-3x3-batch-silu-residual-bf16",
+     {in("x", kBF16, {16, 38, 36, 56}), wt(kBF16, {56, 3, 3, 1}), bt(kBF16, 56),
+      in("res", kBF16, {16, 38, 36, 56})},
+     {{"group", int64_t{56}},
+      {"pads", pads},
+      {"activation", "silu"},
+      {"channels_last", last},
+      {"weights_last", last}});
+  // More output rows (N * OH = 67584) than a grid's y dimension holds (cuda: the kernel walks
+  // the rows in steps of the grid).
+  fc("nhwc-ohwi-depthwise-many-rows-bf16",
+     {in("x", kBF16, {2048, 33, 1, 8}), wt(kBF16, {8, 3, 3, 1}), bt(kBF16, 8)},
+     {{"group", int64_t{8}}, {"pads", pads}, {"channels_last", last}, {"weights_last", last}});
   fc("nhwc-ohwi-1x1-residual-bf16",
      {in("x", kBF16, {2, 5, 5, 32}), wt(kBF16, {64, 1, 1, 32}), omitted(),
       in("res", kBF16, {2, 5, 5, 64})},

@@ -139,6 +139,8 @@ class LibraryKernels {
 
  private:
   Status launch(CUfunction f, int64_t grid, int64_t block, void** args);
+  // A launch of grid[0] x grid[1] x grid[2] blocks of block[0] x block[1] threads.
+  Status launch3(CUfunction f, const int64_t grid[3], const int block[2], void** args);
   // fe_concat16 / fe_split16 over `parts` (16-byte units, widths[k] per row) and the whole
   // [rows, sum of widths] buffer; one launch per kConcatMax parts.
   Status columns16(CUfunction f, const void* whole, const std::vector<const void*>& parts,
