@@ -115,6 +115,31 @@ template <class Op, class T> __device__ T fe_block_reduce(T v) {
   v = lane < (int)(blockDim.x >> 5) ? sh[lane] : Op::pad(sh[0]);
   return fe_warp_reduce<Op>(v);
 }
+
+// Row kernels: fe_nthr threads per row. Rows of up to a warp's worth of register slots take a
+// power of two of threads (fe_row_threads) and a block runs blockDim.x / fe_nthr rows at once;
+// longer rows take the whole block. A group's lanes are aligned within their warp and reduce
+// with a mask of their own (groups of one warp may run different numbers of rows, so nothing
+// waits for the whole warp or block); whole-block rows reduce through fe_block_reduce.
+FE_FN int fe_row_threads(long long len, int per_thread, unsigned block) {
+  const long long want = (len + per_thread - 1) / per_thread;
+  if (block < 32 || want > 32) return (int)block;
+  int t = 1;
+  while (t < want) t <<= 1;
+  return t;
+}
+FE_FN unsigned fe_group_mask(int n) {
+  return n >= 32 ? 0xffffffffu : ((1u << n) - 1) << ((threadIdx.x & 31) & ~(unsigned)(n - 1));
+}
+template <class Op, class T> __device__ T fe_row_reduce(T v, int n) {
+  if (n > 32) return fe_block_reduce<Op>(v);
+  const unsigned m = fe_group_mask(n);
+  for (int o = n >> 1; o > 0; o >>= 1) v = Op::apply(v, __shfl_xor_sync(m, v, o));
+  return v;
+}
+__device__ __forceinline__ bool fe_row_any(bool f, int n) {
+  return n > 32 ? __syncthreads_or(f) != 0 : __any_sync(fe_group_mask(n), f) != 0;
+}
 )";
 
 struct Gen {
@@ -358,9 +383,13 @@ class RowEmitter {
     for (size_t d = 0; d < outer_; ++d) os_ << " * d" << d;
     os_ << ";\n  const int64_t fe_row_len = 1";
     for (size_t d = outer_; d < rank_; ++d) os_ << " * d" << d;
-    os_ << ";\n  const bool fe_small_rows = fe_rows + gridDim.x < 0xffffffffLL;\n"
-        << "  const bool fe_small_row = fe_row_len + blockDim.x < 0xffffffffLL;\n"
-        << "  for (int64_t fe_row = blockIdx.x; fe_row < fe_rows; fe_row += gridDim.x) {\n";
+    os_ << ";\n  const int fe_nthr = fe_row_threads(fe_row_len, " << R_ << ", blockDim.x);\n"
+        << "  const int fe_tid = (int)threadIdx.x % fe_nthr, fe_groups = (int)blockDim.x / "
+           "fe_nthr;\n"
+        << "  const bool fe_small_rows = fe_rows + gridDim.x * fe_groups < 0xffffffffLL;\n"
+        << "  const bool fe_small_row = fe_row_len + fe_nthr < 0xffffffffLL;\n"
+        << "  for (int64_t fe_row = (int64_t)blockIdx.x * fe_groups + (int)threadIdx.x / fe_nthr;\n"
+        << "       fe_row < fe_rows; fe_row += (int64_t)gridDim.x * fe_groups) {\n";
     emit_split(os_, "    ", "fe_row", 0, outer_, "fe_small_rows");
     for (int cached = 1; cached >= 0; --cached) emit_variant(cached != 0);
     os_ << "    }\n  }\n}\n";
@@ -401,7 +430,7 @@ class RowEmitter {
     std::fill(hoisted_.begin(), hoisted_.end(), false);
     have_.assign(n_, false);
     if (cached_) {
-      os_ << "    if (fe_row_len <= " << R_ << " * (int64_t)blockDim.x";
+      os_ << "    if (fe_row_len <= " << R_ << " * (int64_t)fe_nthr";
       if (V_ > 1) {
         os_ << " && fe_row_len % " << V_ << " == 0 && fe_aligned16(out)";
         std::vector<bool> checked(k_.input_buffers.size(), false);
@@ -425,7 +454,7 @@ class RowEmitter {
       for (size_t i = 0; i < n_; ++i)
         if (store_need[i] && !hoisted_[i] && expr(i).kind != ScalarKind::kReduce)
           os_ << in_ << g_.em.def(k_, i, t_, in_names_, g_.ident);
-      os_ << in_ << "if (threadIdx.x == 0) " << store("out[fe_row]", t_[k_.root]) << "\n";
+      os_ << in_ << "if (fe_tid == 0) " << store("out[fe_row]", t_[k_.root]) << "\n";
     } else {
       pass(store_need, -1, nullptr, true);
     }
@@ -444,8 +473,8 @@ class RowEmitter {
             return acc + "_p += " + nm[e.args[0]] + ";\n";
           },
           false);
-      os_ << in_ << "const " << ty << " " << acc << " = fe_block_reduce<fe_op_sum, " << ty << ">("
-          << acc << "_p);\n";
+      os_ << in_ << "const " << ty << " " << acc << " = fe_row_reduce<fe_op_sum, " << ty << ">("
+          << acc << "_p, fe_nthr);\n";
       return;
     }
     // max / min ignore NaN in the comparisons and propagate it through a flag, as on the host.
@@ -460,9 +489,9 @@ class RowEmitter {
                  "_p; " + acc + "_nan |= " + v + " != " + v + ";\n";
         },
         false);
-    os_ << in_ << ty << " " << acc << " = fe_block_reduce<fe_op_" << (mx ? "max" : "min") << ", "
-        << ty << ">(" << acc << "_p);\n"
-        << in_ << "if (__syncthreads_or(" << acc << "_nan)) " << acc << " = fe_nan<" << ty
+    os_ << in_ << ty << " " << acc << " = fe_row_reduce<fe_op_" << (mx ? "max" : "min") << ", "
+        << ty << ">(" << acc << "_p, fe_nthr);\n"
+        << in_ << "if (fe_row_any(" << acc << "_nan, fe_nthr)) " << acc << " = fe_nan<" << ty
         << ">();\n";
   }
 
@@ -489,7 +518,7 @@ class RowEmitter {
     std::string lp = in_ + "  ";
     os_ << in_ << "#pragma unroll\n"
         << in_ << "for (int fe_k = 0; fe_k < " << R_ / V_ << "; ++fe_k) {\n"
-        << lp << "const int64_t fe_j = ((int64_t)fe_k * blockDim.x + threadIdx.x) * " << V_ << ";\n"
+        << lp << "const int64_t fe_j = ((int64_t)fe_k * fe_nthr + fe_tid) * " << V_ << ";\n"
         << lp << "if (fe_j < fe_row_len) {\n";
     lp += "  ";
     os_ << lp << "const int64_t " << xl_ << " = fe_j;\n";
@@ -572,10 +601,10 @@ class RowEmitter {
     if (cached_)
       os_ << in_ << "#pragma unroll\n"
           << in_ << "for (int fe_r = 0; fe_r < " << R_ << "; ++fe_r) {\n"
-          << lp << "const int64_t fe_j = threadIdx.x + (int64_t)fe_r * blockDim.x;\n"
+          << lp << "const int64_t fe_j = fe_tid + (int64_t)fe_r * fe_nthr;\n"
           << lp << "if (fe_j < fe_row_len) {\n";
     else
-      os_ << in_ << "for (int64_t fe_j = threadIdx.x; fe_j < fe_row_len; fe_j += blockDim.x) {\n";
+      os_ << in_ << "for (int64_t fe_j = fe_tid; fe_j < fe_row_len; fe_j += fe_nthr) {\n";
     if (cached_) lp += "  ";
     emit_split(os_, lp, "fe_j", outer_, rank_, "fe_small_row");
     for (size_t i = 0; i < n_; ++i) {

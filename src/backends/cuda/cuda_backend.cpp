@@ -94,7 +94,17 @@ LaunchConfig CudaHeuristics::choose(const Kernel& kernel, int64_t rows, int64_t 
     int64_t block = std::min<int64_t>(std::min<int64_t>(lim.max_block, row_block_max()),
                                       std::max(warp, (want + warp - 1) / warp * warp));
     c.block = std::max(warp, block / warp * warp);
-    c.grid = lim.clamp_grid(std::max<int64_t>(1, std::min<int64_t>(rows, sms * 32)));
+    int64_t per_block = 1;  // rows a block runs at once
+    if (want <= warp && warp == 32 && lim.max_block >= 128) {
+      // Short rows (Swin's 49-key softmax, LayerNorm over 96 channels): a power of two of
+      // threads per row (fe_row_threads in the generated code) and four warps of such groups.
+      int64_t t = 1;
+      while (t < want) t <<= 1;
+      c.block = 128;
+      per_block = 128 / t;
+    }
+    c.grid = lim.clamp_grid(
+        std::max<int64_t>(1, std::min<int64_t>((rows + per_block - 1) / per_block, sms * 32)));
   } else {
     c.block = std::min<int64_t>(256, lim.max_block) / warp * warp;
     // A thread takes 16 bytes per iteration when the kernel vectorises (codegen/cuda_source.h).
