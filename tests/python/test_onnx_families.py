@@ -47,8 +47,7 @@ FAMILIES = ["resnet18", "mobilenet_v3_small", "efficientnet_b0", "densenet121",
             "shufflenet_v2_x0_5", "convnext"]
 
 
-@pytest.mark.parametrize("name", FAMILIES)
-def test_family_matches_onnxruntime(name, tmp_path):
+def _export(name, tmp_path):
     import warnings
 
     model = _model(name).eval()
@@ -60,6 +59,12 @@ def test_family_matches_onnxruntime(name, tmp_path):
         torch.onnx.export(model, (x,), path, input_names=["input"], output_names=["output"],
                           dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
                           opset_version=18, dynamo=True, external_data=False)
+    return path, x
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_family_matches_onnxruntime(name, tmp_path):
+    path, x = _export(name, tmp_path)
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     want = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(
@@ -71,3 +76,19 @@ def test_family_matches_onnxruntime(name, tmp_path):
         assert got.shape == want[:batch].shape
         scale = max(1.0, float(np.abs(want).max()))
         np.testing.assert_allclose(got, want[:batch], rtol=1e-4, atol=1e-4 * scale)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_family_in_bf16_keeps_no_value_in_f32(name, tmp_path):
+    """Under precision="bf16" only the graph's input and output stay float32: a value left in
+    float32 inside costs casts (and on cuda, layout transposes) around it. DenseNet's Concats
+    stayed float32 NCHW while the op table covered Concat's first input only."""
+    path, x = _export(name, tmp_path)
+    dump = tmp_path / "dump"
+    sess = ferrite.Session(path, device="cpu", precision="bf16", dump_dir=dump)
+    (got,) = sess.run({"input": x.numpy()})
+    assert np.isfinite(np.asarray(got)).all()
+    graph = (dump / "graph.txt").read_text()
+    f32 = [line.strip() for line in graph.splitlines() if ": f32[" in line]
+    assert len(f32) == 2, "values left in f32:\n" + "\n".join(f32)
+    assert f32[0].startswith("input %input:") and "output_cast" in f32[1], f32
