@@ -7,10 +7,12 @@ from collections import defaultdict
 import torch
 
 
-def kernel_table(fn, runs, warmup=5, timeline=None):
+def kernel_table(fn, runs, warmup=5, timeline=None, sequence=None):
     """{kernel name: [launches, microseconds]} summed over `runs` calls of fn, after `warmup`.
     With a dict `timeline`, also where the GPU's time went over the profiled calls (see
-    busy_and_idle)."""
+    busy_and_idle). With a list `sequence`, also the last call's kernels in the order the GPU
+    started them, as (name, microseconds): the layer-by-layer view that lines two compilers'
+    kernels up against each other."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -21,7 +23,7 @@ def kernel_table(fn, runs, warmup=5, timeline=None):
         torch.cuda.synchronize()
         wall = time.perf_counter() - t0
     per_name = defaultdict(lambda: [0, 0.0])
-    spans = []
+    spans, events = [], []
     for e in prof.events():
         if e.device_type != torch.autograd.DeviceType.CUDA:
             continue
@@ -31,6 +33,11 @@ def kernel_table(fn, runs, warmup=5, timeline=None):
         per_name[name][0] += 1
         per_name[name][1] += getattr(e, "device_time_total", 0.0) or e.cuda_time_total
         spans.append((e.time_range.start, e.time_range.end))
+        events.append((e.time_range.start, name, e.time_range.end - e.time_range.start))
+    if sequence is not None and events:
+        events.sort()
+        per_call = len(events) // runs
+        sequence.extend((n, us) for _, n, us in events[len(events) - per_call:])
     if timeline is not None:
         timeline.update(busy_and_idle(spans, runs, wall))
     return per_name
@@ -67,3 +74,12 @@ def print_table(title, per_name, runs, top, width=120, timeline=None):
     print(f"{'us/call':>9} {'n/call':>6}  kernel")
     for name, (n, us) in sorted(per_name.items(), key=lambda kv: -kv[1][1])[:top]:
         print(f"{us / runs:9.1f} {n / runs:6.1f}  {name[:width]}")
+
+
+def print_sequence(sequence, width=100):
+    """One call's kernels in launch order: index, microseconds, running total, name."""
+    total = 0.0
+    print(f"{'#':>4} {'us':>8} {'sum us':>9}  kernel")
+    for i, (name, us) in enumerate(sequence):
+        total += us
+        print(f"{i:4d} {us:8.1f} {total:9.1f}  {name[:width]}")

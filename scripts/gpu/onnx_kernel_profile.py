@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_serving_bench as osb  # noqa: E402
-from cupti_kernels import kernel_table, print_table  # noqa: E402
+from cupti_kernels import kernel_table, print_sequence, print_table  # noqa: E402
 
 
 def build_fn(mode, base, feeds_f32, path, precision, device):
@@ -60,6 +60,8 @@ def main():
     ap.add_argument("--modes", default="ferrite,inductor")
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--sequence", action="store_true",
+                    help="also print one call's kernels in launch order (layer by layer)")
     add_row_args(ap)
     args = parse_row_args(ap)
     for name in args.cases.split(","):
@@ -72,12 +74,15 @@ def main():
             for mode in args.modes.split(","):
                 torch._dynamo.reset()
                 fn = build_fn(mode, base, feeds_f32, path, args.precision, args.device)
-                timeline = {}
-                per_name = kernel_table(fn, args.runs, timeline=timeline)
+                timeline, sequence = {}, []
+                per_name = kernel_table(fn, args.runs, timeline=timeline,
+                                        sequence=sequence if args.sequence else None)
                 del fn
                 print()
                 print_table(f"## {name} {args.shape} {args.precision} {mode}", per_name,
                             args.runs, args.top, timeline=timeline)
+                if args.sequence:
+                    print_sequence(sequence)
                 sys.stdout.flush()
         osb.free_memory(args.device)
     return 0

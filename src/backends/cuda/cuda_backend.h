@@ -2,8 +2,10 @@
 // runtime on one GPU, NVRTC, the CUDA dialect, launch heuristics, the library kernels and cuBLASLt.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "backend_api/backend.h"
 #include "backends/cuda/cuda_attention.h"
@@ -47,6 +49,10 @@ struct CudaBackend {
   std::mutex cudnn_mutex;
   // The cuDNN object, created on first use. Called from library steps of any context.
   CudnnConv* conv_library();
+  // Channels-last depthwise convolutions: per problem, whether cuDNN's kernel plus the epilogue
+  // pass ran faster than fe_dwconv_nhwc8 with the epilogue fused (cuda_conv_ops.cpp: timed once).
+  std::mutex dw_mutex;
+  std::map<std::string, bool> dw_on_cudnn;
   // Models of one device share its cuBLASLt plans, cuDNN handle and library kernels (each
   // thread-safe); each context runs on a stream of its own, and a recording runs alone.
   DeviceGate gate;

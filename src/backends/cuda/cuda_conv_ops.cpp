@@ -9,8 +9,11 @@
 // activation then run in one epilogue pass over y.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "backends/cuda/cuda_cudnn.h"
@@ -95,7 +98,7 @@ enum class CudnnResult { kDeclined, kConvOnly, kWithEpilogue };
 // takes them (kWithEpilogue), else the convolution alone (kConvOnly); kDeclined when cuDNN does
 // not take the problem (logged under FERRITE_LOG=conv).
 Expected<CudnnResult> conv_on_cudnn(const Node& node, NativeIO& io, CudaBackend& be,
-                                    const ConvCall& c, void* y) {
+                                    const ConvCall& c, void* y, bool allow_fused = true) {
   const ConvParams& p = c.p;
   // The size of the work without cuDNN, as im2col's column matrix: what im2col writes for a
   // dense convolution, and for a grouped one what the direct kernel reads (every output reads
@@ -120,7 +123,7 @@ Expected<CudnnResult> conv_on_cudnn(const Node& node, NativeIO& io, CudaBackend&
     dnn->note("node " + node.name + ": " + why);
     return CudnnResult::kDeclined;
   }
-  if (cudnn_can_fuse(c)) {
+  if (allow_fused && cudnn_can_fuse(c)) {
     FERRITE_ASSIGN_OR_RETURN(bool fused, dnn->run_fused(q, io.in[0]->ptr, io.in[1]->ptr, c.bias,
                                                         c.res, !c.act.none(), y, io.scratch));
     if (fused) return CudnnResult::kWithEpilogue;
@@ -182,6 +185,100 @@ Status conv_nchw_gemm(NativeIO& io, CudaBackend& be, const ConvCall& c, void* y)
 
 }  // namespace
 
+// Seconds per call of f on the current stream: one call to warm up (plans, first-use
+// compiles), then the mean of `reps`.
+Expected<double> time_calls(CudaBackend& be, const std::function<Status()>& f, int reps) {
+  const Driver& d = be.rt()->api();
+  const CUstream s = be.rt()->stream();
+  FERRITE_RETURN_IF_ERROR(f());
+  CUevent e0 = nullptr, e1 = nullptr;
+  if (d.cuEventCreate(&e0, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+      d.cuEventCreate(&e1, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+    if (e0) d.cuEventDestroy(e0);
+    return err("cuda: cuEventCreate failed while timing a depthwise convolution");
+  }
+  d.cuEventRecord(e0, s);
+  Status st = Status::ok();
+  for (int r = 0; r < reps && st.is_ok(); ++r) st = f();
+  d.cuEventRecord(e1, s);
+  d.cuEventSynchronize(e1);
+  float ms = 0;
+  d.cuEventElapsedTime(&ms, e0, e1);
+  d.cuEventDestroy(e0);
+  d.cuEventDestroy(e1);
+  FERRITE_RETURN_IF_ERROR(st);
+  return ms * 1e-3 / reps;
+}
+
+// Channels-last depthwise convolution: fe_dwconv_nhwc8 with the epilogue fused, or cuDNN's
+// graph-API kernel followed by the epilogue pass, whichever ran faster on this problem. Neither
+// wins everywhere (H200, bf16, batch 32: cuDNN's conv2d_c1_k1_nhwc_specialized took EfficientNet-
+// B0's depthwise layers in 287 us against our 508, but its SiLU epilogue pass costs ~170 us more;
+// at batch 1 our kernel's launch is the smaller). Timed once per problem, on its first call
+// outside a CUDA graph capture (calls inside a capture take our kernel until then);
+// FERRITE_CUDA_DWCONV=own or =cudnn forces one. False: neither path took the call.
+Expected<bool> run_depthwise_nhwc(const Node& node, NativeIO& io, CudaBackend& be,
+                                  const ConvCall& c, void* y) {
+  const ConvParams& p = c.p;
+  ConvParams q = p;
+  q.act = c.act.code();
+  q.lo = c.act.alpha;
+  q.hi = c.act.beta;
+  FERRITE_ASSIGN_OR_RETURN(void* w_taps,
+                           io.scratch(static_cast<size_t>(p.C * p.KH * p.KW) * sizeof(float)));
+  const bool own_ok = reinterpret_cast<uintptr_t>(w_taps) % 16 == 0;
+  auto own = [&]() -> Status {
+    return be.lib->dwconv_nhwc(io.in[0]->ptr, io.in[1]->ptr, w_taps, c.bias, c.res, y, q, c.dt);
+  };
+  // cuDNN writes y before the epilogue reads the residual: not when they share a buffer.
+  bool dnn_declined = c.res == y;
+  auto dnn = [&]() -> Status {
+    FERRITE_ASSIGN_OR_RETURN(CudnnResult r, conv_on_cudnn(node, io, be, c, y, false));
+    if (r != CudnnResult::kConvOnly) {
+      dnn_declined = true;
+      return Status::ok();
+    }
+    if (!c.bias && !c.res && c.act.none()) return Status::ok();
+    return be.lib->bias_act_nchw(y, c.bias, p.N * p.K * p.OH * p.OW, p.K, 1, c.act.code(),
+                                 c.act.alpha, c.act.beta, c.dt, c.res);
+  };
+  std::ostringstream key;
+  key << p.N << "," << p.C << "," << p.H << "," << p.W << "," << p.KH << "," << p.KW << "," << p.sh
+      << "," << p.sw << "," << p.ph << "," << p.pw << "," << c.ph_end << "," << c.pw_end << ","
+      << p.dh << "," << p.dw << "," << static_cast<int>(c.dt) << "," << c.act.code() << ","
+      << (c.bias != nullptr) << (c.res != nullptr);
+  const char* env = std::getenv("FERRITE_CUDA_DWCONV");
+  const std::string force = env ? env : "";
+  std::optional<bool> on_cudnn;
+  if (force == "own" || force == "cudnn") {
+    on_cudnn = force == "cudnn";
+  } else {
+    std::lock_guard<std::mutex> lock(be.dw_mutex);
+    auto it = be.dw_on_cudnn.find(key.str());
+    if (it != be.dw_on_cudnn.end()) on_cudnn = it->second;
+  }
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  be.rt()->api().cuStreamIsCapturing(be.rt()->stream(), &cs);
+  if (!on_cudnn && own_ok && !dnn_declined && cs == CU_STREAM_CAPTURE_STATUS_NONE) {
+    FERRITE_ASSIGN_OR_RETURN(double t_own, time_calls(be, own, 3));
+    FERRITE_ASSIGN_OR_RETURN(double t_dnn, time_calls(be, dnn, 3));
+    on_cudnn = !dnn_declined && t_dnn < t_own;
+    if (CudnnConv::logging())
+      std::fprintf(stderr, "[conv] cuda: depthwise %s: ours %.1f us, cuDNN + epilogue %.1f us%s\n",
+                   key.str().c_str(), t_own * 1e6, t_dnn * 1e6,
+                   dnn_declined ? " (cuDNN declined)" : (*on_cudnn ? ": cuDNN" : ": ours"));
+    std::lock_guard<std::mutex> lock(be.dw_mutex);
+    be.dw_on_cudnn[key.str()] = *on_cudnn;
+  }
+  if (on_cudnn.value_or(false) && !dnn_declined) {
+    FERRITE_RETURN_IF_ERROR(dnn());
+    if (!dnn_declined) return true;
+  }
+  if (!own_ok) return false;
+  FERRITE_RETURN_IF_ERROR(own());
+  return true;
+}
+
 // Conv and FusedConv: the convolution, then bias + residual + activation in one pass where the
 // convolution did not apply them.
 Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be) {
@@ -194,20 +291,9 @@ Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be) {
   FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, c.dt, yd));
   const int64_t total = p.N * p.K * p.OH * p.OW;
   const int64_t plane = c.last ? 1 : p.OH * p.OW;
-  // Depthwise channels-last: our kernel, epilogue included (cuDNN's grouped NHWC kernels ran
-  // 20-30x slower on ConvNeXt's and EfficientNet's depthwise layers).
   if (c.last && LibraryKernels::dwconv_nhwc_takes(p, c.dt, io.in[0]->ptr, c.res, y)) {
-    ConvParams q = p;
-    q.act = c.act.code();
-    q.lo = c.act.alpha;
-    q.hi = c.act.beta;
-    FERRITE_ASSIGN_OR_RETURN(void* w_taps,
-                             io.scratch(static_cast<size_t>(p.C * p.KH * p.KW) * sizeof(float)));
-    if (reinterpret_cast<uintptr_t>(w_taps) % 16 == 0) {
-      FERRITE_RETURN_IF_ERROR(
-          be.lib->dwconv_nhwc(io.in[0]->ptr, io.in[1]->ptr, w_taps, c.bias, c.res, y, q, c.dt));
-      return true;
-    }
+    FERRITE_ASSIGN_OR_RETURN(bool done, run_depthwise_nhwc(node, io, be, c, y));
+    if (done) return true;
   }
   FERRITE_ASSIGN_OR_RETURN(CudnnResult dnn, conv_on_cudnn(node, io, be, c, y));
   if (dnn == CudnnResult::kWithEpilogue) return true;

@@ -318,9 +318,12 @@ Expected<std::shared_ptr<CudnnConv::Plan>> CudnnConv::plan(const CudnnConvProble
     take_first(*pl, ch, perf, found, "backward-filter");
   }
   // Channels-last problems (inference after the layout pass, whose runs replay as CUDA graphs,
-  // where a call's host cost is paid once) keep the legacy calls: graph plans were verified on
-  // the GPU for [N, C, H, W] operands only.
-  if (graph_enabled() && !q.channels_last && !q.weights_last) {
+  // where a call's host cost is paid once) keep the legacy calls, except depthwise ones: for
+  // those the legacy heuristics pick grouped kernels 20-30x slower than the graph API's
+  // conv2d_c1_k1_nhwc_specialized (the kernel PyTorch's calls get; cuda_conv_ops.cpp times it
+  // against fe_dwconv_nhwc8). The CTS and the depthwise families ran on both paths.
+  const bool depthwise = q.p.groups > 1 && q.p.groups == q.p.C && q.p.K == q.p.C;
+  if (graph_enabled() && (depthwise || (!q.channels_last && !q.weights_last))) {
     auto g = build_cudnn_graph_plan(d, h, q, static_cast<int>(dir));
     if (g) {
       ch.graph = std::move(*g);
@@ -570,6 +573,10 @@ Expected<bool> CudnnConv::run_backward_filter(const CudnnConvProblem&, const voi
 }
 
 #endif  // FERRITE_HAVE_CUDNN
+
+bool CudnnConv::logging() {
+  return log_on("conv");
+}
 
 void CudnnConv::note(const std::string& msg) {
   if (!log_on("fallback") && !log_on("conv")) return;

@@ -69,6 +69,8 @@ class CudnnConv {
 
   // Logs once per distinct message under FERRITE_LOG=fallback (or conv).
   void note(const std::string& msg);
+  // Whether FERRITE_LOG asks for the convolution log (plans and choices).
+  static bool logging();
   int64_t calls() const { return calls_; }
   int64_t fused_calls() const { return fused_calls_; }
   std::string describe() const;
