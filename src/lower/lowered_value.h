@@ -36,6 +36,11 @@ struct Lowered {
   // expressions over the loop variables of `row->iter`, so it may only be emitted into the
   // kernel that materializes this plan.
   std::shared_ptr<const RowPlan> row;
+  // Set on an inline Reshape (lower_reshape): the value before it. A Reshape keeps row-major
+  // order, so storing that value contiguously over its own (finer) dims writes the same bytes;
+  // the kernel that materializes this value does so where those dims give affine indices (no
+  // floordiv / mod splitting a merged dim) and vector loads (see materialize).
+  std::shared_ptr<const Lowered> reshape_src;
   bool realized() const { return buffer >= 0; }
 };
 
