@@ -47,8 +47,12 @@ struct Lowered {
 // bf16 / f16 values are stored in their dtype but computed in float: loads convert, every
 // expression over them is float, and the store rounds (Kernel::out_dtype). A Lowered's dtype is
 // the storage dtype; its expressions have the compute dtype.
-inline bool is_low_float(DType t) { return t == DType::kBF16 || t == DType::kF16; }
-inline DType compute_dtype(DType t) { return is_low_float(t) ? DType::kF32 : t; }
+inline bool is_low_float(DType t) {
+  return t == DType::kBF16 || t == DType::kF16;
+}
+inline DType compute_dtype(DType t) {
+  return is_low_float(t) ? DType::kF32 : t;
+}
 
 // Emits `l` at index `idx` (one index expression per dim of l), in compute_dtype(l.dtype).
 inline int emit_value(const Lowered& l, EmitContext& ctx, const std::vector<SymExpr>& idx) {

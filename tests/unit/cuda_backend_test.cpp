@@ -421,7 +421,8 @@ g (T[m,8] x, T[8,8] w, T[8] bias) => (T[m,8] y0, T[m,8] y1, T[m,8] y2) {
       if ((b & exp_mask) != exp_mask) finite.push_back(static_cast<uint16_t>(b));
     while (finite.size() % 8) finite.push_back(0);
     const int64_t m = static_cast<int64_t>(finite.size() / 8);
-    Tensor x = Tensor::zeros(dt, {m, 8}), w = Tensor::zeros(dt, {8, 8}), bias = Tensor::zeros(dt, {8});
+    Tensor x = Tensor::zeros(dt, {m, 8}), w = Tensor::zeros(dt, {8, 8}),
+           bias = Tensor::zeros(dt, {8});
     auto* xb = static_cast<uint16_t*>(x.raw());
     for (size_t i = 0; i < finite.size(); ++i) xb[i] = finite[i];
     for (int i = 0; i < 8; ++i) static_cast<uint16_t*>(w.raw())[i * 8 + i] = to_bits(1.0);
