@@ -196,88 +196,6 @@ extern "C" __global__ void fe_bias_act_nchw(void* __restrict__ y, const void* __
 // % 8 == 0 and 16-byte aligned buffers: each thread takes 8 consecutive channels of one pixel
 // with 16-byte loads and stores (the scalar kernel's 2-byte accesses and 64-bit index division
 // ran at a fifth of the copy bandwidth). `groups` = total / 8.
-// Activations whose result is stored in 16 bits (every fe_act_k caller: the nhwc8 kernels take
-// bf16 / f16 only), in float with errors of a few float ulps (2^-21 relative) instead of the
-// correctly rounded libm calls: half a 16-bit ulp is 2^-9 (bf16) or 2^-12 (f16), so the stored
-// value is the one the exact formula rounds to except where it lies within ~2^-21 of a rounding
-// boundary (then one 16-bit ulp off, as any f32 library would be). ncu, ViT-B/16's MLP epilogue
-// at batch 32 (bf16 [6304, 3072]): erff made the kernel compute-bound (46 instructions an
-// element, SM 68% / DRAM 27%, 39 us).
-// 2^x and 1 / x by the special-function unit (2 ulp), results below 2^-126 flushed to 0: the
-// non-flushing __expf / __fdividef spend 3 instructions each rescaling subnormals. Activations
-// below about 2^-119 then come out as zero (bf16 could hold them; f16's range ends at 2^-24).
-__device__ __forceinline__ float fe_ex2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ float fe_rcp_ftz(float x) {
-  float y;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-// x * sigmoid(x) = x / (1 + e^-x): x -> -inf gives x * 0 = -0 (NaN for x = -inf, as the table's
-// x * sigmoid(x)).
-__device__ __forceinline__ float fe_silu16(float x) {
-  return x * fe_rcp_ftz(1.f + fe_ex2_ftz(-1.4426950408889634f * x));
-}
-// 0.5 x (1 + erf(x / sqrt 2)) through erfc(z) = t e^(P(t) - z^2), z = |x| / sqrt 2,
-// t = 1 / (1 + z / 2) (Numerical Recipes' erfcc form), P of degree 7 fitted here (weighted least
-// squares on 20,001 points of z in [0, 10]; beyond, erfc underflows float) to
-// log(erfc(z) / t) + z^2 within 6.5e-7. In float arithmetic against erfc in double, GELU's
-// relative error is under 4.5e-6 for |x| < 6 and under 2.1e-5 down to x = -13 (the rounding of
-// z^2 in the exponent), against half an f16 ulp of 2.4e-4 (degree 5, at 7.7e-6, left 0.6% of
-// f16 results one ulp off). x >= 0 gives x (1 - erfc / 2), x < 0 gives x erfc / 2, so the
-// negative tail has no cancellation. 21 instructions an element against 32 through erff.
-__device__ __forceinline__ float fe_gelu16(float x) {
-  const float z = fabsf(x) * 0.70710678118654752f;
-  const float t = fe_rcp_ftz(fmaf(0.5f, z, 1.f));
-  float p = -0.183650434f;
-  p = fmaf(p, t, 0.733945489f);
-  p = fmaf(p, t, -0.970040858f);
-  p = fmaf(p, t, 0.320835233f);
-  p = fmaf(p, t, -0.024139937f);
-  p = fmaf(p, t, 0.389243245f);
-  p = fmaf(p, t, 0.999330282f);
-  p = fmaf(p, t, -1.26552367f);
-  const float h = 0.5f * t * fe_ex2_ftz(1.4426950408889634f * fmaf(-z, z, p));  // erfc(z) / 2
-  return x * (x >= 0.f ? 1.f - h : h);  // +inf stays +inf, NaN NaN
-}
-// 0.5 x (1 + tanh(y)) = x * sigmoid(2 y), y = sqrt(2 / pi) (x + 0.044715 x^3).
-__device__ __forceinline__ float fe_gelu_tanh16(float x) {
-  const float y = 0.79788456080286535588f * fmaf(0.044715f * x, x * x, x);
-  return x * fe_rcp_ftz(1.f + fe_ex2_ftz(-2.8853900817779268f * y));
-}
-// x * clip(x / 6 + 0.5, 0, 1), the division as a multiply.
-__device__ __forceinline__ float fe_hard_swish16(float x) {
-  const float g = fmaf(x, 0.16666666666666667f, 0.5f);
-  return x * (g < 0.f ? 0.f : (g > 1.f ? 1.f : g));
-}
-
-// The activation of a conv epilogue by kind (0 none, 1 ReLU, 2 any row of the table through
-// fe_act's switch): the common kinds compile without the switch, in their 16-bit forms above.
-template <int KIND>
-__device__ __forceinline__ float fe_act_k(float v, int act, float lo, float hi) {
-  if (KIND == 0) return v;
-  if (KIND == 1) return v < 0.f ? 0.f : v;  // NaN stays NaN, as the table's Relu
-  if (KIND == 3) return fe_gelu16(v);        // the transformers' MLP
-  if (KIND == 4) return fe_silu16(v);        // EfficientNet
-  if (KIND == 5) return fe_hard_swish16(v);  // MobileNetV3
-  if (KIND == 6) return fe_gelu_tanh16(v);   // GPT-2's MLP
-  return fe_act(v, act, lo, hi);
-}
-// Instantiates M(KIND, D) for the activation kinds that have their own specialisation.
-#define FE_BY_KIND(M, D)                                                   \
-  switch (kind) {                                                          \
-    case 0: M(0, D); break;                                                \
-    case 1: M(1, D); break;                                                \
-    case 3: M(3, D); break;                                                \
-    case 4: M(4, D); break;                                                \
-    case 5: M(5, D); break;                                                \
-    case 6: M(6, D); break;                                                \
-    default: M(2, D); break;                                               \
-  }
-
 template <int KIND, int DT>
 __device__ __forceinline__ void bias_act_nhwc8_impl(void* __restrict__ y,
                                                     const void* __restrict__ bias,
@@ -494,6 +412,10 @@ const char* kMemoryBoundSource =
 const char* kIndexingSource =
 #include "backends/cuda/cuda_indexing_source.inc"
     ;
+// The activations of the 16-bit epilogue kernels (cuda_epilogue_act_source.inc).
+const char* kEpilogueActSource =
+#include "backends/cuda/cuda_epilogue_act_source.inc"
+    ;
 // Depthwise convolution with 4 output columns per thread (cuda_dwconv_source.inc).
 const char* kDwconvSource =
 #include "backends/cuda/cuda_dwconv_source.inc"
@@ -557,8 +479,8 @@ bool broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t
 
 const char* library_source() {
   static const std::string source = std::string(cuda_prelude_source()) + scalar_helpers_source() +
-                                    cuda_activation_source() + kLibrarySource + kMemoryBoundSource +
-                                    kDwconvSource + kIndexingSource;
+                                    cuda_activation_source() + kEpilogueActSource + kLibrarySource +
+                                    kMemoryBoundSource + kDwconvSource + kIndexingSource;
   return source.c_str();
 }
 
