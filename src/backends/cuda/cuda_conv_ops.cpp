@@ -183,8 +183,6 @@ Status conv_nchw_gemm(NativeIO& io, CudaBackend& be, const ConvCall& c, void* y)
   return be.lib->bias_act_nchw(y, c.bias, p.K * ohw, p.K, ohw, 0, 0, 0, dt);
 }
 
-}  // namespace
-
 // Seconds per call of f on the current stream: one call to warm up (plans, first-use
 // compiles), then the mean of `reps`.
 Expected<double> time_calls(CudaBackend& be, const std::function<Status()>& f, int reps) {
@@ -278,6 +276,8 @@ Expected<bool> run_depthwise_nhwc(const Node& node, NativeIO& io, CudaBackend& b
   FERRITE_RETURN_IF_ERROR(own());
   return true;
 }
+
+}  // namespace
 
 // Conv and FusedConv: the convolution, then bias + residual + activation in one pass where the
 // convolution did not apply them.
