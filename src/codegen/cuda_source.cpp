@@ -30,7 +30,9 @@ struct Gen {
 };
 
 // Signature, dims d0.. and input names of a kernel.
-std::vector<std::string> emit_prologue(std::ostringstream& os, const Kernel& k, const Gen& g) {
+// `bound`: the kernel's __launch_bounds__ (0: the default of its kind).
+std::vector<std::string> emit_prologue(std::ostringstream& os, const Kernel& k, const Gen& g,
+                                       int bound = 0) {
   os << "\n// " << k.name << ": ";
   for (size_t i = 0; i < k.source_nodes.size(); ++i) os << (i ? ", " : "") << k.source_nodes[i];
   if (k.source_nodes.empty()) os << "(copy)";
@@ -38,7 +40,7 @@ std::vector<std::string> emit_prologue(std::ostringstream& os, const Kernel& k, 
     os << "\n__device__ __noinline__ void " << k.name << "(";
   else
     os << "\nextern \"C\" __global__ void __launch_bounds__("
-       << (k.is_row() ? row_block_max() : 1024) << ") " << k.name << "(";
+       << (bound > 0 ? bound : k.is_row() ? row_block_max() : 1024) << ") " << k.name << "(";
   std::vector<std::string> in_names;
   for (size_t i = 0; i < k.input_buffers.size(); ++i) {
     const Buffer& b = g.lg.buffers[k.input_buffers[i]];
@@ -519,7 +521,66 @@ class RowEmitter {
   const std::string in_ = "      ";
 };
 
+// A column reduction (codegen/row_analysis.h, column_reduce: channels-last global pooling, the
+// squeeze-excite mean): rows are channels and a row runs over pixels, so a block per row reads
+// one element per 32-byte sector. Instead a block takes kColumns neighbouring rows, thread t row
+// t % kColumns and every (blockDim.x / kColumns)-th element of it from t / kColumns on: each load
+// instruction of a warp reads kColumns contiguous elements at 32 / kColumns positions of the
+// rows. The partial sums meet in fe_col_reduce (warp shuffles, then shared memory); the block's
+// first kColumns threads store. Rows past the end compute on the last row and do not store, so
+// every thread reaches every barrier. Any block of whole warps and any grid is valid.
+constexpr int kColumns = 16;
+
+void emit_column_row(std::ostringstream& os, const Kernel& k, const Gen& g, const RowPhases& ph,
+                     int reduce) {
+  std::vector<std::string> in_names = emit_prologue(os, k, g, column_block_max());
+  const size_t rank = k.shape.size(), outer = k.outer_rank(), n = k.body.size();
+  std::vector<std::string> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = "t" + std::to_string(i);
+  const ScalarExpr& r = k.body.at(reduce);
+  const std::string ty = *g.em.type(r.dtype), cols = std::to_string(kColumns);
+  std::vector<bool> defined(n, false);
+  // Emits what `need` marks (but kReduces), varying or row-invariant, in argument order.
+  auto defs = [&](const std::vector<bool>& need, bool varying, const std::string& indent) {
+    for (size_t i = 0; i < n; ++i)
+      if (need[i] && !defined[i] && ph.varies[i] == varying &&
+          k.body.at(static_cast<int>(i)).kind != ScalarKind::kReduce) {
+        os << indent << g.em.def(k, i, t, in_names, g.ident);
+        defined[i] = !varying;
+      }
+  };
+  os << "  const int64_t fe_rows = 1";
+  for (size_t d = 0; d < outer; ++d) os << " * d" << d;
+  os << ";\n  const int64_t fe_row_len = 1";
+  for (size_t d = outer; d < rank; ++d) os << " * d" << d;
+  os << ";\n  const int fe_col = (int)threadIdx.x % " << cols << ", fe_tid = (int)threadIdx.x / "
+     << cols << ", fe_nthr = (int)blockDim.x / " << cols << ";\n"
+     << "  const bool fe_small_rows = fe_rows + (int64_t)gridDim.x * " << cols
+     << " < 0xffffffffLL;\n"
+     << "  const bool fe_small_row = fe_row_len + fe_nthr < 0xffffffffLL;\n"
+     << "  for (int64_t fe_row0 = (int64_t)blockIdx.x * " << cols << "; fe_row0 < fe_rows;\n"
+     << "       fe_row0 += (int64_t)gridDim.x * " << cols << ") {\n"
+     << "    const bool fe_ok = fe_row0 + fe_col < fe_rows;\n"
+     << "    const int64_t fe_row = fe_ok ? fe_row0 + fe_col : fe_rows - 1;\n";
+  emit_split(os, "    ", "fe_row", 0, outer, "fe_small_rows");
+  const std::vector<bool> need = ph.needed(reduce, true);
+  defs(need, false, "    ");
+  os << "    " << ty << " fe_acc = 0;\n"
+     << "#pragma unroll 4\n"
+     << "    for (int64_t fe_j = fe_tid; fe_j < fe_row_len; fe_j += fe_nthr) {\n";
+  emit_split(os, "      ", "fe_j", outer, rank, "fe_small_row");
+  defs(need, true, "      ");
+  os << "      fe_acc += " << t[r.args[0]] << ";\n    }\n"
+     << "    const " << ty << " " << t[reduce] << " = fe_col_reduce<" << cols << ">(fe_acc);\n"
+     << "    if (fe_tid == 0 && fe_ok) {\n";
+  defs(ph.needed(k.root, false), false, "      ");
+  os << "      " << store("out[fe_row]", t[k.root]) << "\n    }\n  }\n}\n";
+}
+
 void emit_row(std::ostringstream& os, const Kernel& k, const Gen& g) {
+  const RowPhases ph(k);
+  if (const int reduce = column_reduce(k, ph); reduce >= 0)
+    return emit_column_row(os, k, g, ph, reduce);
   RowEmitter(os, k, g).emit();
 }
 
@@ -610,6 +671,13 @@ int row_cache() {
 int row_block_max() {
   static const int v = env_int("FERRITE_CUDA_ROW_BLOCK", 512, 32, 1024) / 32 * 32;
   return v;
+}
+
+int column_rows() {
+  return kColumns;
+}
+int column_block_max() {
+  return 1024;
 }
 
 ScalarSpelling CudaDialect::spelling() const {

@@ -35,6 +35,11 @@ class CudaDialect : public CodegenDialect {
 // FERRITE_CUDA_ROW_CACHE / FERRITE_CUDA_ROW_BLOCK override them for experiments.
 int row_cache();
 int row_block_max();
+// Column reductions (codegen/row_analysis.h, column_reduce) take column_rows() neighbouring rows
+// per block, one per thread modulo column_rows(), and blocks of at most column_block_max()
+// threads (their __launch_bounds__).
+int column_rows();
+int column_block_max();
 
 // The prelude every generated CUDA module starts with (types, fe_* helpers, block reductions); the
 // scalar helpers (scalar_helpers_source()) follow it.

@@ -109,6 +109,41 @@ TEST(CudaCodegen, ZooModelsCompileForSm90) {
   if (compiled == 0) GTEST_SKIP() << "no materialized models under " << dir;
 }
 
+// Column reductions (codegen/row_analysis.h, column_reduce): means and sums over the pixels of
+// channels-last tensors (a realized input whose reduced dims merge, and a fused Relu whose two
+// reduced dims stay apart) and a sum over the leading axis.
+const char* kColumnModel = R"(<ir_version: 8, opset_import: ["" : 18]>
+g (float[n,h,w,c] x, double[r,k] d) => (float[n,1,1,c] m, float[n,c] s, double[k] t) {
+  hw = Constant<value = int64[2] {1, 2}>()
+  zero = Constant<value = int64[1] {0}>()
+  m = ReduceMean(x, hw)
+  rx = Relu(x)
+  s = ReduceSum<keepdims = 0>(rx, hw)
+  t = ReduceSum<keepdims = 0>(d, zero)
+}
+)";
+
+TEST(CudaCodegen, ColumnReductionsTakeNeighbouringRowsPerBlock) {
+  auto nv = cuda::nvrtc();
+  if (!nv) GTEST_SKIP() << nv.status().message();
+  auto g = parse(kColumnModel);
+  ASSERT_TRUE(g);
+  auto lg = lower_graph(*g);
+  ASSERT_TRUE(lg) << lg.status().message();
+  auto src = cuda::CudaDialect().generate(*lg, DeviceProperties{});
+  ASSERT_TRUE(src) << src.status().message();
+  if (const char* out = std::getenv("FERRITE_CUDA_SOURCE_DIR"); out && *out)
+    std::ofstream(std::filesystem::path(out) / "columns.cu") << *src;
+  size_t uses = 0;
+  for (size_t at = src->find("= fe_col_reduce<"); at != std::string::npos;
+       at = src->find("= fe_col_reduce<", at + 1))
+    ++uses;
+  EXPECT_EQ(uses, 3u) << *src;
+  EXPECT_EQ(src->find("= fe_row_reduce<"), std::string::npos) << *src;
+  auto cubin = cuda::compile_to_cubin(*src, "sm_90", "columns");
+  ASSERT_TRUE(cubin) << cubin.status().message();
+}
+
 TEST(CudaCodegen, CompileErrorsAreValues) {
   auto nv = cuda::nvrtc();
   if (!nv) GTEST_SKIP() << nv.status().message();
@@ -223,6 +258,17 @@ TEST(CudaDevice, PointwiseAndRowKernels) {
                  {"beta", DType::kF32, {24}},
                  {"d", DType::kF64, {1, 3}}}},
                2e-5);
+}
+
+// Rows not a multiple of the block's 16 (the last block's spare threads compute on the last row
+// and do not store), long rows, and more row blocks than the grid (the loop strides by it).
+TEST(CudaDevice, ColumnReductions) {
+  auto set = [](std::vector<int64_t> x, std::vector<int64_t> d) {
+    return std::vector<Input>{{"x", DType::kF32, x}, {"d", DType::kF64, d}};
+  };
+  check_on_gpu(kColumnModel, {set({2, 7, 7, 96}, {5, 3}), set({3, 5, 3, 40}, {3, 300000}),
+                              set({2, 112, 112, 24}, {1000, 17}), set({1, 1, 1, 1}, {1, 1})},
+               2e-6);
 }
 
 TEST(CudaDevice, GemmFamily) {

@@ -9,6 +9,7 @@
 
 #include "backends/cuda/cuda_native_ops.h"
 #include "codegen/cuda_source.h"
+#include "codegen/row_analysis.h"
 #include "lower/kernel_ir.h"
 
 namespace ferrite::cuda {
@@ -87,7 +88,19 @@ LaunchConfig CudaHeuristics::choose(const Kernel& kernel, int64_t rows, int64_t 
   const int64_t warp = std::max<int64_t>(lim.warp_size, 1);
   const int64_t sms = std::max(1, props.compute_units);
   LaunchConfig c;
-  if (kernel.is_row()) {
+  if (kernel.is_row() && column_reduce(kernel, RowPhases(kernel)) >= 0) {
+    // A column reduction (codegen/cuda_source.cpp): column_rows() rows per block and threads
+    // along them for about 8 elements each, as many blocks as are resident at once (the kernel
+    // strides over the rest).
+    const int64_t cols = column_rows();
+    const int64_t along = std::min<int64_t>(std::max<int64_t>(1, (row_len + 7) / 8),
+                                            column_block_max() / cols);
+    c.block = std::max(warp, std::min<int64_t>(lim.max_block, along * cols) / warp * warp);
+    const int64_t resident = props.resident_threads_per_unit > 0
+                                 ? sms * std::max<int64_t>(1, props.resident_threads_per_unit / c.block)
+                                 : sms * 8;
+    c.grid = lim.clamp_grid(std::max<int64_t>(1, std::min((rows + cols - 1) / cols, resident)));
+  } else if (kernel.is_row()) {
     // row_cache() elements per thread (the row stays in registers), whole warps, at most the
     // device's block and the kernels' launch bound; longer rows take the largest block.
     int64_t want = (row_len + row_cache() - 1) / row_cache();
