@@ -275,6 +275,14 @@ void attention_cases(const OpSchema& s, std::vector<Case>& out) {
   at("transposed-f32-causal",
      {in("q", kF32, {2, 33, 2, 16}), in("k", kF32, {2, 33, 2, 16}), in("v", kF32, {2, 33, 2, 16})},
      {{"causal", i(1)}, {"transposed", tr({1, 1, 1, 1})}});
+  // Sequence first ([S, B, H, D], nn.MultiheadAttention's layout): other strides on cuda.
+  at("sequence-first-bf16",
+     {in("q", kBF16, {70, 2, 3, 64}), in("k", kBF16, {90, 2, 3, 64}),
+      in("v", kBF16, {90, 2, 3, 64}), in("mask", kBF16, {2, 1, 1, 90}, V::uniform(-2, 0))},
+     {{"transposed", tr({2, 2, 2, 2})}});
+  at("sequence-first-result-f32",
+     {in("q", kF32, {2, 3, 33, 16}), in("k", kF32, {2, 33, 3, 16}), in("v", kF32, {33, 2, 3, 16})},
+     {{"causal", i(1)}, {"transposed", tr({0, 1, 2, 2})}});
   at("transposed-some-f16",
      {in("q", kF16, {1, 2, 40, 32}), in("k", kF16, {1, 40, 2, 32}), in("v", kF16, {1, 40, 2, 32})},
      {{"transposed", tr({0, 1, 1, 0})}});

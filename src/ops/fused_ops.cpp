@@ -28,10 +28,11 @@
 //       PyTorch exports; it makes fully masked rows produce 0). masked_rows_zero gives 0 for a
 //       row whose scores are all -inf and leaves NaN alone (PyTorch's _safe_softmax, which
 //       SDPA's math path uses: Where(All(x == -inf), 0, Softmax(x))). Softmax runs in double.
-//       transposed = [q, k, v, y] (0 / 1, default all 0): an operand marked 1 is rank 4 and
-//       stored [B, S, H, D], the heads after the sequence as the projections produce them, and
-//       means its [B, H, S, D] transpose (for y: the result is stored so); fold-attention-layout
-//       sets it where a Transpose would otherwise copy the operand.
+//       transposed = [q, k, v, y] (default all 0): how each is stored (ops/attention_layout.h):
+//       0 as above, 1 [B, S, H, D] (heads after the sequence, as the projections produce them),
+//       2 [S, B, H, D] (sequence first, nn.MultiheadAttention's layout); an operand marked 1 or 2
+//       means its [B, H, S, D] view (for y: the result is stored so); fold-attention-layout sets
+//       them where a Transpose would otherwise copy the operand.
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -339,10 +340,11 @@ Status pool_op_kernel(KernelContext& ctx) {
 
 // ---- Attention ------------------------------------------------------------------------------
 
-// Swaps axes 1 and 2 of a rank-4 shape: the [B, H, S, D] view of a [B, S, H, D] operand.
-Shape swap_heads(const Shape& s) {
-  std::vector<Dim> d = s.dims();
-  std::swap(d[1], d[2]);
+// A rank-4 shape permuted (dim i = s's dim perm[i]): a stored operand's [B, H, S, D] view, or a
+// result's stored shape (ops/attention_layout.h).
+Shape permuted(const Shape& s, const std::array<int, 4>& perm) {
+  std::vector<Dim> d(4);
+  for (int i = 0; i < 4; ++i) d[i] = s[perm[i]];
   return Shape(d);
 }
 
@@ -354,7 +356,7 @@ Status infer_attention(InferContext& ctx) {
     if (!layout.transposed[i] || !shapes[i].rank_known()) continue;
     if (shapes[i].rank() != 4)
       return ctx.error("transposed operand ", i, " must have rank 4, got ", shapes[i].to_string());
-    shapes[i] = swap_heads(shapes[i]);
+    shapes[i] = permuted(shapes[i], logical_perm(layout.transposed[i]));
   }
   const Shape &q = shapes[0], &k = shapes[1], &v = shapes[2];
   if (!q.rank_known() || !k.rank_known() || !v.rank_known()) {
@@ -388,7 +390,9 @@ Status infer_attention(InferContext& ctx) {
   }
   if (layout.transposed[3] && out.size() != 4)
     return ctx.error("a transposed result needs rank 4, got ", Shape(out).to_string());
-  ctx.set_output(0, ctx.input_dtype(0), layout.transposed[3] ? swap_heads(Shape(out)) : Shape(out));
+  ctx.set_output(0, ctx.input_dtype(0),
+                 layout.transposed[3] ? permuted(Shape(out), stored_perm(layout.transposed[3]))
+                                      : Shape(out));
   return Status::ok();
 }
 
@@ -405,7 +409,7 @@ Status attention_kernel(KernelContext& ctx) {
     const Tensor& in = ctx.input(i);
     if (!layout.transposed[i]) continue;
     if (in.rank() != 4) return ctx.error("transposed operand ", i, " must have rank 4");
-    FERRITE_ASSIGN_OR_RETURN(logical[i], swap_axes_1_2(in));
+    FERRITE_ASSIGN_OR_RETURN(logical[i], permute4(in, logical_perm(layout.transposed[i])));
   }
   auto pick = [&](int i) -> const Tensor& {
     return layout.transposed[i] ? logical[i] : ctx.input(i);
@@ -422,7 +426,7 @@ Status attention_kernel(KernelContext& ctx) {
         FERRITE_ASSIGN_OR_RETURN(tmp, Tensor::create(q.dtype(), dims));
         return &tmp;
       }));
-  FERRITE_ASSIGN_OR_RETURN(Tensor swapped, swap_axes_1_2(tmp));
+  FERRITE_ASSIGN_OR_RETURN(Tensor swapped, permute4(tmp, stored_perm(layout.transposed[3])));
   FERRITE_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, q.dtype(), swapped.dims()));
   std::memcpy(y->raw(), swapped.raw(), swapped.nbytes());
   return Status::ok();

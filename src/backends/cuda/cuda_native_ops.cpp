@@ -440,13 +440,15 @@ Expected<bool> run_attention(const Node& node, NativeIO& io, CudaBackend& be) {
   auto layout_or = attention_layout(node);
   if (!layout_or) return false;
   const AttentionLayout layout = *layout_or;
-  // Logical dims: a transposed operand [B, S, H, D] stands for [B, H, S, D].
+  // Logical dims: an operand stored [B, S, H, D] or [S, B, H, D] stands for [B, H, S, D].
   std::vector<int64_t> dims[3];
   for (int i = 0; i < 3; ++i) {
     dims[i] = io.in[i]->dims;
     if (!layout.transposed[i]) continue;
     if (dims[i].size() != 4) return false;
-    std::swap(dims[i][1], dims[i][2]);
+    const std::array<int, 4> lp = logical_perm(layout.transposed[i]);
+    dims[i] = {io.in[i]->dims[lp[0]], io.in[i]->dims[lp[1]], io.in[i]->dims[lp[2]],
+               io.in[i]->dims[lp[3]]};
   }
   const auto& qd = dims[0];
   const auto& kd = dims[1];
@@ -481,24 +483,28 @@ Expected<bool> run_attention(const Node& node, NativeIO& io, CudaBackend& be) {
   p.q_bs = batch_strides(qb, S * D);
   p.k_bs = batch_strides(kb, T * D);
   p.v_bs = batch_strides(vb, T * Dv);
-  // A transposed operand (rank 4, batch [B, H]): heads D apart, batch items S * H * D apart,
-  // rows H * D apart; its batch dims equal the broadcast ones (checked: no broadcasting).
-  auto heads_after_sequence = [&](int i, const std::vector<int64_t>& ob, int64_t rows, int64_t d,
-                                  std::vector<int64_t>* bs, int64_t* rs) {
+  // An operand stored [B, S, H, D] (code 1) or [S, B, H, D] (code 2), batch [B, H]: heads D
+  // apart; batch items S * H * D apart and rows H * D apart, or batch items H * D apart and rows
+  // B * H * D apart. Its batch dims equal the broadcast ones (checked: no broadcasting).
+  auto strided = [&](int code, int64_t rows, int64_t d, std::vector<int64_t>* bs, int64_t* rs) {
+    const int64_t B = (*batch)[0], H = (*batch)[1];
+    *bs = code == kSequenceFirst ? std::vector<int64_t>{H * d, d}
+                                 : std::vector<int64_t>{rows * H * d, d};
+    *rs = code == kSequenceFirst ? B * H * d : H * d;
+  };
+  auto operand = [&](int i, const std::vector<int64_t>& ob, int64_t rows, int64_t d,
+                     std::vector<int64_t>* bs, int64_t* rs) {
     if (!layout.transposed[i]) return true;
     if (br != 2 || ob != *batch) return false;
-    *bs = {rows * ob[1] * d, d};
-    *rs = ob[1] * d;
+    strided(layout.transposed[i], rows, d, bs, rs);
     return true;
   };
-  if (!heads_after_sequence(0, qb, S, D, &p.q_bs, &p.q_rs) ||
-      !heads_after_sequence(1, kb, T, D, &p.k_bs, &p.k_rs) ||
-      !heads_after_sequence(2, vb, T, Dv, &p.v_bs, &p.v_rs))
+  if (!operand(0, qb, S, D, &p.q_bs, &p.q_rs) || !operand(1, kb, T, D, &p.k_bs, &p.k_rs) ||
+      !operand(2, vb, T, Dv, &p.v_bs, &p.v_rs))
     return false;
   if (layout.transposed[3]) {
     if (br != 2) return false;
-    p.o_bs = {S * (*batch)[1] * Dv, Dv};
-    p.o_rs = (*batch)[1] * Dv;
+    strided(layout.transposed[3], S, Dv, &p.o_bs, &p.o_rs);
   }
   p.m_bs.assign(br, 0);
   if (mask) {
@@ -517,7 +523,10 @@ Expected<bool> run_attention(const Node& node, NativeIO& io, CudaBackend& be) {
   std::vector<int64_t> out = *batch;
   out.push_back(S);
   out.push_back(Dv);
-  if (layout.transposed[3]) std::swap(out[1], out[2]);
+  if (layout.transposed[3]) {
+    const std::array<int, 4> sp = stored_perm(layout.transposed[3]);
+    out = {out[sp[0]], out[sp[1]], out[sp[2]], out[sp[3]]};
+  }
   std::string why = be.flash ? be.flash->unsupported(p, dt) : "no fused attention kernel";
   if (why.empty()) {
     FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, dt, out));
