@@ -523,12 +523,13 @@ class RowEmitter {
 
 // A column reduction (codegen/row_analysis.h, column_reduce: channels-last global pooling, the
 // squeeze-excite mean): rows are channels and a row runs over pixels, so a block per row reads
-// one element per 32-byte sector. Instead a block takes kColumns neighbouring rows, thread t row
-// t % kColumns and every (blockDim.x / kColumns)-th element of it from t / kColumns on: each load
-// instruction of a warp reads kColumns contiguous elements at 32 / kColumns positions of the
-// rows. The partial sums meet in fe_col_reduce (warp shuffles, then shared memory); the block's
-// first kColumns threads store. Rows past the end compute on the last row and do not store, so
-// every thread reaches every barrier. Any block of whole warps and any grid is valid.
+// one element per 32-byte sector. Instead a block takes C neighbouring rows (fe_col_count: 16, or
+// fewer when there are too few rows to give every block of the grid its own), thread t row t % C
+// and every (blockDim.x / C)-th element of it from t / C on: a warp's load instruction reads C
+// contiguous elements at 32 / C positions of the rows. The partial sums meet in fe_col_reduce
+// (warp shuffles, then shared memory); the block's first C threads store. Rows past the end
+// compute on the last row and do not store, so every thread reaches every barrier. Any block of
+// whole warps and any grid is valid.
 constexpr int kColumns = 16;
 
 void emit_column_row(std::ostringstream& os, const Kernel& k, const Gen& g, const RowPhases& ph,
@@ -538,7 +539,7 @@ void emit_column_row(std::ostringstream& os, const Kernel& k, const Gen& g, cons
   std::vector<std::string> t(n);
   for (size_t i = 0; i < n; ++i) t[i] = "t" + std::to_string(i);
   const ScalarExpr& r = k.body.at(reduce);
-  const std::string ty = *g.em.type(r.dtype), cols = std::to_string(kColumns);
+  const std::string ty = *g.em.type(r.dtype);
   std::vector<bool> defined(n, false);
   // Emits what `need` marks (but kReduces), varying or row-invariant, in argument order.
   auto defs = [&](const std::vector<bool>& need, bool varying, const std::string& indent) {
@@ -553,13 +554,13 @@ void emit_column_row(std::ostringstream& os, const Kernel& k, const Gen& g, cons
   for (size_t d = 0; d < outer; ++d) os << " * d" << d;
   os << ";\n  const int64_t fe_row_len = 1";
   for (size_t d = outer; d < rank; ++d) os << " * d" << d;
-  os << ";\n  const int fe_col = (int)threadIdx.x % " << cols << ", fe_tid = (int)threadIdx.x / "
-     << cols << ", fe_nthr = (int)blockDim.x / " << cols << ";\n"
-     << "  const bool fe_small_rows = fe_rows + (int64_t)gridDim.x * " << cols
-     << " < 0xffffffffLL;\n"
+  os << ";\n  const int fe_cols = fe_col_count(fe_rows);\n"
+     << "  const int fe_col = (int)threadIdx.x % fe_cols, fe_tid = (int)threadIdx.x / fe_cols, "
+        "fe_nthr = (int)blockDim.x / fe_cols;\n"
+     << "  const bool fe_small_rows = fe_rows + (int64_t)gridDim.x * fe_cols < 0xffffffffLL;\n"
      << "  const bool fe_small_row = fe_row_len + fe_nthr < 0xffffffffLL;\n"
-     << "  for (int64_t fe_row0 = (int64_t)blockIdx.x * " << cols << "; fe_row0 < fe_rows;\n"
-     << "       fe_row0 += (int64_t)gridDim.x * " << cols << ") {\n"
+     << "  for (int64_t fe_row0 = (int64_t)blockIdx.x * fe_cols; fe_row0 < fe_rows;\n"
+     << "       fe_row0 += (int64_t)gridDim.x * fe_cols) {\n"
      << "    const bool fe_ok = fe_row0 + fe_col < fe_rows;\n"
      << "    const int64_t fe_row = fe_ok ? fe_row0 + fe_col : fe_rows - 1;\n";
   emit_split(os, "    ", "fe_row", 0, outer, "fe_small_rows");
@@ -571,7 +572,7 @@ void emit_column_row(std::ostringstream& os, const Kernel& k, const Gen& g, cons
   emit_split(os, "      ", "fe_j", outer, rank, "fe_small_row");
   defs(need, true, "      ");
   os << "      fe_acc += " << t[r.args[0]] << ";\n    }\n"
-     << "    const " << ty << " " << t[reduce] << " = fe_col_reduce<" << cols << ">(fe_acc);\n"
+     << "    const " << ty << " " << t[reduce] << " = fe_col_reduce(fe_acc, fe_cols);\n"
      << "    if (fe_tid == 0 && fe_ok) {\n";
   defs(ph.needed(k.root, false), false, "      ");
   os << "      " << store("out[fe_row]", t[k.root]) << "\n    }\n  }\n}\n";

@@ -35,9 +35,10 @@ class CudaDialect : public CodegenDialect {
 // FERRITE_CUDA_ROW_CACHE / FERRITE_CUDA_ROW_BLOCK override them for experiments.
 int row_cache();
 int row_block_max();
-// Column reductions (codegen/row_analysis.h, column_reduce) take column_rows() neighbouring rows
-// per block, one per thread modulo column_rows(), and blocks of at most column_block_max()
-// threads (their __launch_bounds__).
+// Column reductions (codegen/row_analysis.h, column_reduce) take up to column_rows()
+// neighbouring rows per block: the largest power of two C <= column_rows() with
+// ceil(rows / C) >= the grid (so a launch sizes its grid for the C it wants), and blocks of at
+// most column_block_max() threads (their __launch_bounds__).
 int column_rows();
 int column_block_max();
 

@@ -89,10 +89,13 @@ LaunchConfig CudaHeuristics::choose(const Kernel& kernel, int64_t rows, int64_t 
   const int64_t sms = std::max(1, props.compute_units);
   LaunchConfig c;
   if (kernel.is_row() && column_reduce(kernel, RowPhases(kernel)) >= 0) {
-    // A column reduction (codegen/cuda_source.cpp): column_rows() rows per block and threads
-    // along them for about 8 elements each, as many blocks as are resident at once (the kernel
-    // strides over the rest).
-    const int64_t cols = column_rows();
+    // A column reduction (codegen/cuda_source.cpp): column_rows() rows per block, or fewer
+    // where that leaves under two blocks per SM (EfficientNet's first squeeze-excite mean: 1024
+    // rows of 12544 pixels), threads along them for about 8 elements each, and as many blocks as
+    // are resident at once (the kernel strides over the rest and finds the same rows per block
+    // from the grid).
+    int64_t cols = column_rows();
+    while (cols > 1 && (rows + cols - 1) / cols < 2 * sms) cols /= 2;
     const int64_t along = std::min<int64_t>(std::max<int64_t>(1, (row_len + 7) / 8),
                                             column_block_max() / cols);
     c.block = std::max(warp, std::min<int64_t>(lim.max_block, along * cols) / warp * warp);
