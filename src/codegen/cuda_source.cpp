@@ -40,7 +40,10 @@ std::vector<std::string> emit_prologue(std::ostringstream& os, const Kernel& k, 
     os << "\n__device__ __noinline__ void " << k.name << "(";
   else
     os << "\nextern \"C\" __global__ void __launch_bounds__("
-       << (bound > 0 ? bound : k.is_row() ? row_block_max() : 1024) << ") " << k.name << "(";
+       << (bound > 0    ? bound
+           : k.is_row() ? row_block_max()
+                        : 1024)
+       << ") " << k.name << "(";
   std::vector<std::string> in_names;
   for (size_t i = 0; i < k.input_buffers.size(); ++i) {
     const Buffer& b = g.lg.buffers[k.input_buffers[i]];

@@ -390,9 +390,9 @@ Status infer_attention(InferContext& ctx) {
   }
   if (layout.transposed[3] && out.size() != 4)
     return ctx.error("a transposed result needs rank 4, got ", Shape(out).to_string());
-  ctx.set_output(0, ctx.input_dtype(0),
-                 layout.transposed[3] ? permuted(Shape(out), stored_perm(layout.transposed[3]))
-                                      : Shape(out));
+  ctx.set_output(
+      0, ctx.input_dtype(0),
+      layout.transposed[3] ? permuted(Shape(out), stored_perm(layout.transposed[3])) : Shape(out));
   return Status::ok();
 }
 

@@ -8,9 +8,10 @@
 // [B, S, H, D], and the Transposes to [B, H, S, D] and back copy Q, K, V and the result once per
 // layer (4-5 kernels a layer on cuda). nn.MultiheadAttention (ViT) runs its projections on
 // [S, B, E]: its result goes back through Transpose(y, [2,0,1,3]) to [S, B, H, Dv], which folds
-// as code 2 (operands Transpose(x, [1,2,0,3]) of [S, B, H, D] likewise). A Transpose another node also reads stays for that node
-// (its copy then still runs); the result's Transpose is folded only when it is the sole reader.
-// Opt-in: for devices whose attention kernel reads strided operands (cuda's fused kernel).
+// as code 2 (operands Transpose(x, [1,2,0,3]) of [S, B, H, D] likewise). A Transpose another node
+// also reads stays for that node (its copy then still runs); the result's Transpose is folded only
+// when it is the sole reader. Opt-in: for devices whose attention kernel reads strided operands
+// (cuda's fused kernel).
 #include "ops/attention_layout.h"
 #include "passes/rewrite_util.h"
 

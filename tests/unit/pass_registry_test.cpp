@@ -27,21 +27,27 @@ TEST(PassRegistry, HoldsEveryPassFileOnce) {
         "common-subexpression-elimination", "fold-conv-batchnorm", "fuse-conv-activation",
         "fuse-layernorm", "fuse-gelu", "fuse-attention", "fuse-matmul-epilogue",
         "dead-code-elimination", "convert-precision-bf16", "convert-precision-fp16",
-        "fold-batched-matmul-reshapes", "narrow-attention-precision"})
+        "fold-batched-matmul-reshapes", "narrow-attention-precision", "transpose-before-layernorm"})
     EXPECT_TRUE(names.count(name)) << name;
 }
 
 // The order that the reasons next to each slot argue for. A subsequence, so that a pass added to
 // the pipeline needs no edit here.
 TEST(PassRegistry, DefaultPipelineKeepsItsOrder) {
-  const std::vector<std::string> expected = {
-      "remove-noops",         "algebraic-simplification",
-      "constant-folding",     "common-subexpression-elimination",
-      "remove-noops",         "fold-batched-matmul-reshapes",
-      "fold-conv-batchnorm",  "fuse-conv-activation",
-      "fuse-layernorm",       "fuse-gelu",
-      "fuse-attention",       "fuse-matmul-epilogue",
-      "dead-code-elimination"};
+  const std::vector<std::string> expected = {"remove-noops",
+                                             "algebraic-simplification",
+                                             "constant-folding",
+                                             "common-subexpression-elimination",
+                                             "remove-noops",
+                                             "fold-batched-matmul-reshapes",
+                                             "fold-conv-batchnorm",
+                                             "fuse-conv-activation",
+                                             "fuse-layernorm",
+                                             "transpose-before-layernorm",
+                                             "fuse-gelu",
+                                             "fuse-attention",
+                                             "fuse-matmul-epilogue",
+                                             "dead-code-elimination"};
   std::vector<std::string> pipeline = default_pipeline();
   auto it = pipeline.begin();
   for (const std::string& name : expected) {

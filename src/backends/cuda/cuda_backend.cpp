@@ -96,12 +96,13 @@ LaunchConfig CudaHeuristics::choose(const Kernel& kernel, int64_t rows, int64_t 
     // from the grid).
     int64_t cols = column_rows();
     while (cols > 1 && (rows + cols - 1) / cols < 2 * sms) cols /= 2;
-    const int64_t along = std::min<int64_t>(std::max<int64_t>(1, (row_len + 7) / 8),
-                                            column_block_max() / cols);
+    const int64_t along =
+        std::min<int64_t>(std::max<int64_t>(1, (row_len + 7) / 8), column_block_max() / cols);
     c.block = std::max(warp, std::min<int64_t>(lim.max_block, along * cols) / warp * warp);
-    const int64_t resident = props.resident_threads_per_unit > 0
-                                 ? sms * std::max<int64_t>(1, props.resident_threads_per_unit / c.block)
-                                 : sms * 8;
+    const int64_t resident =
+        props.resident_threads_per_unit > 0
+            ? sms * std::max<int64_t>(1, props.resident_threads_per_unit / c.block)
+            : sms * 8;
     c.grid = lim.clamp_grid(std::max<int64_t>(1, std::min((rows + cols - 1) / cols, resident)));
   } else if (kernel.is_row()) {
     // row_cache() elements per thread (the row stays in registers), whole warps, at most the
