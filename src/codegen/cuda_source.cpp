@@ -534,6 +534,7 @@ class RowEmitter {
 // compute on the last row and do not store, so every thread reaches every barrier. Any block of
 // whole warps and any grid is valid.
 constexpr int kColumns = 16;
+constexpr int kColumnLoads = 8;
 
 void emit_column_row(std::ostringstream& os, const Kernel& k, const Gen& g, const RowPhases& ph,
                      int reduce) {
@@ -569,9 +570,24 @@ void emit_column_row(std::ostringstream& os, const Kernel& k, const Gen& g, cons
   emit_split(os, "    ", "fe_row", 0, outer, "fe_small_rows");
   const std::vector<bool> need = ph.needed(reduce, true);
   defs(need, false, "    ");
+  // kColumnLoads elements a thread at once, their loads issued before the sums (a loop whose
+  // trip count the compiler cannot see would test it between loads: one load in flight), then
+  // the rest one by one. Each thread still sums its elements in row order.
+  const std::string loads = std::to_string(kColumnLoads);
   os << "    " << ty << " fe_acc = 0;\n"
-     << "#pragma unroll 4\n"
-     << "    for (int64_t fe_j = fe_tid; fe_j < fe_row_len; fe_j += fe_nthr) {\n";
+     << "    int64_t fe_j = fe_tid;\n"
+     << "    for (; fe_j + " << kColumnLoads - 1
+     << " * (int64_t)fe_nthr < fe_row_len; fe_j += " << loads << " * (int64_t)fe_nthr) {\n"
+     << "      " << ty << " fe_v[" << loads << "];\n"
+     << "#pragma unroll\n"
+     << "      for (int fe_u = 0; fe_u < " << loads << "; ++fe_u) {\n"
+     << "        const int64_t fe_jj = fe_j + (int64_t)fe_u * fe_nthr;\n";
+  emit_split(os, "        ", "fe_jj", outer, rank, "fe_small_row");
+  defs(need, true, "        ");
+  os << "        fe_v[fe_u] = " << t[r.args[0]] << ";\n      }\n"
+     << "#pragma unroll\n"
+     << "      for (int fe_u = 0; fe_u < " << loads << "; ++fe_u) fe_acc += fe_v[fe_u];\n    }\n"
+     << "    for (; fe_j < fe_row_len; fe_j += fe_nthr) {\n";
   emit_split(os, "      ", "fe_j", outer, rank, "fe_small_row");
   defs(need, true, "      ");
   os << "      fe_acc += " << t[r.args[0]] << ";\n    }\n"
