@@ -296,7 +296,7 @@ class RowEmitter {
     last_ = rank_ - 1;
     const size_t ob = dtype_bytes(k_.out_dtype);
     V_ = rank_ - outer_ == 1 && ob >= 2 && ob <= 8 ? static_cast<int>(16 / ob) : 1;
-    R_ = (std::max(row_cache_for(k_), V_) + V_ - 1) / V_ * V_;
+    R_ = (std::max(row_cache(), V_) + V_ - 1) / V_ * V_;
     vec_load_.assign(n_, false);
     if (V_ > 1)
       for (size_t i = 0; i < n_; ++i) {
@@ -687,20 +687,6 @@ int env_int(const char* name, int def, int lo, int hi) {
 int row_cache() {
   static const int v = env_int("FERRITE_CUDA_ROW_CACHE", 8, 1, 64);
   return v;
-}
-// The most register slots a lane keeps for a row a warp takes whole.
-constexpr int64_t kWarpRowCacheMax = 32;
-
-int row_cache_for(const Kernel& k) {
-  int64_t len = 1;
-  for (size_t d = k.outer_rank(); d < k.shape.size(); ++d) {
-    const auto v = k.shape[d].value();
-    if (!v) return row_cache();
-    len *= *v;
-  }
-  const int64_t per_lane = (len + 31) / 32;
-  return per_lane > row_cache() && per_lane <= kWarpRowCacheMax ? static_cast<int>(per_lane)
-                                                                : row_cache();
 }
 int row_block_max() {
   static const int v = env_int("FERRITE_CUDA_ROW_BLOCK", 512, 32, 1024) / 32 * 32;

@@ -17,7 +17,6 @@
 #include <string>
 
 #include "backend_api/dialect.h"
-#include "lower/kernel_ir.h"
 
 namespace ferrite::cuda {
 
@@ -36,11 +35,6 @@ class CudaDialect : public CodegenDialect {
 // FERRITE_CUDA_ROW_CACHE / FERRITE_CUDA_ROW_BLOCK override them for experiments.
 int row_cache();
 int row_block_max();
-// The register slots per thread of row kernel `k`: row_cache(), or, when the row has a static
-// length of more than 32 * row_cache() and at most 1024 elements (transformer hidden sizes:
-// LayerNorm / RMSNorm over 768 or 1024), enough for one warp to hold the row: its reductions are
-// then warp shuffles without block barriers, and four rows share a 128-thread block.
-int row_cache_for(const Kernel& k);
 // Column reductions (codegen/row_analysis.h, column_reduce) take up to column_rows()
 // neighbouring rows per block: the largest power of two C <= column_rows() with
 // ceil(rows / C) >= the grid (so a launch sizes its grid for the C it wants), and blocks of at

@@ -105,10 +105,9 @@ LaunchConfig CudaHeuristics::choose(const Kernel& kernel, int64_t rows, int64_t 
             : sms * 8;
     c.grid = lim.clamp_grid(std::max<int64_t>(1, std::min((rows + cols - 1) / cols, resident)));
   } else if (kernel.is_row()) {
-    // row_cache_for() elements per thread (the row stays in registers), whole warps, at most the
+    // row_cache() elements per thread (the row stays in registers), whole warps, at most the
     // device's block and the kernels' launch bound; longer rows take the largest block.
-    const int64_t cache = row_cache_for(kernel);
-    int64_t want = (row_len + cache - 1) / cache;
+    int64_t want = (row_len + row_cache() - 1) / row_cache();
     int64_t block = std::min<int64_t>(std::min<int64_t>(lim.max_block, row_block_max()),
                                       std::max(warp, (want + warp - 1) / warp * warp));
     c.block = std::max(warp, block / warp * warp);
