@@ -574,6 +574,11 @@ void emit_column_row(std::ostringstream& os, const Kernel& k, const Gen& g, cons
   // trip count the compiler cannot see would test it between loads: one load in flight), then
   // the rest one by one. Each thread still sums its elements in row order.
   const std::string loads = std::to_string(kColumnLoads);
+  // The varying values of the row element at offset `j` (its dims' indices first).
+  auto element = [&](const std::string& j, const std::string& indent) {
+    emit_split(os, indent, j, outer, rank, "fe_small_row");
+    defs(need, true, indent);
+  };
   os << "    " << ty << " fe_acc = 0;\n"
      << "    int64_t fe_j = fe_tid;\n"
      << "    for (; fe_j + " << kColumnLoads - 1
@@ -582,14 +587,12 @@ void emit_column_row(std::ostringstream& os, const Kernel& k, const Gen& g, cons
      << "#pragma unroll\n"
      << "      for (int fe_u = 0; fe_u < " << loads << "; ++fe_u) {\n"
      << "        const int64_t fe_jj = fe_j + (int64_t)fe_u * fe_nthr;\n";
-  emit_split(os, "        ", "fe_jj", outer, rank, "fe_small_row");
-  defs(need, true, "        ");
+  element("fe_jj", "        ");
   os << "        fe_v[fe_u] = " << t[r.args[0]] << ";\n      }\n"
      << "#pragma unroll\n"
      << "      for (int fe_u = 0; fe_u < " << loads << "; ++fe_u) fe_acc += fe_v[fe_u];\n    }\n"
      << "    for (; fe_j < fe_row_len; fe_j += fe_nthr) {\n";
-  emit_split(os, "      ", "fe_j", outer, rank, "fe_small_row");
-  defs(need, true, "      ");
+  element("fe_j", "      ");
   os << "      fe_acc += " << t[r.args[0]] << ";\n    }\n"
      << "    const " << ty << " " << t[reduce] << " = fe_col_reduce(fe_acc, fe_cols);\n"
      << "    if (fe_tid == 0 && fe_ok) {\n";
