@@ -5,6 +5,7 @@
 //    random shapes (head dims 32/64/80/128, S != T, odd lengths, masks with -inf, causal,
 //    broadcast batches), the bf16/f16 storage instantiations, and a timing of fused vs 3-step
 //    (printed). Skipped without a GPU.
+//  - CudnnSdpa* / CudnnAttention*: the mapping to cuDNN's SDPA operation and its results.
 #include <gtest/gtest.h>
 #include <onnx/defs/parser.h>
 
@@ -18,6 +19,7 @@
 #include "test_util.h"
 
 #if FERRITE_HAVE_CUDA
+#include "backends/cuda/cuda_api.h"
 #include "backends/cuda/cuda_attention.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_native_ops.h"
@@ -421,6 +423,158 @@ g (float[b,h,s,d] q, float[b,h,t,d] k, float[b,h,t,d] v, float[b,1,)") +
     const double out_round = bf ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
     expect_close(got, (*want)[0], 1e-4 + out_round, std::string(dtype_name(dt)));
   }
+}
+
+// cuDNN's SDPA operation takes unmasked, non-causal bf16 / f16 attention in any of
+// ferrite.Attention's operand layouts ([B, H, L, D], [B, L, H, D], [L, B, H, D]); f32, masks,
+// causal limits, NaN guards and broadcast batch dims stay on ferrite's kernels.
+TEST(CudaCodegen, CudnnSdpaProblemFromAttentionLayouts) {
+  auto p = problem({32, 12}, 197, 197, 64, 64);
+  p.q_bs = p.k_bs = p.v_bs = {12 * 64, 64};  // [S, B, H, D] (sequence first)
+  p.q_rs = p.k_rs = p.v_rs = 32 * 12 * 64;
+  p.o_bs = {197 * 12 * 64, 64};  // [B, S, H, D]
+  p.o_rs = 12 * 64;
+  p.scale = 0.125f;
+  auto q = cuda::cudnn_sdpa_problem(p, DType::kBF16);
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->b, 32);
+  EXPECT_EQ(q->h, 12);
+  EXPECT_EQ(q->hk, 12);
+  EXPECT_EQ(q->s, 197);
+  EXPECT_EQ(std::vector<int64_t>(q->q_st, q->q_st + 4),
+            (std::vector<int64_t>{12 * 64, 64, 32 * 12 * 64, 1}));
+  EXPECT_EQ(std::vector<int64_t>(q->o_st, q->o_st + 4),
+            (std::vector<int64_t>{197 * 12 * 64, 64, 12 * 64, 1}));
+  EXPECT_EQ(q->scale, 0.125f);
+  // One batch dim [H]: b = 1 with a contiguous stride; a contiguous output.
+  auto one = problem({6}, 10, 20, 32, 16);
+  one.q_bs = {320}, one.k_bs = {640}, one.v_bs = {320};
+  auto q1 = cuda::cudnn_sdpa_problem(one, DType::kF16);
+  ASSERT_TRUE(q1);
+  EXPECT_EQ(std::vector<int64_t>(q1->k_st, q1->k_st + 4),
+            (std::vector<int64_t>{6 * 640, 640, 32, 1}));
+  EXPECT_EQ(std::vector<int64_t>(q1->o_st, q1->o_st + 4),
+            (std::vector<int64_t>{6 * 160, 160, 16, 1}));
+  EXPECT_NE(q->key(), q1->key());
+  EXPECT_FALSE(cuda::cudnn_sdpa_problem(p, DType::kF32));
+  for (int c = 0; c < 4; ++c) {
+    auto x = p;
+    if (c == 0) x.has_mask = true;
+    if (c == 1) x.causal = true;
+    if (c == 2) x.nan_to_zero = true;
+    if (c == 3) x.k_bs[1] = 0;  // K shared by the heads
+    EXPECT_FALSE(cuda::cudnn_sdpa_problem(x, DType::kBF16)) << c;
+  }
+  EXPECT_FALSE(cuda::cudnn_sdpa_problem(problem({2, 3, 4}, 8, 8, 64, 64), DType::kBF16));
+}
+
+// cuDNN's SDPA against the reference on each operand layout, bf16 and f16, head dims 32-128,
+// S != T, one query; and the plan is cached (one per problem). Skipped without cuDNN 9.13.
+TEST(CudaDevice, CudnnAttentionMatchesReference) {
+  auto be = cuda::open_cuda_backend(0);
+  if (!be) GTEST_SKIP() << "no GPU: " << be.status().message();
+  cuda::CudnnConv* dnn = (*be)->conv_library();
+  if (!dnn) GTEST_SKIP() << "no cuDNN";
+#if FERRITE_HAVE_CUDNN
+  auto lib = cuda::cudnn();
+  ASSERT_TRUE(lib);
+  if ((*lib)->version < cuda::kCudnnSdpaMinVersion)
+    GTEST_SKIP() << "cuDNN " << (*lib)->version << " has no SDPA operation";
+#endif
+  struct Case {
+    int64_t B, H, S, T, D;
+    int layout;  // 0 [B, H, L, D], 1 [B, L, H, D], 2 [L, B, H, D] (operands and output)
+  };
+  const Case cases[] = {{2, 3, 45, 71, 64, 0},
+                        {2, 12, 197, 197, 64, 1},
+                        {3, 4, 49, 49, 32, 2},
+                        {1, 2, 1, 33, 128, 0},
+                        {2, 2, 100, 64, 128, 1}};
+  std::mt19937 rng(5);
+  for (const Case& c : cases)
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      const bool bf = dt == DType::kBF16;
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " B " + std::to_string(c.B) + " H " +
+                   std::to_string(c.H) + " S " + std::to_string(c.S) + " T " + std::to_string(c.T) +
+                   " D " + std::to_string(c.D) + " layout " + std::to_string(c.layout));
+      const std::string text = R"(<ir_version: 8, opset_import: ["" : 17, "ferrite" : 1]>
+g (float[b,h,s,d] q, float[b,h,t,d] k, float[b,h,t,d] v) => (float[b,h,s,d] y) {
+  y = ferrite.Attention(q, k, v)
+}
+)";
+      auto ref = Session::from_graph(parse(text), "reference");
+      ASSERT_TRUE(ref);
+      // Batch strides and row stride of a [B, H, L, D] tensor stored in c.layout.
+      auto strides = [&](int64_t L, std::vector<int64_t>* bs, int64_t* rs) {
+        const int64_t D = c.D, H = c.H, B = c.B;
+        *bs = c.layout == 0   ? std::vector<int64_t>{H * L * D, L * D}
+              : c.layout == 1 ? std::vector<int64_t>{L * H * D, D}
+                              : std::vector<int64_t>{H * D, D};
+        *rs = c.layout == 0 ? D : c.layout == 1 ? H * D : B * H * D;
+      };
+      auto pack = [&](Tensor t, int64_t L, std::vector<uint16_t>* bits) {
+        std::vector<int64_t> bs;
+        int64_t rs = 0;
+        strides(L, &bs, &rs);
+        bits->assign(static_cast<size_t>(t.numel()), 0);
+        int64_t i = 0;
+        for (int64_t b = 0; b < c.B; ++b)
+          for (int64_t h = 0; h < c.H; ++h)
+            for (int64_t l = 0; l < L; ++l)
+              for (int64_t d = 0; d < c.D; ++d, ++i) {
+                float& x = t.data<float>()[i];
+                if (std::fabs(x) < 1e-3f) x = 1e-3f;  // keep f16 values normal
+                const uint16_t h16 = bf ? to_bf16(x) : to_f16(x);
+                x = bf ? from_bf16(h16) : from_f16(h16);
+                (*bits)[b * bs[0] + h * bs[1] + l * rs + d] = h16;
+              }
+        return t;
+      };
+      std::vector<uint16_t> qb, kb, vb;
+      Tensor q = pack(random_f32({c.B, c.H, c.S, c.D}, rng, 0), c.S, &qb);
+      Tensor k = pack(random_f32({c.B, c.H, c.T, c.D}, rng, 0), c.T, &kb);
+      Tensor v = pack(random_f32({c.B, c.H, c.T, c.D}, rng, 0), c.T, &vb);
+      auto want = (*ref)->run({{"q", q}, {"k", k}, {"v", v}});
+      ASSERT_TRUE(want) << want.status().message();
+      cuda::FlashProblem p = problem({c.B, c.H}, c.S, c.T, c.D, c.D);
+      strides(c.S, &p.q_bs, &p.q_rs);
+      strides(c.T, &p.k_bs, &p.k_rs);
+      p.v_bs = p.k_bs, p.v_rs = p.k_rs;
+      if (c.layout != 0) strides(c.S, &p.o_bs, &p.o_rs);
+      p.scale = static_cast<float>(1 / std::sqrt(double(c.D)));
+      auto sq = cuda::cudnn_sdpa_problem(p, dt);
+      ASSERT_TRUE(sq);
+      GpuBuffers g{(*be)->rt(), {}};
+      void* dq = g.upload(qb.data(), qb.size() * 2);
+      void* dk = g.upload(kb.data(), kb.size() * 2);
+      void* dv = g.upload(vb.data(), vb.size() * 2);
+      const size_t n = static_cast<size_t>(c.B * c.H * c.S * c.D);
+      void* dy = g.upload(nullptr, n * 2);
+      auto scratch = [&](size_t bytes) -> Expected<void*> { return g.upload(nullptr, bytes); };
+      for (int rep = 0; rep < 2; ++rep) {  // the second call reuses the plan
+        auto ran = dnn->run_attention(*sq, dq, dk, dv, dy, scratch);
+        ASSERT_TRUE(ran) << ran.status().message();
+        ASSERT_TRUE(*ran) << "cuDNN declined (FERRITE_LOG=fallback says why)";
+      }
+      ASSERT_TRUE((*be)->rt()->synchronize().is_ok());
+      std::vector<uint16_t> yb(n);
+      ASSERT_TRUE((*be)->rt()->copy_to_host(yb.data(), dy, n * 2).is_ok());
+      std::vector<int64_t> obs;
+      int64_t ors = 0;
+      strides(c.S, &obs, &ors);
+      Tensor got = Tensor::zeros(DType::kF32, {c.B, c.H, c.S, c.D});
+      int64_t i = 0;
+      for (int64_t b = 0; b < c.B; ++b)
+        for (int64_t h = 0; h < c.H; ++h)
+          for (int64_t s = 0; s < c.S; ++s)
+            for (int64_t d = 0; d < c.D; ++d, ++i) {
+              const uint16_t y16 = yb[b * obs[0] + h * obs[1] + s * ors + d];
+              got.data<float>()[i] = bf ? from_bf16(y16) : from_f16(y16);
+            }
+      const double out_round = bf ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+      expect_close(got, (*want)[0], 1e-4 + out_round, "cuDNN SDPA");
+    }
+  EXPECT_EQ(dnn->attention_calls(), 2 * 2 * static_cast<int64_t>(std::size(cases)));
 }
 
 TEST(CudaCodegen, FlashMaskTilesNeedAlignedRows) {

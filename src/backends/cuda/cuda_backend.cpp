@@ -138,6 +138,29 @@ LaunchConfig CudaHeuristics::choose(const Kernel& kernel, int64_t rows, int64_t 
   return c;
 }
 
+Expected<double> time_stream_calls(CudaBackend& be, const std::function<Status()>& f, int reps) {
+  const Driver& d = be.rt()->api();
+  const CUstream s = be.rt()->stream();
+  FERRITE_RETURN_IF_ERROR(f());
+  CUevent e0 = nullptr, e1 = nullptr;
+  if (d.cuEventCreate(&e0, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+      d.cuEventCreate(&e1, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+    if (e0) d.cuEventDestroy(e0);
+    return err("cuda: cuEventCreate failed while timing a library call");
+  }
+  d.cuEventRecord(e0, s);
+  Status st = Status::ok();
+  for (int r = 0; r < reps && st.is_ok(); ++r) st = f();
+  d.cuEventRecord(e1, s);
+  d.cuEventSynchronize(e1);
+  float ms = 0;
+  d.cuEventElapsedTime(&ms, e0, e1);
+  d.cuEventDestroy(e0);
+  d.cuEventDestroy(e1);
+  FERRITE_RETURN_IF_ERROR(st);
+  return ms * 1e-3 / reps;
+}
+
 CudnnConv* CudaBackend::conv_library() {
   if (!cudnn_enabled()) return nullptr;
   std::lock_guard<std::mutex> lock(cudnn_mutex);

@@ -2,6 +2,7 @@
 // runtime on one GPU, NVRTC, the CUDA dialect, launch heuristics, the library kernels and cuBLASLt.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -49,14 +50,20 @@ struct CudaBackend {
   std::mutex cudnn_mutex;
   // The cuDNN object, created on first use. Called from library steps of any context.
   CudnnConv* conv_library();
-  // Channels-last depthwise convolutions: per problem, whether cuDNN's kernel plus the epilogue
-  // pass ran faster than fe_dwconv_nhwc8 with the epilogue fused (cuda_conv_ops.cpp: timed once).
-  std::mutex dw_mutex;
-  std::map<std::string, bool> dw_on_cudnn;
+  // Per problem, whether cuDNN ran faster than ferrite's kernel (timed once by
+  // time_stream_calls): channels-last depthwise convolutions ("dwconv:" keys, cuDNN's kernel plus
+  // the epilogue pass against fe_dwconv_nhwc8 with the epilogue fused, cuda_conv_ops.cpp) and
+  // attention ("sdpa:" keys, cuDNN's SDPA against fe_flash_*, cuda_attention_ops.cpp).
+  std::mutex choice_mutex;
+  std::map<std::string, bool> cudnn_faster;
   // Models of one device share its cuBLASLt plans, cuDNN handle and library kernels (each
   // thread-safe); each context runs on a stream of its own, and a recording runs alone.
   DeviceGate gate;
 };
+
+// Seconds per call of f on the backend's current stream: one call to warm up (plans, first-use
+// compiles), then the mean of `reps` between two events. Never inside a CUDA graph capture.
+Expected<double> time_stream_calls(CudaBackend& be, const std::function<Status()>& f, int reps);
 
 // Opens GPU `ordinal`: the driver, its properties, a stream, NVRTC, the library kernels and
 // cuBLASLt. Errors name what is missing (driver, GPU, NVRTC, cuBLASLt). The library kernels

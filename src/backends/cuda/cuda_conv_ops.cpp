@@ -183,31 +183,6 @@ Status conv_nchw_gemm(NativeIO& io, CudaBackend& be, const ConvCall& c, void* y)
   return be.lib->bias_act_nchw(y, c.bias, p.K * ohw, p.K, ohw, 0, 0, 0, dt);
 }
 
-// Seconds per call of f on the current stream: one call to warm up (plans, first-use
-// compiles), then the mean of `reps`.
-Expected<double> time_calls(CudaBackend& be, const std::function<Status()>& f, int reps) {
-  const Driver& d = be.rt()->api();
-  const CUstream s = be.rt()->stream();
-  FERRITE_RETURN_IF_ERROR(f());
-  CUevent e0 = nullptr, e1 = nullptr;
-  if (d.cuEventCreate(&e0, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
-      d.cuEventCreate(&e1, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
-    if (e0) d.cuEventDestroy(e0);
-    return err("cuda: cuEventCreate failed while timing a depthwise convolution");
-  }
-  d.cuEventRecord(e0, s);
-  Status st = Status::ok();
-  for (int r = 0; r < reps && st.is_ok(); ++r) st = f();
-  d.cuEventRecord(e1, s);
-  d.cuEventSynchronize(e1);
-  float ms = 0;
-  d.cuEventElapsedTime(&ms, e0, e1);
-  d.cuEventDestroy(e0);
-  d.cuEventDestroy(e1);
-  FERRITE_RETURN_IF_ERROR(st);
-  return ms * 1e-3 / reps;
-}
-
 // Channels-last depthwise convolution: fe_dwconv_nhwc8 with the epilogue fused, or cuDNN's
 // graph-API kernel followed by the epilogue pass, whichever ran faster on this problem. Neither
 // wins everywhere (H200, bf16, batch 32: cuDNN's conv2d_c1_k1_nhwc_specialized took EfficientNet-
@@ -241,32 +216,32 @@ Expected<bool> run_depthwise_nhwc(const Node& node, NativeIO& io, CudaBackend& b
                                  c.act.alpha, c.act.beta, c.dt, c.res);
   };
   std::ostringstream key;
-  key << p.N << "," << p.C << "," << p.H << "," << p.W << "," << p.KH << "," << p.KW << "," << p.sh
-      << "," << p.sw << "," << p.ph << "," << p.pw << "," << c.ph_end << "," << c.pw_end << ","
-      << p.dh << "," << p.dw << "," << static_cast<int>(c.dt) << "," << c.act.code() << ","
-      << (c.bias != nullptr) << (c.res != nullptr);
+  key << "dwconv:" << p.N << "," << p.C << "," << p.H << "," << p.W << "," << p.KH << "," << p.KW
+      << "," << p.sh << "," << p.sw << "," << p.ph << "," << p.pw << "," << c.ph_end << ","
+      << c.pw_end << "," << p.dh << "," << p.dw << "," << static_cast<int>(c.dt) << ","
+      << c.act.code() << "," << (c.bias != nullptr) << (c.res != nullptr);
   const char* env = std::getenv("FERRITE_CUDA_DWCONV");
   const std::string force = env ? env : "";
   std::optional<bool> on_cudnn;
   if (force == "own" || force == "cudnn") {
     on_cudnn = force == "cudnn";
   } else {
-    std::lock_guard<std::mutex> lock(be.dw_mutex);
-    auto it = be.dw_on_cudnn.find(key.str());
-    if (it != be.dw_on_cudnn.end()) on_cudnn = it->second;
+    std::lock_guard<std::mutex> lock(be.choice_mutex);
+    auto it = be.cudnn_faster.find(key.str());
+    if (it != be.cudnn_faster.end()) on_cudnn = it->second;
   }
   CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
   be.rt()->api().cuStreamIsCapturing(be.rt()->stream(), &cs);
   if (!on_cudnn && own_ok && !dnn_declined && cs == CU_STREAM_CAPTURE_STATUS_NONE) {
-    FERRITE_ASSIGN_OR_RETURN(double t_own, time_calls(be, own, 3));
-    FERRITE_ASSIGN_OR_RETURN(double t_dnn, time_calls(be, dnn, 3));
+    FERRITE_ASSIGN_OR_RETURN(double t_own, time_stream_calls(be, own, 3));
+    FERRITE_ASSIGN_OR_RETURN(double t_dnn, time_stream_calls(be, dnn, 3));
     on_cudnn = !dnn_declined && t_dnn < t_own;
     if (CudnnConv::logging())
       std::fprintf(stderr, "[conv] cuda: depthwise %s: ours %.1f us, cuDNN + epilogue %.1f us%s\n",
                    key.str().c_str(), t_own * 1e6, t_dnn * 1e6,
                    dnn_declined ? " (cuDNN declined)" : (*on_cudnn ? ": cuDNN" : ": ours"));
-    std::lock_guard<std::mutex> lock(be.dw_mutex);
-    be.dw_on_cudnn[key.str()] = *on_cudnn;
+    std::lock_guard<std::mutex> lock(be.choice_mutex);
+    be.cudnn_faster[key.str()] = *on_cudnn;
   }
   if (on_cudnn.value_or(false) && !dnn_declined) {
     FERRITE_RETURN_IF_ERROR(dnn());

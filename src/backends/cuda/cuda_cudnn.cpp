@@ -538,7 +538,57 @@ Expected<bool> CudnnConv::run_fused(const CudnnConvProblem& q, const void* x, co
 
 #undef FERRITE_CUDNN_CHECK
 
-#else  // !FERRITE_HAVE_CUDNN
+Expected<bool> CudnnConv::run_attention(const CudnnSdpaProblem& q, const void* qp, const void* k,
+                                        const void* v, void* o,
+                                        const std::function<Expected<void*>(size_t)>& scratch) {
+  for (const void* p : {qp, k, v, static_cast<const void*>(o)})
+    if (reinterpret_cast<uintptr_t>(p) % kCudnnGraphAlignment != 0) {
+      note("attention " + q.key() + ": an operand is not 16-byte aligned; the own kernel runs");
+      return false;
+    }
+  const Cudnn& d = *static_cast<const Cudnn*>(api_);
+  const auto h = static_cast<cudnnHandle_t>(handle_);
+  const std::string key = q.key();
+  std::shared_ptr<CudnnGraphPlan> plan;
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sdpa_plans_.find(key);
+    if (it == sdpa_plans_.end()) {
+      std::lock_guard<std::mutex> call(call_mu_);  // plan finalization queries the handle
+      auto built = build_cudnn_sdpa_plan(d, h, q);
+      if (built) {
+        if (log_on("conv") || log_on("attention"))
+          std::fprintf(stderr,
+                       "[attention] cuda: cuDNN SDPA plan %s: engine config %d, "
+                       "workspace %zu B\n",
+                       key.c_str(), (*built)->config, (*built)->workspace);
+        it = sdpa_plans_.emplace(key, std::move(*built)).first;
+      } else {
+        sdpa_why_[key] = built.status().message();
+        it = sdpa_plans_.emplace(key, nullptr).first;
+      }
+    }
+    plan = it->second;
+    if (!plan) why = sdpa_why_[key];
+  }
+  if (!plan) {
+    note("attention " + key + ": " + why + "; the own kernel runs");
+    return false;
+  }
+  void* ws = nullptr;
+  if (plan->workspace > 0) {
+    FERRITE_ASSIGN_OR_RETURN(ws, scratch(plan->workspace));
+  }
+  std::lock_guard<std::mutex> call(call_mu_);
+  cudnnStatus_t ss = d.cudnnSetStream(h, rt_->stream());
+  if (ss != CUDNN_STATUS_SUCCESS) return err("cudnnSetStream: ", status_text(d, ss));
+  FERRITE_RETURN_IF_ERROR(execute_cudnn_sdpa_plan(d, h, *plan, q, qp, k, v, o, ws));
+  ++attention_calls_;
+  return true;
+}
+
+#else   // !FERRITE_HAVE_CUDNN
 
 struct CudnnConv::Plan {};
 
@@ -572,6 +622,11 @@ Expected<bool> CudnnConv::run_backward_filter(const CudnnConvProblem&, const voi
   return false;
 }
 
+Expected<bool> CudnnConv::run_attention(const CudnnSdpaProblem&, const void*, const void*,
+                                        const void*, void*,
+                                        const std::function<Expected<void*>(size_t)>&) {
+  return false;
+}
 #endif  // FERRITE_HAVE_CUDNN
 
 bool CudnnConv::logging() {

@@ -1,4 +1,5 @@
-// 2-D convolution through cuDNN 9's legacy API (opened with dlopen, see cuda_api.h). Optional:
+// 2-D convolution through cuDNN 9's legacy API (opened with dlopen, see cuda_api.h), and fused
+// attention through its graph API (cuda_cudnn_graph.h). Optional:
 // when the headers were absent at build time, the library is missing at run time, or
 // FERRITE_CUDA_CUDNN=0, `create` returns null and the convolution keeps its im2col + cuBLASLt /
 // direct-kernel path. The handle is created lazily (first convolution), so models without Conv
@@ -34,6 +35,23 @@ struct CudnnConvProblem {
   bool weights_last = false;   // w stored [K, KH, KW, C/groups] (cuDNN's NHWC filter)
 };
 
+struct CudnnGraphPlan;  // cuda_cudnn_graph.h
+
+// One attention O = softmax(scale * Q K^T) V without mask or causal limit, in cuDNN's logical
+// layout: Q [b, h, s, d], K [b, hk, t, d], V [b, hk, t, dv], O [b, h, s, dv], each with a stride
+// per dim in elements (the last 1). bf16 or f16 storage, f32 accumulation.
+struct CudnnSdpaProblem {
+  DType dtype = DType::kBF16;
+  int64_t b = 1, h = 1, hk = 1, s = 0, t = 0, d = 0, dv = 0;
+  int64_t q_st[4] = {}, k_st[4] = {}, v_st[4] = {}, o_st[4] = {};
+  float scale = 1;
+  // Identifies the problem (dims, strides, dtype; not the scale, a by-value operand).
+  std::string key() const;
+};
+
+// The cuDNN version from which the SDPA operation descriptor exists (9.13.0).
+inline constexpr int kCudnnSdpaMinVersion = 91300;
+
 class CudnnConv {
  public:
   // Null (no error) when cuDNN is disabled (FERRITE_CUDA_CUDNN=0) or not available; the reason is
@@ -67,12 +85,20 @@ class CudnnConv {
                                      void* dw,
                                      const std::function<Expected<void*>(size_t)>& scratch);
 
+  // O = softmax(scale * Q K^T) V on cuDNN's fused SDPA engine (graph API, cuDNN 9.13 and later;
+  // plan built once per problem). Returns false (nothing launched) when cuDNN has no engine for
+  // the problem or an operand is not 16-byte aligned; the reason is noted once.
+  Expected<bool> run_attention(const CudnnSdpaProblem& q, const void* qp, const void* k,
+                               const void* v, void* o,
+                               const std::function<Expected<void*>(size_t)>& scratch);
+
   // Logs once per distinct message under FERRITE_LOG=fallback (or conv).
   void note(const std::string& msg);
   // Whether FERRITE_LOG asks for the convolution log (plans and choices).
   static bool logging();
   int64_t calls() const { return calls_; }
   int64_t fused_calls() const { return fused_calls_; }
+  int64_t attention_calls() const { return attention_calls_; }
   std::string describe() const;
 
  private:
@@ -93,10 +119,13 @@ class CudnnConv {
   const void* api_ = nullptr;  // const Cudnn* (cuda_api.h; opaque here for builds without cuDNN)
   void* handle_ = nullptr;     // cudnnHandle_t
   std::map<std::string, std::shared_ptr<Plan>> plans_;  // per shape / dtype / math key
-  std::mutex mu_;                                       // plans_ and noted_
-  std::mutex call_mu_;                                  // the handle, during one call
+  // Attention plans by CudnnSdpaProblem::key (null: cuDNN declined, the reason in sdpa_why_).
+  std::map<std::string, std::shared_ptr<CudnnGraphPlan>> sdpa_plans_;
+  std::map<std::string, std::string> sdpa_why_;
+  std::mutex mu_;       // plans_ and noted_
+  std::mutex call_mu_;  // the handle, during one call
   std::set<std::string> noted_;
-  std::atomic<int64_t> calls_{0}, fused_calls_{0};
+  std::atomic<int64_t> calls_{0}, fused_calls_{0}, attention_calls_{0};
 };
 
 // FERRITE_CUDA_CUDNN != "0" (read per call, like FERRITE_CUDA_FLASH).

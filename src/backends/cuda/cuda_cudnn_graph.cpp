@@ -15,6 +15,15 @@
 
 namespace ferrite::cuda {
 
+std::string CudnnSdpaProblem::key() const {
+  std::string k = std::string(dtype_name(dtype)) + ":" + std::to_string(b) + "," +
+                  std::to_string(h) + "," + std::to_string(hk) + "," + std::to_string(s) + "," +
+                  std::to_string(t) + "," + std::to_string(d) + "," + std::to_string(dv);
+  for (const int64_t* st : {q_st, k_st, v_st, o_st})
+    for (int i = 0; i < 4; ++i) k += (i ? "," : "/") + std::to_string(st[i]);
+  return k;
+}
+
 #if FERRITE_HAVE_CUDNN
 
 // The handle attributes are deprecated in cuDNN 9 but still read by the versions we load.
@@ -57,26 +66,38 @@ class Builder {
   std::vector<Desc>& owned_;
 };
 
-// A tensor of logical dims [a, b, h, w] with the strides of `layout` (NCHW, or NHWC / KRSC when
-// `last`).
-Expected<Desc> tensor(Builder& b, int64_t uid, cudnnDataType_t dt, const std::vector<int64_t>& d,
-                      bool last) {
+// A tensor of logical dims `d` with strides `st` (both of 4); a by-value tensor is a host scalar
+// handed over in the variant pack.
+Expected<Desc> tensor(Builder& b, int64_t uid, cudnnDataType_t dt, const int64_t* d,
+                      const int64_t* st, bool by_value = false) {
   FERRITE_ASSIGN_OR_RETURN(Desc t, b.make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, "tensor"));
-  std::vector<int64_t> st = last ? std::vector<int64_t>{d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]}
-                                 : std::vector<int64_t>{d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
   const int64_t align = kCudnnGraphAlignment;
   FERRITE_RETURN_IF_ERROR(
       b.set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, "tensor dtype"));
   FERRITE_RETURN_IF_ERROR(
-      b.set(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, d.data(), "tensor dims"));
+      b.set(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, d, "tensor dims"));
   FERRITE_RETURN_IF_ERROR(
-      b.set(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, st.data(), "tensor strides"));
+      b.set(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, st, "tensor strides"));
   FERRITE_RETURN_IF_ERROR(
       b.set(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, "tensor uid"));
   FERRITE_RETURN_IF_ERROR(
       b.set(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, "tensor alignment"));
+  if (by_value) {
+    const bool yes = true;
+    FERRITE_RETURN_IF_ERROR(
+        b.set(t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes, "tensor by value"));
+  }
   FERRITE_RETURN_IF_ERROR(b.finalize(t, "tensor"));
   return t;
+}
+
+// A convolution operand of logical dims [a, b, h, w] with the strides of `layout` (NCHW, or
+// NHWC / KRSC when `last`).
+Expected<Desc> tensor(Builder& b, int64_t uid, cudnnDataType_t dt, const std::vector<int64_t>& d,
+                      bool last) {
+  std::vector<int64_t> st = last ? std::vector<int64_t>{d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]}
+                                 : std::vector<int64_t>{d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
+  return tensor(b, uid, dt, d.data(), st.data());
 }
 
 // Whether an engine's numerical notes fit the problem's precision rules.
@@ -111,6 +132,101 @@ bool acceptable(const Cudnn& d, Desc cfg, bool strict_f32, std::string* notes) {
       return false;
   }
   return true;
+}
+
+// The operation graph of the single operation `op`, the heuristics' engine configurations for it,
+// and the first one whose numerical notes fit and whose plan finalizes within the workspace
+// limit, into `plan` (whose `owned` list `b` appends to).
+Expected<std::unique_ptr<CudnnGraphPlan>> plan_for_op(Builder& b, const Cudnn& d,
+                                                      cudnnHandle_t handle, Desc op,
+                                                      bool strict_f32,
+                                                      std::unique_ptr<CudnnGraphPlan> plan) {
+  const auto D = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+  FERRITE_ASSIGN_OR_RETURN(Desc graph,
+                           b.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph"));
+  FERRITE_RETURN_IF_ERROR(b.set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, D, 1, &op, "graph ops"));
+  // Deprecated in cuDNN 9 (the handle comes with each call); older 9.x versions still need it.
+  (void)d.cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1,
+                                   &handle);
+  FERRITE_RETURN_IF_ERROR(b.finalize(graph, "operation graph"));
+
+  FERRITE_ASSIGN_OR_RETURN(Desc heur, b.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "heuristics"));
+  const cudnnBackendHeurMode_t hm = CUDNN_HEUR_MODE_A;
+  FERRITE_RETURN_IF_ERROR(
+      b.set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, D, 1, &graph, "heuristics graph"));
+  FERRITE_RETURN_IF_ERROR(
+      b.set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm, "heuristics mode"));
+  FERRITE_RETURN_IF_ERROR(b.finalize(heur, "heuristics"));
+  int64_t count = 0;
+  if (d.cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, D, 0, &count, nullptr) !=
+          CUDNN_STATUS_SUCCESS ||
+      count <= 0)
+    return err("cuDNN graph: the heuristics offer no engine configuration");
+  count = std::min<int64_t>(count, 16);
+  std::vector<Desc> cfgs(static_cast<size_t>(count));
+  for (auto& c : cfgs) {
+    FERRITE_ASSIGN_OR_RETURN(c, b.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config"));
+  }
+  int64_t got = 0;
+  if (d.cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, D, count, &got,
+                                 cfgs.data()) != CUDNN_STATUS_SUCCESS)
+    return err("cuDNN graph: reading the heuristics' engine configurations failed");
+  std::string tried;
+  for (int64_t i = 0; i < got; ++i) {
+    std::string notes;
+    if (!acceptable(d, cfgs[i], strict_f32, &notes)) {
+      tried += " [" + notes + "]";
+      continue;
+    }
+    Desc ep = nullptr;
+    if (d.cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &ep) !=
+        CUDNN_STATUS_SUCCESS)
+      continue;
+    int64_t ws = 0;
+    int64_t n = 0;
+    (void)d.cudnnBackendSetAttribute(ep, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
+                                     &handle);
+    bool ok = d.cudnnBackendSetAttribute(ep, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, D, 1,
+                                         &cfgs[i]) == CUDNN_STATUS_SUCCESS &&
+              d.cudnnBackendFinalize(ep) == CUDNN_STATUS_SUCCESS &&
+              d.cudnnBackendGetAttribute(ep, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                         CUDNN_TYPE_INT64, 1, &n, &ws) == CUDNN_STATUS_SUCCESS;
+    if (!ok || ws < 0 || static_cast<size_t>(ws) > kCudnnGraphMaxWorkspace) {
+      d.cudnnBackendDestroyDescriptor(ep);
+      tried += " (plan " + std::to_string(i) + (ok ? " workspace too large)" : " refused)");
+      continue;
+    }
+    plan->owned.push_back(ep);
+    plan->plan = ep;
+    plan->workspace = static_cast<size_t>(ws);
+    plan->config = static_cast<int>(i);
+    return plan;
+  }
+  return err("cuDNN graph: no acceptable engine among ", got, " configurations (numerical notes",
+             tried, ")");
+}
+
+// Executes `plan` with the operands `ptrs` bound to `uids` (n of each).
+Status execute_pack(const Cudnn& d, cudnnHandle_t handle, const CudnnGraphPlan& plan, int64_t n,
+                    const int64_t* uids, void** ptrs, void* workspace) {
+  Desc pack = nullptr;
+  cudnnStatus_t s = d.cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
+  if (s != CUDNN_STATUS_SUCCESS)
+    return err("cuDNN graph: variant pack: ", d.cudnnGetErrorString(s));
+  s = d.cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n,
+                                 uids);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = d.cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+                                   n, ptrs);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = d.cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
+                                   &workspace);
+  if (s == CUDNN_STATUS_SUCCESS) s = d.cudnnBackendFinalize(pack);
+  if (s == CUDNN_STATUS_SUCCESS) s = d.cudnnBackendExecute(handle, plan.plan, pack);
+  d.cudnnBackendDestroyDescriptor(pack);
+  if (s != CUDNN_STATUS_SUCCESS)
+    return err("cuDNN graph: cudnnBackendExecute: ", d.cudnnGetErrorString(s));
+  return Status::ok();
 }
 
 }  // namespace
@@ -194,92 +310,62 @@ Expected<std::unique_ptr<CudnnGraphPlan>> build_cudnn_graph_plan(const Cudnn& d,
   FERRITE_RETURN_IF_ERROR(b.set(op, at[5], CUDNN_TYPE_FLOAT, 1, &beta, "beta"));
   FERRITE_RETURN_IF_ERROR(b.finalize(op, "operation"));
 
-  FERRITE_ASSIGN_OR_RETURN(Desc graph,
-                           b.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph"));
-  FERRITE_RETURN_IF_ERROR(b.set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, D, 1, &op, "graph ops"));
-  // Deprecated in cuDNN 9 (the handle comes with each call); older 9.x versions still need it.
-  (void)d.cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1,
-                                   &handle);
-  FERRITE_RETURN_IF_ERROR(b.finalize(graph, "operation graph"));
-
-  FERRITE_ASSIGN_OR_RETURN(Desc heur, b.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "heuristics"));
-  const cudnnBackendHeurMode_t hm = CUDNN_HEUR_MODE_A;
-  FERRITE_RETURN_IF_ERROR(
-      b.set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, D, 1, &graph, "heuristics graph"));
-  FERRITE_RETURN_IF_ERROR(
-      b.set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm, "heuristics mode"));
-  FERRITE_RETURN_IF_ERROR(b.finalize(heur, "heuristics"));
-  int64_t count = 0;
-  if (d.cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, D, 0, &count, nullptr) !=
-          CUDNN_STATUS_SUCCESS ||
-      count <= 0)
-    return err("cuDNN graph: the heuristics offer no engine configuration");
-  count = std::min<int64_t>(count, 16);
-  std::vector<Desc> cfgs(static_cast<size_t>(count));
-  for (auto& c : cfgs) {
-    FERRITE_ASSIGN_OR_RETURN(c, b.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config"));
-  }
-  int64_t got = 0;
-  if (d.cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, D, count, &got,
-                                 cfgs.data()) != CUDNN_STATUS_SUCCESS)
-    return err("cuDNN graph: reading the heuristics' engine configurations failed");
-  std::string tried;
-  for (int64_t i = 0; i < got; ++i) {
-    std::string notes;
-    if (!acceptable(d, cfgs[i], strict_f32, &notes)) {
-      tried += " [" + notes + "]";
-      continue;
-    }
-    Desc ep = nullptr;
-    if (d.cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &ep) !=
-        CUDNN_STATUS_SUCCESS)
-      continue;
-    int64_t ws = 0;
-    int64_t n = 0;
-    (void)d.cudnnBackendSetAttribute(ep, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
-                                     &handle);
-    bool ok = d.cudnnBackendSetAttribute(ep, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, D, 1,
-                                         &cfgs[i]) == CUDNN_STATUS_SUCCESS &&
-              d.cudnnBackendFinalize(ep) == CUDNN_STATUS_SUCCESS &&
-              d.cudnnBackendGetAttribute(ep, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                         CUDNN_TYPE_INT64, 1, &n, &ws) == CUDNN_STATUS_SUCCESS;
-    if (!ok || ws < 0 || static_cast<size_t>(ws) > kCudnnGraphMaxWorkspace) {
-      d.cudnnBackendDestroyDescriptor(ep);
-      tried += " (plan " + std::to_string(i) + (ok ? " workspace too large)" : " refused)");
-      continue;
-    }
-    plan->owned.push_back(ep);
-    plan->plan = ep;
-    plan->workspace = static_cast<size_t>(ws);
-    plan->config = static_cast<int>(i);
-    return plan;
-  }
-  return err("cuDNN graph: no acceptable engine among ", got, " configurations (numerical notes",
-             tried, ")");
+  return plan_for_op(b, d, handle, op, strict_f32, std::move(plan));
 }
 
 Status execute_cudnn_graph_plan(const Cudnn& d, cudnnHandle_t handle, const CudnnGraphPlan& plan,
                                 void* x, void* w, void* y, void* workspace) {
-  Desc pack = nullptr;
-  cudnnStatus_t s = d.cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
-  if (s != CUDNN_STATUS_SUCCESS)
-    return err("cuDNN graph: variant pack: ", d.cudnnGetErrorString(s));
   const int64_t uids[3] = {1, 2, 3};
   void* ptrs[3] = {x, w, y};
-  s = d.cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3,
-                                 uids);
-  if (s == CUDNN_STATUS_SUCCESS)
-    s = d.cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
-                                   3, ptrs);
-  if (s == CUDNN_STATUS_SUCCESS)
-    s = d.cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
-                                   &workspace);
-  if (s == CUDNN_STATUS_SUCCESS) s = d.cudnnBackendFinalize(pack);
-  if (s == CUDNN_STATUS_SUCCESS) s = d.cudnnBackendExecute(handle, plan.plan, pack);
-  d.cudnnBackendDestroyDescriptor(pack);
-  if (s != CUDNN_STATUS_SUCCESS)
-    return err("cuDNN graph: cudnnBackendExecute: ", d.cudnnGetErrorString(s));
-  return Status::ok();
+  return execute_pack(d, handle, plan, 3, uids, ptrs, workspace);
+}
+
+// cuDNN 9.13's SDPA operation: one descriptor for the whole attention, which the library maps to
+// its fused flash-attention engines (what PyTorch's scaled_dot_product_attention reaches through
+// cudnn-frontend), instead of the composite matmul / softmax / matmul graph older versions need.
+Expected<std::unique_ptr<CudnnGraphPlan>> build_cudnn_sdpa_plan(const Cudnn& d,
+                                                                cudnnHandle_t handle,
+                                                                const CudnnSdpaProblem& q) {
+#if CUDNN_VERSION >= 91300
+  if (d.version < kCudnnSdpaMinVersion)
+    return err("cuDNN ", d.version, " has no SDPA operation (9.13 and later)");
+  if (q.dtype != DType::kBF16 && q.dtype != DType::kF16)
+    return err("cuDNN SDPA: dtype ", dtype_name(q.dtype));
+  auto plan = std::make_unique<CudnnGraphPlan>();
+  plan->api = &d;
+  Builder b(d, plan->owned);
+  const cudnnDataType_t dt = q.dtype == DType::kBF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+  const int64_t qd[4] = {q.b, q.h, q.s, q.d}, kd[4] = {q.b, q.hk, q.t, q.d},
+                vd[4] = {q.b, q.hk, q.t, q.dv}, od[4] = {q.b, q.h, q.s, q.dv};
+  const int64_t one[4] = {1, 1, 1, 1};
+  FERRITE_ASSIGN_OR_RETURN(Desc tq, tensor(b, 1, dt, qd, q.q_st));
+  FERRITE_ASSIGN_OR_RETURN(Desc tk, tensor(b, 2, dt, kd, q.k_st));
+  FERRITE_ASSIGN_OR_RETURN(Desc tv, tensor(b, 3, dt, vd, q.v_st));
+  FERRITE_ASSIGN_OR_RETURN(Desc to, tensor(b, 4, dt, od, q.o_st));
+  FERRITE_ASSIGN_OR_RETURN(Desc ts, tensor(b, 5, CUDNN_DATA_FLOAT, one, one, true));
+  FERRITE_ASSIGN_OR_RETURN(Desc op, b.make(CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR, "SDPA"));
+  const auto D = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+  FERRITE_RETURN_IF_ERROR(b.set(op, CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, D, 1, &tq, "SDPA q"));
+  FERRITE_RETURN_IF_ERROR(b.set(op, CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, D, 1, &tk, "SDPA k"));
+  FERRITE_RETURN_IF_ERROR(b.set(op, CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, D, 1, &tv, "SDPA v"));
+  FERRITE_RETURN_IF_ERROR(b.set(op, CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, D, 1, &to, "SDPA o"));
+  FERRITE_RETURN_IF_ERROR(
+      b.set(op, CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, D, 1, &ts, "SDPA scale"));
+  FERRITE_RETURN_IF_ERROR(b.finalize(op, "SDPA operation"));
+  return plan_for_op(b, d, handle, op, false, std::move(plan));
+#else
+  (void)d, (void)handle, (void)q;
+  return err("built against cuDNN headers older than 9.13 (no SDPA operation)");
+#endif
+}
+
+Status execute_cudnn_sdpa_plan(const Cudnn& d, cudnnHandle_t handle, const CudnnGraphPlan& plan,
+                               const CudnnSdpaProblem& q, const void* qp, const void* k,
+                               const void* v, void* o, void* workspace) {
+  const int64_t uids[5] = {1, 2, 3, 4, 5};
+  float scale = q.scale;  // by value: read when the call is issued (or captured)
+  void* ptrs[5] = {const_cast<void*>(qp), const_cast<void*>(k), const_cast<void*>(v), o, &scale};
+  return execute_pack(d, handle, plan, 5, uids, ptrs, workspace);
 }
 
 #pragma GCC diagnostic pop

@@ -1,9 +1,11 @@
-// cuDNN graph-API execution plans for the convolutions of cuda_cudnn.h (see cuda_cudnn_graph.cpp
-// for why): built once per problem and direction, executed with one variant pack per call.
+// cuDNN graph-API execution plans: the convolutions of cuda_cudnn.h (see cuda_cudnn_graph.cpp for
+// why) and fused attention (cuDNN's SDPA operation). Built once per problem (and direction),
+// executed with one variant pack per call.
 #pragma once
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_api.h"
@@ -42,6 +44,16 @@ Expected<std::unique_ptr<CudnnGraphPlan>> build_cudnn_graph_plan(const Cudnn& d,
 // dy), `workspace` at least plan.workspace bytes (null when 0).
 Status execute_cudnn_graph_plan(const Cudnn& d, cudnnHandle_t handle, const CudnnGraphPlan& plan,
                                 void* x, void* w, void* y, void* workspace);
+
+// The plan of one attention (uids 1 q, 2 k, 3 v, 4 o, 5 the scale by value). An error says why
+// cuDNN offers none (older than 9.13, or no engine for the dims, strides or dtype).
+Expected<std::unique_ptr<CudnnGraphPlan>> build_cudnn_sdpa_plan(const Cudnn& d,
+                                                                cudnnHandle_t handle,
+                                                                const CudnnSdpaProblem& q);
+// Runs an attention plan on the handle's stream.
+Status execute_cudnn_sdpa_plan(const Cudnn& d, cudnnHandle_t handle, const CudnnGraphPlan& plan,
+                               const CudnnSdpaProblem& q, const void* qp, const void* k,
+                               const void* v, void* o, void* workspace);
 
 #endif  // FERRITE_HAVE_CUDNN
 

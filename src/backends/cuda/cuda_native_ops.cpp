@@ -16,18 +16,6 @@ int64_t prod(const std::vector<int64_t>& v, size_t b, size_t e) {
   return p;
 }
 
-namespace {
-
-// Attention at bf16 / fp16 takes the fused kernel (generic over the storage type); what it
-// declines runs on the host (the 3-step path is f32 only).
-bool all_f32(const NativeIO& io) {
-  for (const auto& v : io.in)
-    if (v && v->dtype != DType::kF32) return false;
-  return true;
-}
-
-}  // namespace
-
 DType gemm_dtype(const NativeIO& io) {
   DType t = DType::kUndefined;
   for (const auto& v : io.in) {
@@ -429,129 +417,6 @@ Expected<bool> run_pad(const Node& node, NativeIO& io, CudaBackend& be) {
   return true;
 }
 
-// Attention through the fused kernel (cuda_attention.h) when it takes the call; otherwise, for
-// f32 with equal batch dims, QK^T GEMM + softmax kernel + P.V GEMM; otherwise the host.
-Expected<bool> run_attention(const Node& node, NativeIO& io, CudaBackend& be) {
-  if (!io.in[0] || !io.in[1] || !io.in[2]) return false;
-  const DType dt = io.in[0]->dtype;
-  for (const auto& v : io.in)
-    if (v && v->dtype != dt) return false;
-  if (dt != DType::kF32 && dt != DType::kBF16 && dt != DType::kF16) return false;
-  auto layout_or = attention_layout(node);
-  if (!layout_or) return false;
-  const AttentionLayout layout = *layout_or;
-  // Logical dims: an operand stored [B, S, H, D] or [S, B, H, D] stands for [B, H, S, D].
-  std::vector<int64_t> dims[3];
-  for (int i = 0; i < 3; ++i) {
-    dims[i] = io.in[i]->dims;
-    if (!layout.transposed[i]) continue;
-    if (dims[i].size() != 4) return false;
-    const std::array<int, 4> lp = logical_perm(layout.transposed[i]);
-    dims[i] = {io.in[i]->dims[lp[0]], io.in[i]->dims[lp[1]], io.in[i]->dims[lp[2]],
-               io.in[i]->dims[lp[3]]};
-  }
-  const auto& qd = dims[0];
-  const auto& kd = dims[1];
-  const auto& vd = dims[2];
-  if (qd.size() < 2 || kd.size() < 2 || vd.size() < 2) return false;
-  const int64_t S = qd[qd.size() - 2], D = qd.back(), T = kd[kd.size() - 2], Dv = vd.back();
-  if (kd.back() != D || vd[vd.size() - 2] != T) return false;
-  std::vector<int64_t> qb(qd.begin(), qd.end() - 2), kb(kd.begin(), kd.end() - 2),
-      vb(vd.begin(), vd.end() - 2);
-  auto batch = broadcast(qb, kb);
-  if (batch) batch = broadcast(*batch, vb);
-  if (!batch || batch->size() > 4) return false;
-  const size_t br = batch->size();
-  std::vector<int64_t> scores_dims = *batch;
-  scores_dims.push_back(S);
-  scores_dims.push_back(T);
-  const DevView* mask = io.in.size() > 3 && io.in[3] ? &*io.in[3] : nullptr;
-  FlashProblem p;
-  p.batch = *batch;
-  p.S = S, p.T = T, p.D = D, p.Dv = Dv;
-  // Batch strides of a contiguous operand of batch dims `ob` and matrices of `mat` elements.
-  auto batch_strides = [&](const std::vector<int64_t>& ob, int64_t mat) {
-    std::vector<int64_t> st(br, 0);
-    int64_t run = mat;
-    for (size_t i = ob.size(); i-- > 0;) {
-      const size_t d = br - ob.size() + i;
-      if (ob[i] != 1) st[d] = run;
-      run *= ob[i];
-    }
-    return st;
-  };
-  p.q_bs = batch_strides(qb, S * D);
-  p.k_bs = batch_strides(kb, T * D);
-  p.v_bs = batch_strides(vb, T * Dv);
-  // An operand stored [B, S, H, D] (code 1) or [S, B, H, D] (code 2), batch [B, H]: heads D
-  // apart; batch items S * H * D apart and rows H * D apart, or batch items H * D apart and rows
-  // B * H * D apart. Its batch dims equal the broadcast ones (checked: no broadcasting).
-  auto strided = [&](int code, int64_t rows, int64_t d, std::vector<int64_t>* bs, int64_t* rs) {
-    const int64_t B = (*batch)[0], H = (*batch)[1];
-    *bs = code == kSequenceFirst ? std::vector<int64_t>{H * d, d}
-                                 : std::vector<int64_t>{rows * H * d, d};
-    *rs = code == kSequenceFirst ? B * H * d : H * d;
-  };
-  auto operand = [&](int i, const std::vector<int64_t>& ob, int64_t rows, int64_t d,
-                     std::vector<int64_t>* bs, int64_t* rs) {
-    if (!layout.transposed[i]) return true;
-    if (br != 2 || ob != *batch) return false;
-    strided(layout.transposed[i], rows, d, bs, rs);
-    return true;
-  };
-  if (!operand(0, qb, S, D, &p.q_bs, &p.q_rs) || !operand(1, kb, T, D, &p.k_bs, &p.k_rs) ||
-      !operand(2, vb, T, Dv, &p.v_bs, &p.v_rs))
-    return false;
-  if (layout.transposed[3]) {
-    if (br != 2) return false;
-    strided(layout.transposed[3], S, Dv, &p.o_bs, &p.o_rs);
-  }
-  p.m_bs.assign(br, 0);
-  if (mask) {
-    BroadcastDims md{};
-    if (!broadcast_strides(mask->dims, scores_dims, &md)) return false;
-    for (size_t d = 0; d < br; ++d) p.m_bs[d] = md.strides[kMaxRank - 2 - br + d];
-    p.m_s = md.strides[kMaxRank - 2];
-    p.m_t = md.strides[kMaxRank - 1];
-    p.has_mask = true;
-  }
-  p.causal = node.attr_int("causal") != 0;
-  p.nan_to_zero = node.attr_int("nan_to_zero") != 0;
-  p.masked_rows_zero = node.attr_int("masked_rows_zero") != 0;
-  p.scale = node.has_attr("scale") ? node.attr_float("scale")
-                                   : static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  std::vector<int64_t> out = *batch;
-  out.push_back(S);
-  out.push_back(Dv);
-  if (layout.transposed[3]) {
-    const std::array<int, 4> sp = stored_perm(layout.transposed[3]);
-    out = {out[sp[0]], out[sp[1]], out[sp[2]], out[sp[3]]};
-  }
-  std::string why = be.flash ? be.flash->unsupported(p, dt) : "no fused attention kernel";
-  if (why.empty()) {
-    FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, dt, out));
-    FERRITE_RETURN_IF_ERROR(be.flash->run(p, dt, io.in[0]->ptr, io.in[1]->ptr, io.in[2]->ptr,
-                                          mask ? mask->ptr : nullptr, yv));
-    return true;
-  }
-  // The 3-step path reads contiguous [batch, S, D] operands only.
-  const bool equal_batch = qb == *batch && kb == *batch && vb == *batch && !layout.any();
-  if (be.flash)
-    be.flash->note("node " + node.name + ": " +
-                       (equal_batch ? "3-step attention (GEMM, softmax, GEMM)"
-                                    : "attention on the host (broadcast batch dims)") +
-                       ": the fused kernel does not take it: " + why,
-                   true);
-  // The 3-step path is f32 only; low-precision calls the fused kernel declines run on the host.
-  if (!equal_batch || dt != DType::kF32) return false;
-  FERRITE_ASSIGN_OR_RETURN(void* yv, io.output(0, DType::kF32, out));
-  FERRITE_ASSIGN_OR_RETURN(void* sv, io.scratch(static_cast<size_t>(prod(*batch) * S * T) * 4));
-  FERRITE_RETURN_IF_ERROR(attention_three_step(be, p, io.in[0]->f32(), io.in[1]->f32(),
-                                               io.in[2]->f32(), mask ? mask->f32() : nullptr,
-                                               static_cast<float*>(yv), static_cast<float*>(sv)));
-  return true;
-}
-
 Expected<bool> run_gather(const Node& node, NativeIO& io, CudaBackend& be) {
   if (!io.in[0] || !io.in[1] || !io.error_flag) return false;
   const DevView& data = *io.in[0];
@@ -595,41 +460,6 @@ Expected<bool> run_binary(const Node& node, NativeIO& io, CudaBackend& be) {
 }
 
 }  // namespace
-
-Status attention_three_step(CudaBackend& be, const FlashProblem& p, const float* q, const float* k,
-                            const float* v, const float* mask, float* out, float* scores) {
-  const size_t br = p.batch.size();
-  const int64_t nb = prod(p.batch), S = p.S, T = p.T, D = p.D, Dv = p.Dv;
-  SoftmaxParams sp{};
-  if (mask) {
-    for (size_t d = 0; d < br; ++d) sp.mask_batch_strides[d] = p.m_bs[d];
-    sp.mask_s_stride = p.m_s;
-    sp.mask_t_stride = p.m_t;
-    sp.has_mask = 1;
-  }
-  sp.rows_per_batch = nb;
-  sp.S = S;
-  sp.T = T;
-  sp.batch_rank = static_cast<int64_t>(br);
-  for (size_t d = 0; d < br; ++d) sp.batch_dims[d] = p.batch[d];
-  sp.causal = p.causal;
-  sp.nan_to_zero = p.nan_to_zero;
-  sp.masked_rows_zero = p.masked_rows_zero;
-  GemmCall g;
-  g.m = S, g.n = T, g.k = D, g.batch = nb;
-  g.a = q, g.lda = D, g.stride_a = S * D;
-  g.b = k, g.ldb = D, g.stride_b = T * D, g.trans_b = true;
-  g.c = scores, g.ldc = T, g.stride_c = S * T;
-  g.alpha = p.scale;
-  FERRITE_RETURN_IF_ERROR(be.gemm->run(g));
-  FERRITE_RETURN_IF_ERROR(be.lib->attention_softmax(scores, mask, sp));
-  GemmCall h;
-  h.m = S, h.n = Dv, h.k = T, h.batch = nb;
-  h.a = scores, h.lda = T, h.stride_a = S * T;
-  h.b = v, h.ldb = Dv, h.stride_b = T * Dv;
-  h.c = out, h.ldc = Dv, h.stride_c = S * Dv;
-  return be.gemm->run(h);
-}
 
 namespace {
 

@@ -35,6 +35,12 @@ Expected<bool> run_conv_transpose(const Node& node, NativeIO& io, CudaBackend& b
 Expected<bool> run_conv_grad_weight(const Node& node, NativeIO& io, CudaBackend& be);
 Expected<bool> run_pool(const Node& node, NativeIO& io, CudaBackend& be);
 
+// cuda_attention_ops.cpp: ferrite.Attention (fused kernel, cuDNN's SDPA, or the f32 3-step path).
+Expected<bool> run_attention(const Node& node, NativeIO& io, CudaBackend& be);
+// The attention `p` in cuDNN's SDPA layout; nullopt where cuDNN's operation does not express it
+// (f32, mask, causal limit, NaN guard, more than two batch dims, broadcast batch dims).
+std::optional<CudnnSdpaProblem> cudnn_sdpa_problem(const FlashProblem& p, DType dtype);
+
 // cuda_indexing_ops.cpp: GatherElements, ScatterElements (every reduction), ScatterND.
 Expected<bool> run_gather_elements(const Node& node, NativeIO& io, CudaBackend& be);
 Expected<bool> run_scatter_elements(const Node& node, NativeIO& io, CudaBackend& be);
