@@ -27,7 +27,8 @@ TEST(PassRegistry, HoldsEveryPassFileOnce) {
         "common-subexpression-elimination", "fold-conv-batchnorm", "fuse-conv-activation",
         "fuse-layernorm", "fuse-gelu", "fuse-attention", "fuse-matmul-epilogue",
         "dead-code-elimination", "convert-precision-bf16", "convert-precision-fp16",
-        "fold-batched-matmul-reshapes", "narrow-attention-precision", "transpose-before-layernorm"})
+        "fold-batched-matmul-reshapes", "narrow-attention-precision", "transpose-before-layernorm",
+        "fold-attention-layout", "fold-gqa-expand"})
     EXPECT_TRUE(names.count(name)) << name;
 }
 
