@@ -2,6 +2,7 @@
 // and its lowering (pointwise fusion, row kernels with prologues/epilogues, GEMM epilogues,
 // attention) are exercised together. Each compiles alone.
 #include <cmath>
+#include <cstdint>
 
 #include "cts/case_util.h"
 
@@ -130,6 +131,30 @@ void kernel_fusion_cases(std::vector<Case>& out) {
                          {"Concat", {"z", "z", "z"}, {"zc"}, {{"axis", i(1)}}},
                          {"Sigmoid", {"zc"}, {"y2"}, {}}},
                         {"y", "y2"}, {2}));
+  // torch.roll as exported (Concat of two Slices per rolled dim: Swin's shifted windows), folded
+  // into its readers as a rotated index: rolls along H (negative start) and W, then the window
+  // partition (Reshape, Transpose, Reshape) into a MatMul; and a roll along the innermost axis
+  // read by an Add.
+  out.push_back(
+      pattern("roll-windows",
+              {in("x", kF32, {N, 8, 8, 4}), w("wm", {4, 4}), ints("m3", {-3}), ints("p3", {3}),
+               ints("z", {0}), ints("big", {INT64_MAX}), ints("a1", {1}), ints("a2", {2}),
+               ints("a3", {3}), ints("win", {0, 2, 4, 2, 4, 4}), ints("tok", {-1, 16, 4})},
+              {{"Slice", {"x", "m3", "big", "a1"}, {"h1"}, {}},
+               {"Slice", {"x", "z", "m3", "a1"}, {"h2"}, {}},
+               {"Concat", {"h1", "h2"}, {"rh"}, {{"axis", i(1)}}},
+               {"Slice", {"rh", "p3", "big", "a2"}, {"w1"}, {}},
+               {"Slice", {"rh", "z", "p3", "a2"}, {"w2"}, {}},
+               {"Concat", {"w1", "w2"}, {"rw"}, {{"axis", i(2)}}},
+               {"Reshape", {"rw", "win"}, {"wv"}, {}},
+               {"Transpose", {"wv"}, {"wt"}, {{"perm", I({0, 1, 3, 2, 4, 5})}}},
+               {"Reshape", {"wt", "tok"}, {"t"}, {}},
+               {"MatMul", {"t", "wm"}, {"y"}, {}},
+               {"Slice", {"x", "p3", "big", "a3"}, {"c1"}, {}},
+               {"Slice", {"x", "z", "p3", "a3"}, {"c2"}, {}},
+               {"Concat", {"c1", "c2"}, {"rc"}, {{"axis", i(3)}}},
+               {"Add", {"rc", "x"}, {"y2"}, {}}},
+              {"y", "y2"}, {2}));
   // MatMul + bias + erf Gelu (fuse-gelu, fuse-matmul-epilogue), then a second MatMul.
   out.push_back(pattern(
       "mlp-gelu",

@@ -214,7 +214,8 @@ class Lowerer {
         if (o) fixed_values_.insert(o);
       return lower_library(n);
     }
-    if (lower_row(n) || lower_view(n) || lower_pointwise(n) || lower_concat(n)) return Status::ok();
+    if (lower_row(n) || lower_view(n) || lower_pointwise(n) || lower_roll(n) || lower_concat(n))
+      return Status::ok();
     return lower_library(n);
   }
 
@@ -646,11 +647,47 @@ class Lowerer {
     return r;
   }
 
+  // torch.roll's Concat of two Slices of one value (lower_impl::roll_view: Swin's shifted windows)
+  // is a view of that value with the axis index rotated; it folds into its reader like a
+  // Reshape's view instead of a library copy per rolled dim.
+  bool lower_roll(const Node& n) {
+    if (n.outputs.size() != 1 || !n.outputs[0]) return false;
+    auto out_dims = known_dims(n.outputs[0]->type.shape);
+    auto roll =
+        lower_impl::roll_view(n, [this](const Node& m, size_t i) { return const_ints(m, i); });
+    if (!out_dims || !roll) return false;
+    const Lowered& src = values_.at(roll->source);
+    if (!src.dims_known || !kernel_dtype(src.dtype) || src.dims != *out_dims) return false;
+    Lowered r = inline_view(src, *out_dims, roll->map);
+    for (const Value* v : n.inputs) r.nodes.push_back(v->producer->name);  // the Slices
+    finish_view(n, std::move(r));
+    return true;
+  }
+
+  // Whether v's readers are the two Slices of one roll (lower_roll then reads v once per element,
+  // so an inline v needs no buffer of its own).
+  bool read_by_one_roll(const Value* v) const {
+    auto it = consumers_.find(v);
+    if (it == consumers_.end() || it->second.size() != 2 || is_output(v)) return false;
+    const Node* concat = nullptr;
+    for (const Node* s : it->second) {
+      if (s->op_type != "Slice" || s->outputs.empty() || !s->outputs[0]) return false;
+      auto c = consumers_.find(s->outputs[0]);
+      if (uses_.at(s->outputs[0]) != 1 || c == consumers_.end() || c->second.size() != 1 ||
+          (concat && c->second[0] != concat))
+        return false;
+      concat = c->second[0];
+    }
+    auto roll = lower_impl::roll_view(*concat,
+                                      [this](const Node& m, size_t i) { return const_ints(m, i); });
+    return roll && roll->source == v;
+  }
+
   void finish_view(const Node& n, Lowered r) {
     const Value* in = n.inputs[0];
     const Value* out = n.outputs[0];
     r.nodes.push_back(n.name);
-    bool realize = !r.realized() && uses_[out] > 1;
+    bool realize = !r.realized() && uses_[out] > 1 && !read_by_one_roll(out);
     values_[out] = std::move(r);
     forget_nodes(in);
     if (realize) materialize(values_[out], Buffer::Kind::kIntermediate, out, out->name);

@@ -114,7 +114,62 @@ std::optional<IndexMap> gather_map(const Node& n, const std::vector<Dim>& idims,
   };
 }
 
+// The [start, end) that Slice `n` cuts from `axis` of its input (static dim `dim`, step 1), when
+// that is the only axis it cuts; nullopt otherwise.
+std::optional<std::pair<int64_t, int64_t>> single_axis_cut(const Node& n, int64_t axis, int64_t dim,
+                                                           const ConstInts& const_ints) {
+  if (!n.domain.empty() || n.op_type != "Slice" || n.inputs.size() < 3) return std::nullopt;
+  const auto starts = const_ints(n, 1), ends = const_ints(n, 2);
+  const bool has_axes = n.inputs.size() > 3 && n.inputs[3],
+             has_steps = n.inputs.size() > 4 && n.inputs[4];
+  const auto axes = has_axes ? const_ints(n, 3) : std::nullopt;
+  const auto steps = has_steps ? const_ints(n, 4) : std::nullopt;
+  if (!starts || !ends || starts->size() != 1 || ends->size() != 1 || (has_axes && !axes) ||
+      (has_steps && (!steps || steps->size() != 1 || (*steps)[0] != 1)))
+    return std::nullopt;
+  const Shape& xs = n.inputs[0]->type.shape;
+  if (!xs.rank_known()) return std::nullopt;
+  int64_t ax = axes ? (axes->size() == 1 ? (*axes)[0] : -1 - int64_t{xs.rank()}) : 0;
+  if (ax < 0) ax += static_cast<int64_t>(xs.rank());
+  if (ax != axis) return std::nullopt;
+  auto clamp = [dim](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + dim : v, 0, dim); };
+  return std::make_pair(clamp((*starts)[0]), clamp((*ends)[0]));
+}
+
 }  // namespace
+
+std::optional<RollView> roll_view(const Node& concat, const ConstInts& const_ints) {
+  if (!concat.domain.empty() || concat.op_type != "Concat" || concat.inputs.size() != 2 ||
+      !concat.inputs[0] || !concat.inputs[1])
+    return std::nullopt;
+  const Node* a = concat.inputs[0]->producer;
+  const Node* b = concat.inputs[1]->producer;
+  if (!a || !b || a->inputs.empty() || b->inputs.empty() || !a->inputs[0] ||
+      a->inputs[0] != b->inputs[0])
+    return std::nullopt;
+  const Value* x = a->inputs[0];
+  const Shape& xs = x->type.shape;
+  if (!xs.rank_known()) return std::nullopt;
+  const auto rank = static_cast<int64_t>(xs.rank());
+  int64_t axis = concat.attr_int("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return std::nullopt;
+  const auto n = xs[static_cast<size_t>(axis)].value();
+  if (!n || *n < 2) return std::nullopt;
+  const auto first = single_axis_cut(*a, axis, *n, const_ints);
+  const auto second = single_axis_cut(*b, axis, *n, const_ints);
+  // [s, n) then [0, s): every element once, rotated by s.
+  if (!first || !second || first->second != *n || second->first != 0 ||
+      second->second != first->first || first->first <= 0 || first->first >= *n)
+    return std::nullopt;
+  const int64_t shift = first->first, len = *n;
+  const auto ax = static_cast<size_t>(axis);
+  return RollView{x, [ax, shift, len](const std::vector<SymExpr>& o) {
+                    std::vector<SymExpr> i = o;
+                    i[ax] = (o[ax] + SymExpr(shift)).mod(SymExpr(len));
+                    return i;
+                  }};
+}
 
 std::optional<IndexMap> affine_view_map(const Node& n, const std::vector<Dim>& idims,
                                         const std::vector<Dim>& odims,

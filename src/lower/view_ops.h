@@ -24,6 +24,15 @@ using ConstInts = std::function<std::optional<std::vector<int64_t>>(const Node&,
 std::optional<IndexMap> affine_view_map(const Node& n, const std::vector<Dim>& idims,
                                         const std::vector<Dim>& odims, const ConstInts& const_ints);
 
+// torch.roll's export, Concat(Slice(x, [s, n)), Slice(x, [0, s))) along one axis with each Slice
+// cutting only that axis (step 1): x with that axis rotated, out[.., i, ..] = x[.., (i + s) mod n,
+// ..] (Swin's shifted windows, one Concat per rolled dim). nullopt for any other Concat.
+struct RollView {
+  const Value* source = nullptr;
+  IndexMap map;
+};
+std::optional<RollView> roll_view(const Node& concat, const ConstInts& const_ints);
+
 // A Reshape splits the dims into groups whose element counts agree on both sides ([197, 32, 768]
 // -> [197, 384, 64] is {197} -> {197} and {32, 768} -> {384, 64}); indices only mix within a
 // group. nullopt when the counts never agree before the end (symbolic dims that do not line up).
