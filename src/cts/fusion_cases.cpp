@@ -155,6 +155,17 @@ void kernel_fusion_cases(std::vector<Case>& out) {
                {"Concat", {"c1", "c2"}, {"rc"}, {{"axis", i(3)}}},
                {"Add", {"rc", "x"}, {"y2"}, {}}},
               {"y", "y2"}, {2}));
+  // ShuffleNet's channel shuffle on channels-last maps: the Concat of two branches folds into the
+  // shuffle's copy (Reshape, Transpose, Reshape), then the Split.
+  out.push_back(pattern("channel-shuffle",
+                        {in("a", kF32, {N, 4, 4, 6}), in("b", kF32, {N, 4, 4, 6}),
+                         ints("s5", {0, 4, 4, 2, 6}), ints("s4", {0, 4, 4, 12})},
+                        {{"Concat", {"a", "b"}, {"c"}, {{"axis", i(3)}}},
+                         {"Reshape", {"c", "s5"}, {"v"}, {}},
+                         {"Transpose", {"v"}, {"t"}, {{"perm", I({0, 1, 2, 4, 3})}}},
+                         {"Reshape", {"t", "s4"}, {"w"}, {}},
+                         {"Split", {"w"}, {"y0", "y1"}, {{"axis", i(3)}, {"num_outputs", i(2)}}}},
+                        {"y0", "y1"}, {2}));
   // MatMul + bias + erf Gelu (fuse-gelu, fuse-matmul-epilogue), then a second MatMul.
   out.push_back(pattern(
       "mlp-gelu",

@@ -391,9 +391,13 @@ class Lowerer {
         !kernel_dtype(out->type.dtype))
       return false;
     // Only into a pointwise reader: for a library reader (a convolution after SqueezeNet's fire
-    // module) the library copy is the faster way to make the contiguous input.
+    // module) the library copy is the faster way to make the contiguous input. A channel shuffle
+    // (ShuffleNet: Reshape, Transpose, Reshape) gathers its input anyway: the Concat folds into
+    // that copy even when its pieces are all buffers, which saves one copy of the whole tensor.
     const auto& readers = consumers_[out];
-    if (readers.size() != 1 || !find_pointwise_op(*readers[0])) return false;
+    if (readers.size() != 1) return false;
+    const bool shuffle = is_shuffle(*readers[0]);
+    if (!shuffle && !find_pointwise_op(*readers[0])) return false;
     const auto rank = static_cast<int64_t>(out_dims->size());
     int64_t axis = n.attr_int("axis", 0);
     if (axis < 0) axis += rank;
@@ -426,7 +430,7 @@ class Lowerer {
       total += *len;
       r.cost += l.cost;
     }
-    if (!any_inline || (*out_dims)[axis].value() != total) return false;
+    if (!(any_inline || shuffle) || (*out_dims)[axis].value() != total) return false;
     r.dtype = out->type.dtype;
     r.dims_known = true;
     r.dims = *out_dims;
@@ -461,6 +465,15 @@ class Lowerer {
     for (const Value* v : n.inputs) forget_nodes(v);
     if (realize) materialize(values_[out], Buffer::Kind::kIntermediate, out, out->name);
     return true;
+  }
+
+  // A Reshape read only by a Transpose: the first two steps of a channel shuffle.
+  bool is_shuffle(const Node& r) const {
+    if (r.op_type != "Reshape" || !r.domain.empty() || r.outputs.empty() || !r.outputs[0])
+      return false;
+    auto it = consumers_.find(r.outputs[0]);
+    return it != consumers_.end() && it->second.size() == 1 && !is_output(r.outputs[0]) &&
+           it->second[0]->op_type == "Transpose" && it->second[0]->domain.empty();
   }
 
   // What a consumer's emit closure keeps of an input: shared, and without the input's node list.
@@ -548,8 +561,7 @@ class Lowerer {
     if (n.op_type == "Gather" && compute_dtype(src.dtype) != DType::kF32 &&
         src.dtype != DType::kF64)
       return false;
-    auto map = lower_impl::affine_view_map(
-        n, src.dims, *out_dims, [this](const Node& m, size_t i) { return const_ints(m, i); });
+    auto map = lower_impl::affine_view_map(n, src.dims, *out_dims, ints_of());
     if (!map) return false;
     Lowered r;
     if (src.realized()) {
@@ -653,8 +665,7 @@ class Lowerer {
   bool lower_roll(const Node& n) {
     if (n.outputs.size() != 1 || !n.outputs[0]) return false;
     auto out_dims = known_dims(n.outputs[0]->type.shape);
-    auto roll =
-        lower_impl::roll_view(n, [this](const Node& m, size_t i) { return const_ints(m, i); });
+    auto roll = lower_impl::roll_view(n, ints_of());
     if (!out_dims || !roll) return false;
     const Lowered& src = values_.at(roll->source);
     if (!src.dims_known || !kernel_dtype(src.dtype) || src.dims != *out_dims) return false;
@@ -664,8 +675,7 @@ class Lowerer {
     return true;
   }
 
-  // Whether v's readers are the two Slices of one roll (lower_roll then reads v once per element,
-  // so an inline v needs no buffer of its own).
+  // v is read by the two Slices of one roll only (read once per element: no buffer of its own).
   bool read_by_one_roll(const Value* v) const {
     auto it = consumers_.find(v);
     if (it == consumers_.end() || it->second.size() != 2 || is_output(v)) return false;
@@ -678,8 +688,7 @@ class Lowerer {
         return false;
       concat = c->second[0];
     }
-    auto roll = lower_impl::roll_view(*concat,
-                                      [this](const Node& m, size_t i) { return const_ints(m, i); });
+    auto roll = lower_impl::roll_view(*concat, ints_of());
     return roll && roll->source == v;
   }
 
@@ -697,6 +706,9 @@ class Lowerer {
     const Value* v = n.input(i);
     if (!v || !v->constant || v->is_graph_input) return std::nullopt;
     return v->constant->to_int_vector();
+  }
+  lower_impl::ConstInts ints_of() const {
+    return [this](const Node& m, size_t i) { return const_ints(m, i); };
   }
 
   Status lower_library(const Node& n) {
