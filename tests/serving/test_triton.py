@@ -198,7 +198,10 @@ def test_concurrent_clients_batched(server, models):
     with concurrent.futures.ThreadPoolExecutor(CLIENTS) as pool:
         results = list(pool.map(client, range(CLIENTS)))
     for model in refs:
-        after = _stats(server, model)
+        # The backend reports a run's statistics after sending its responses (as Triton's own
+        # backends do), so the last runs' counts can land a moment after the clients return.
+        want = sum(sent[model] for sent, _ in results)
+        after = _settled_stats(server, model, before[model]["inference_count"] + want)
         inferences = after["inference_count"] - before[model]["inference_count"]
         executions = after["execution_count"] - before[model]["execution_count"]
         assert inferences == sum(sent[model] for sent, _ in results)
@@ -261,8 +264,8 @@ def test_every_zoo_model_under_64_clients(server, models):
     with concurrent.futures.ThreadPoolExecutor(CLIENTS) as pool:
         list(pool.map(client, range(CLIENTS)))
     for model in served:
-        after = _stats(server, model)
         requests = CLIENTS // len(served) * per_client
+        after = _settled_stats(server, model, before[model]["inference_count"] + requests)
         executions = after["execution_count"] - before[model]["execution_count"]
         inferences = after["inference_count"] - before[model]["inference_count"]
         print(f"{model}: {executions} runs for {requests} requests")
@@ -272,6 +275,17 @@ def test_every_zoo_model_under_64_clients(server, models):
 
 def _stats(srv, model):
     return _http_get(srv, f"/v2/models/{model}/stats")["model_stats"][0]
+
+
+def _settled_stats(srv, model, inference_count, timeout_s=10.0):
+    """The model's statistics once its inference_count has reached `inference_count` (or the
+    last reading after `timeout_s`: the caller's assertion then reports the shortfall)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        stats = _stats(srv, model)
+        if stats["inference_count"] >= inference_count or time.monotonic() > deadline:
+            return stats
+        time.sleep(0.05)
 
 
 def test_malformed_requests_get_errors_and_server_keeps_serving(server, models):
