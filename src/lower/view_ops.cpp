@@ -129,7 +129,7 @@ std::optional<std::pair<int64_t, int64_t>> single_axis_cut(const Node& n, int64_
     return std::nullopt;
   const Shape& xs = n.inputs[0]->type.shape;
   if (!xs.rank_known()) return std::nullopt;
-  int64_t ax = axes ? (axes->size() == 1 ? (*axes)[0] : -1 - int64_t{xs.rank()}) : 0;
+  int64_t ax = axes ? (axes->size() == 1 ? (*axes)[0] : -1 - static_cast<int64_t>(xs.rank())) : 0;
   if (ax < 0) ax += static_cast<int64_t>(xs.rank());
   if (ax != axis) return std::nullopt;
   auto clamp = [dim](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + dim : v, 0, dim); };
