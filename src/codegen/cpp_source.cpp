@@ -3,10 +3,13 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <numeric>
+#include <optional>
 #include <sstream>
 
 #include "codegen/row_analysis.h"
 #include "codegen/scalar_emitter.h"
+#include "ir/sym_ranges.h"
 #include "lower/multi_tensor.h"
 
 namespace ferrite {
@@ -198,6 +201,85 @@ std::vector<bool> loop_invariant(const Kernel& k) {
   return inv;
 }
 
+// The innermost loop split as x = c*q + r, r = 0..c-1 written out, where x reaches the kernel's
+// addresses only through x // b and x % b for constants b dividing c (a channel shuffle's
+// interleave, nearest upsampling, depth-to-space). Each of the c copies of the body then indexes
+// with plain multiples of q, which the C++ compiler vectorises (interleaved stores), where a
+// division per element kept the loop scalar. `bodies[r]` is the body with x = c*q + r.
+struct InnerSplit {
+  int64_t factor = 0;
+  int64_t trip = 0;  // iterations of q
+  std::vector<KernelBody> bodies;
+};
+const char* const kQuotient = "__split_q";
+constexpr int64_t kMaxSplit = 16;  // copies of the body
+
+bool divides_var(const SymExpr& e, const std::string& x) {
+  bool found = false;
+  e.for_each_atom([&](const SymAtom& a) {
+    found = found ||
+            ((a.kind == SymAtom::Kind::kFloorDiv || a.kind == SymAtom::Kind::kMod) && a.a.uses(x));
+  });
+  return found;
+}
+
+std::optional<InnerSplit> inner_split(const Kernel& k) {
+  if (k.is_row() || !k.segments.empty() || k.shape.empty()) return std::nullopt;
+  const size_t last = k.shape.size() - 1;
+  const std::optional<int64_t> n = k.shape[last].expr().constant();
+  const std::string x = loop_var(last);
+  int64_t c = 1;
+  bool ok = n.has_value();
+  for (const ScalarExpr& e : k.body.exprs()) {
+    if (e.kind != ScalarKind::kLoad && e.kind != ScalarKind::kSymbol) continue;
+    e.address.for_each_atom([&](const SymAtom& a) {
+      if ((a.kind != SymAtom::Kind::kFloorDiv && a.kind != SymAtom::Kind::kMod) || !a.a.uses(x))
+        return;
+      std::optional<int64_t> b = a.b.constant();
+      ok = ok && b && *b > 1 && *b <= kMaxSplit;
+      if (ok) c = std::lcm(c, *b);
+    });
+  }
+  if (!ok || c < 2 || c > kMaxSplit || *n % c != 0 || *n / c < 2) return std::nullopt;
+  std::unordered_map<std::string, int64_t> extents{{kQuotient, *n / c}};
+  for (size_t d = 0; d < last; ++d)
+    if (auto e = k.shape[d].expr().constant()) extents[loop_var(d)] = *e;
+  SymRangeScope scope(std::move(extents));
+  InnerSplit s{c, *n / c, {}};
+  for (int64_t r = 0; r < c; ++r) {
+    const SymExpr v = SymExpr::symbol(kQuotient) * SymExpr(c) + SymExpr(r);
+    s.bodies.push_back(k.body.map_addresses([&](const SymExpr& a) { return a.substitute(x, v); }));
+    for (const ScalarExpr& e : s.bodies.back().exprs())
+      if (divides_var(e.address, kQuotient)) return std::nullopt;  // nothing gained
+  }
+  return s;
+}
+
+// The innermost loop of emit_pointwise_kernel over an InnerSplit: c stores per iteration.
+void emit_split_loop(std::ostringstream& os, const Kernel& k, const InnerSplit& split,
+                     const std::vector<std::string>& in_names, const std::string& inner,
+                     const std::vector<bool>& inv, const Ident& ident, const Gen& g) {
+  Ident split_ident = [&ident](const std::string& name) {
+    return name == kQuotient ? std::string("xq") : ident(name);
+  };
+  os << "    for (int64_t xq = 0; xq < " << split.trip << "; ++xq) {\n";
+  Kernel kr = k;
+  for (int64_t r = 0; r < split.factor; ++r) {
+    kr.body = split.bodies[r];
+    std::vector<std::string> t(k.body.size());
+    for (size_t i = 0; i < t.size(); ++i)
+      t[i] = "t" + std::to_string(i) + (inv[i] ? "" : "_" + std::to_string(r));
+    for (size_t i = 0; i < t.size(); ++i)
+      if (!inv[i]) os << "      " << g.em.def(kr, i, t, in_names, split_ident);
+    const std::string at = "[row * " + inner + " + xq * " + std::to_string(split.factor) + " + " +
+                           std::to_string(r) + "]";
+    os << "      out" << at << " = " << t[k.root] << ";\n";
+    for (size_t x = 0; x < k.extra_outputs.size(); ++x)
+      os << "      out" << x + 1 << at << " = " << t[k.extra_outputs[x].root] << ";\n";
+  }
+  os << "    }\n  }\n}\n";
+}
+
 void emit_pointwise_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph& lg,
                            const Gen& g) {
   Ident ident = symbol_ident(lg);
@@ -218,6 +300,10 @@ void emit_pointwise_kernel(std::ostringstream& os, const Kernel& k, const Lowere
       else
         os << "    const int64_t x0 = rem;\n";
     }
+  }
+  if (std::optional<InnerSplit> split = inner_split(k)) {
+    emit_split_loop(os, k, *split, in_names, inner, inv, ident, g);
+    return;
   }
   std::string last = rank ? "x" + std::to_string(rank - 1) : "x_";
   os << "    for (int64_t " << last << " = 0; " << last << " < " << inner << "; ++" << last

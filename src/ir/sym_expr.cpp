@@ -170,7 +170,7 @@ SymExpr SymExpr::floordiv(const SymExpr& o) const {
       // Within a SymRangeScope, this = b*q + r with r in [0, b) when the terms split so: q
       // collects the terms whose coefficient b divides (any atoms), r the others, each a
       // nonnegative coefficient times an atom of known range (a symbol of the scope, or x % k
-      // for a constant k > 0) or a nonnegative constant, their largest sum below b. Then this
+      // for a constant k > 0) or a constant's remainder by b, their largest sum below b. Then this
       // // b is q (and mod() gets r as this - b*q).
       constexpr int64_t kLimit = int64_t{1} << 31;  // keeps every product below 2^62
       SymExpr q;
@@ -183,10 +183,13 @@ SymExpr SymExpr::floordiv(const SymExpr& o) const {
           q.add_term(m, c / *b);
           continue;
         }
+        if (m.empty()) {  // c = b * (c // b) + c % b: the remainder's part lies in [0, b)
+          q.add_term(m, floor_div(c, *b));
+          split = (r_max += floor_mod(c, *b)) < *b;
+          continue;
+        }
         std::optional<int64_t> top;  // the term's atom's largest value
-        if (m.empty()) {
-          top = 1;
-        } else if (m.size() == 1) {
+        if (m.size() == 1) {
           const SymAtom& atom = *atoms_.at(m[0]);
           std::optional<int64_t> bound;  // the atom's values are in [0, bound)
           if (atom.kind == SymAtom::Kind::kSymbol) bound = SymRangeScope::extent(atom.name);
@@ -260,6 +263,10 @@ SymExpr SymExpr::max(const SymExpr& a, const SymExpr& b) {
   if (a == b) return a;
   auto ca = a.constant(), cb = b.constant();
   if (ca && cb) return SymExpr(std::max(*ca, *cb));
+  // One operand never below the other (a clamp that a split loop variable makes dead).
+  auto ra = a.range(), rb = b.range();
+  if (ra && rb && ra->second <= rb->first) return b;
+  if (ra && rb && rb->second <= ra->first) return a;
   auto atom = std::make_shared<SymAtom>();
   atom->kind = SymAtom::Kind::kMax;
   bool swap = a.to_string() > b.to_string();  // canonical operand order
@@ -271,6 +278,9 @@ SymExpr SymExpr::min(const SymExpr& a, const SymExpr& b) {
   if (a == b) return a;
   auto ca = a.constant(), cb = b.constant();
   if (ca && cb) return SymExpr(std::min(*ca, *cb));
+  auto ra = a.range(), rb = b.range();
+  if (ra && rb && ra->second <= rb->first) return a;
+  if (ra && rb && rb->second <= ra->first) return b;
   auto atom = std::make_shared<SymAtom>();
   atom->kind = SymAtom::Kind::kMin;
   bool swap = a.to_string() > b.to_string();
@@ -340,6 +350,101 @@ bool SymExpr::uses(const std::string& name) const {
         return true;
     }
   return false;
+}
+
+SymExpr SymExpr::substitute(const std::string& name, const SymExpr& value) const {
+  if (!uses(name)) return *this;
+  SymExpr r;
+  for (const auto& [m, c] : terms_) {
+    SymExpr term(c);
+    for (const std::string& key : m) {
+      const std::shared_ptr<const SymAtom>& atom = atoms_.at(key);
+      SymExpr x;
+      switch (atom->kind) {
+        case SymAtom::Kind::kSymbol:
+          x = atom->name == name ? value : from_atom(atom);
+          break;
+        case SymAtom::Kind::kFloorDiv:
+          x = atom->a.substitute(name, value).floordiv(atom->b.substitute(name, value));
+          break;
+        case SymAtom::Kind::kMod:
+          x = atom->a.substitute(name, value).mod(atom->b.substitute(name, value));
+          break;
+        case SymAtom::Kind::kMax:
+          x = max(atom->a.substitute(name, value), atom->b.substitute(name, value));
+          break;
+        case SymAtom::Kind::kMin:
+          x = min(atom->a.substitute(name, value), atom->b.substitute(name, value));
+          break;
+      }
+      term = term * x;
+    }
+    r = r + term;
+  }
+  return r;
+}
+
+void SymExpr::for_each_atom(const std::function<void(const SymAtom&)>& fn) const {
+  for (const auto& [m, c] : terms_)
+    for (const std::string& key : m) {
+      const SymAtom& atom = *atoms_.at(key);
+      fn(atom);
+      if (atom.kind != SymAtom::Kind::kSymbol) {
+        atom.a.for_each_atom(fn);
+        atom.b.for_each_atom(fn);
+      }
+    }
+}
+
+namespace {
+using Range = std::pair<int64_t, int64_t>;
+// c * [lo, hi], ordered; nullopt on overflow.
+std::optional<Range> scale(Range r, int64_t c) {
+  int64_t a, b;
+  if (__builtin_mul_overflow(r.first, c, &a) || __builtin_mul_overflow(r.second, c, &b))
+    return std::nullopt;
+  return c >= 0 ? Range{a, b} : Range{b, a};
+}
+std::optional<Range> atom_range(const SymAtom& atom) {
+  if (atom.kind == SymAtom::Kind::kSymbol) {
+    auto n = SymRangeScope::extent(atom.name);
+    if (!n || *n <= 0) return std::nullopt;
+    return Range{0, *n - 1};
+  }
+  auto ra = atom.a.range(), rb = atom.b.range();
+  auto k = atom.b.constant();
+  switch (atom.kind) {
+    case SymAtom::Kind::kMod:
+      if (!k || *k <= 0) return std::nullopt;
+      if (ra && ra->first >= 0 && ra->second < *k) return ra;
+      return Range{0, *k - 1};
+    case SymAtom::Kind::kFloorDiv:
+      if (!k || *k <= 0 || !ra) return std::nullopt;
+      return Range{floor_div(ra->first, *k), floor_div(ra->second, *k)};
+    case SymAtom::Kind::kMax:
+      if (!ra || !rb) return std::nullopt;
+      return Range{std::max(ra->first, rb->first), std::max(ra->second, rb->second)};
+    case SymAtom::Kind::kMin:
+      if (!ra || !rb) return std::nullopt;
+      return Range{std::min(ra->first, rb->first), std::min(ra->second, rb->second)};
+    default:
+      return std::nullopt;
+  }
+}
+}  // namespace
+
+std::optional<std::pair<int64_t, int64_t>> SymExpr::range() const {
+  Range total{0, 0};
+  for (const auto& [m, c] : terms_) {
+    std::optional<Range> t;
+    if (m.empty()) t = Range{c, c};
+    if (m.size() == 1)
+      if (auto r = atom_range(*atoms_.at(m[0]))) t = scale(*r, c);
+    if (!t || __builtin_add_overflow(total.first, t->first, &total.first) ||
+        __builtin_add_overflow(total.second, t->second, &total.second))
+      return std::nullopt;
+  }
+  return total;
 }
 
 std::string SymAtom::key() const {

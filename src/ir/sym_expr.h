@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace ferrite {
@@ -55,6 +56,16 @@ class SymExpr {
   // use x, although collect_symbols may still list it).
   bool uses(const std::string& name) const;
   std::string to_string() const;
+  // This expression with symbol `name` replaced by `value`, rebuilt through the operators above,
+  // so that a SymRangeScope in effect simplifies the divisions, modulos, max and min it rebuilds
+  // (`(2*q + 1) % 2` is 1 once q has a range).
+  SymExpr substitute(const std::string& name, const SymExpr& value) const;
+  // Calls `fn` on every atom that occurs in a term, then on the atoms of its operands.
+  void for_each_atom(const std::function<void(const SymAtom&)>& fn) const;
+  // [lo, hi] of the value where it is known: constants, symbols of the innermost SymRangeScope
+  // (in [0, extent)), x % k and x // k for a constant k > 0, max and min of known ranges, and
+  // sums of such terms times constants. nullopt otherwise (products of atoms, unbound symbols).
+  std::optional<std::pair<int64_t, int64_t>> range() const;
   // C/C++ source for the expression over int64_t; symbols are renamed by `ident`, and // % max
   // min become calls to fe_floordiv, fe_mod, fe_max, fe_min (defined by the code generator).
   std::string to_c_code(const std::function<std::string(const std::string&)>& ident) const;

@@ -32,6 +32,14 @@ int KernelBody::add(ScalarExpr e) {
   return it->second;
 }
 
+KernelBody KernelBody::map_addresses(const std::function<SymExpr(const SymExpr&)>& f) const {
+  KernelBody r;
+  r.exprs_ = exprs_;  // not re-added: merging equal results would renumber the expressions
+  for (ScalarExpr& e : r.exprs_)
+    if (e.kind == ScalarKind::kLoad || e.kind == ScalarKind::kSymbol) e.address = f(e.address);
+  return r;
+}
+
 int KernelBody::load(int input, DType dtype, SymExpr address) {
   ScalarExpr e{ScalarKind::kLoad, dtype};
   e.input = input;

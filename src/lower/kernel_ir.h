@@ -16,6 +16,7 @@
 //    `per_row` (reductions such as ReduceMean).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -67,6 +68,9 @@ class KernelBody {
   const std::vector<ScalarExpr>& exprs() const { return exprs_; }
   const ScalarExpr& at(int i) const { return exprs_[i]; }
   size_t size() const { return exprs_.size(); }
+  // The same DAG, position for position, with every load address and symbol value mapped by `f`
+  // (for emitting variants of a kernel; adding to the result does not merge equal expressions).
+  KernelBody map_addresses(const std::function<SymExpr(const SymExpr&)>& f) const;
 
  private:
   int add(ScalarExpr e);

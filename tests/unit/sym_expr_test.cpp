@@ -184,7 +184,8 @@ TEST(SymExpr, RangesSplitAnIndexIntoDigits) {
 TEST(SymExpr, RangedDivisionAgreesWithEvaluation) {
   const SymExpr x = SymExpr::symbol("x"), y = SymExpr::symbol("y"), w = SymExpr::symbol("w");
   const std::vector<SymExpr> exprs = {y * 96 + x * 3 + 2, w * 40 + y * 8 + x, y.mod(5) * 7 + x,
-                                      w * 24 + x * 5 + 1, y * 12 - x + 30};
+                                      w * 24 + x * 5 + 1, y * 12 - x + 30,    y * 8 + x - 7,
+                                      w * 8 + 13,         x * 4 - 9};
   const std::vector<int64_t> divisors = {2, 3, 7, 8, 12, 40, 96, 97, 320, 1000};
   SymRangeScope r({{"x", 8}, {"y", 6}, {"w", 4}});
   for (const SymExpr& e : exprs)
@@ -200,6 +201,70 @@ TEST(SymExpr, RangedDivisionAgreesWithEvaluation) {
             ASSERT_EQ(m.evaluate(at), v - fq * b) << e.to_string() << " % " << b;
           }
     }
+}
+
+TEST(SymExpr, RangesOfTermsAndAtoms) {
+  const SymExpr x = SymExpr::symbol("x"), y = SymExpr::symbol("y"), z = SymExpr::symbol("z");
+  using R = std::pair<int64_t, int64_t>;
+  EXPECT_EQ(SymExpr(5).range(), (R{5, 5}));
+  EXPECT_EQ(x.range(), std::nullopt);      // no scope: unbounded
+  EXPECT_EQ(z.mod(4).range(), (R{0, 3}));  // x % k is in [0, k) anyway
+  EXPECT_EQ((z * z).mod(3).range(), (R{0, 2}));
+  SymRangeScope r({{"x", 8}, {"y", 6}});
+  EXPECT_EQ((y * 12 - x + 30).range(), (R{23, 90}));
+  EXPECT_EQ(x.floordiv(3).range(), (R{0, 2}));
+  EXPECT_EQ(SymExpr::max(x - 4, y).range(), (R{0, 5}));
+  EXPECT_EQ((x * y).range(), std::nullopt);  // products of atoms are not bounded
+  EXPECT_EQ((x + z).range(), std::nullopt);
+}
+
+TEST(SymExpr, MaxAndMinOfOrderedRangesFold) {
+  const SymExpr x = SymExpr::symbol("x"), y = SymExpr::symbol("y");
+  EXPECT_EQ(SymExpr::max(y.mod(4), 0), y.mod(4));  // y % 4 >= 0 without a scope
+  EXPECT_EQ(SymExpr::min(y.mod(4), 3), y.mod(4));
+  EXPECT_NE(SymExpr::min(y.mod(4), 2), y.mod(4));
+  SymRangeScope r({{"x", 8}});
+  EXPECT_EQ(SymExpr::max(x - 8, 0), SymExpr(0));
+  EXPECT_EQ(SymExpr::min(x + 8, 7), SymExpr(7));
+  EXPECT_EQ(SymExpr::min(x, 7), x);
+  EXPECT_EQ(SymExpr::max(x - 7, 0), SymExpr(0));  // x - 7 <= 0
+  EXPECT_NE(SymExpr::max(x - 6, 0), SymExpr(0));  // 1 at x = 7
+  EXPECT_EQ(SymExpr::max(x - 6, 0).range(), (std::pair<int64_t, int64_t>{0, 1}));
+}
+
+// A channel shuffle's index (two halves of 58 interleaved) with its loop variable split as
+// x = 2q + r: each r reads one half at a plain offset q, the clamps drop out.
+TEST(SymExpr, SubstituteSplitsAnInterleave) {
+  const SymExpr x = SymExpr::symbol("x"), q = SymExpr::symbol("q"), b = SymExpr::symbol("b");
+  const SymExpr c = x.mod(2) * 58 + x.floordiv(2);
+  const SymExpr lo = SymExpr::min(c, 57) + b * 58, hi = SymExpr::max(c - 58, 0) + b * 58;
+  EXPECT_EQ(lo.substitute("y", q), lo);  // an absent symbol: unchanged
+  SymRangeScope r({{"q", 58}});
+  EXPECT_EQ(lo.substitute("x", q * 2), q + b * 58);
+  EXPECT_EQ(hi.substitute("x", q * 2), b * 58);
+  EXPECT_EQ(lo.substitute("x", q * 2 + 1), b * 58 + 57);
+  EXPECT_EQ(hi.substitute("x", q * 2 + 1), q + b * 58);
+  EXPECT_EQ(c.substitute("x", q * 4 + 3).to_string(), "q*2+59");
+}
+
+// Substituting and then evaluating equals evaluating at the substituted value, at every point.
+TEST(SymExpr, SubstituteAgreesWithEvaluation) {
+  const SymExpr x = SymExpr::symbol("x"), y = SymExpr::symbol("y"), q = SymExpr::symbol("q");
+  const std::vector<SymExpr> exprs = {
+      x.mod(3) * 10 + x.floordiv(3),     SymExpr::max(x.mod(2) * 7 + x.floordiv(2) - 7, 0),
+      SymExpr::min(x.floordiv(4), 2),    (x * y + 5).floordiv(6),
+      SymExpr::max(x - y, 1) * x.mod(5), (x - 13).mod(4) + y};
+  SymRangeScope r({{"q", 5}, {"y", 4}});
+  for (int64_t c : {2, 3, 4, 6})
+    for (int64_t rr = 0; rr < c; ++rr)
+      for (const SymExpr& e : exprs) {
+        const SymExpr s = e.substitute("x", q * c + rr);
+        for (int64_t qv = 0; qv < 5; ++qv)
+          for (int64_t yv = 0; yv < 4; ++yv)
+            ASSERT_EQ(s.evaluate({{"q", qv}, {"y", yv}}),
+                      e.evaluate({{"x", qv * c + rr}, {"y", yv}}))
+                << e.to_string() << " at x = " << c << "q + " << rr << ": " << s.to_string();
+      }
 }
 
 }  // namespace ferrite
