@@ -310,6 +310,7 @@ class RowEmitter {
   // One variant of the row: its reductions, then the store.
   void emit_variant(bool cached) {
     cached_ = cached;
+    first_pass_ = true;
     std::fill(hoisted_.begin(), hoisted_.end(), false);
     have_.assign(n_, false);
     if (cached_) {
@@ -405,7 +406,23 @@ class RowEmitter {
         << lp << "if (fe_j < fe_row_len) {\n";
     lp += "  ";
     os_ << lp << "const int64_t " << xl_ << " = fe_j;\n";
-    emit_vector_loads(need, lp);
+    // The first pass also loads what only later passes read (LayerNorm's scale and bias, an
+    // RMSNorm's weight) into the registers that keep the row: their latency then overlaps the
+    // row's own loads instead of following the reductions' barriers.
+    std::vector<bool> prefetch(n_, false), load = need;
+    if (first_pass_)
+      for (size_t i = 0; i < n_; ++i)
+        if (!need[i] && vec_load_[i] && !have_[i] && worth_caching(expr(i)))
+          prefetch[i] = load[i] = true;
+    first_pass_ = false;
+    emit_vector_loads(load, lp);
+    for (size_t i = 0; i < n_; ++i)
+      for (int u = 0; prefetch[i] && u < V_; ++u) {
+        const std::string lane = "fe_l" + std::to_string(i) + ".v[" + std::to_string(u) + "]";
+        os_ << lp << "fe_c" << i << "[fe_k * " << V_ << " + " << u
+            << "] = " << loaded(input_dtype(expr(i)), expr(i).dtype, lane) << ";\n";
+        fresh[i] = true;
+      }
     std::vector<std::string> roots;
     for (int u = 0; u < V_; ++u) {
       std::vector<std::string> tl = t_;
@@ -520,6 +537,7 @@ class RowEmitter {
   std::vector<bool> have_;     // cached variant: values kept in registers by an earlier pass
   int V_ = 1, R_ = 1;
   bool cached_ = true;
+  bool first_pass_ = true;  // the cached variant's first pass prefetches (vector_pass)
   std::string xl_;
   const std::string in_ = "      ";
 };

@@ -158,6 +158,14 @@ std::optional<std::vector<bool>> reduced_dims(const Node& n, int64_t rank) {
   return reduced;
 }
 
+// The accumulator of sums (Reduce*, the generated MatMul): f64 for f32 and f64 data, as the
+// reference computes; f32 for bf16 / f16 data, as PyTorch accumulates them (the sum's error is
+// far below the 16-bit result's rounding, and f64 arithmetic, conversions and shuffles cost a
+// GPU row kernel more than the loads: RMSNorm's mean of squares).
+DType accumulator(DType t) {
+  return is_low_float(t) ? DType::kF32 : DType::kF64;
+}
+
 // Reduce* over any axes and GlobalAveragePool: the iteration space is the kept dims followed by
 // the reduced ones, and the result is stored once per row.
 std::optional<Lowered> reduce(const Node& n, const Lowered& x, const std::vector<Dim>& out_dims) {
@@ -219,7 +227,7 @@ std::optional<Lowered> reduce(const Node& n, const Lowered& x, const std::vector
   return pending(x, out_dims, std::move(plan),
                  [src, vars, op, count](EmitContext& ctx, const std::vector<SymExpr>&) {
                    KernelBody& b = ctx.body;
-                   const DType t = compute_dtype(src.dtype), d = DType::kF64;
+                   const DType t = compute_dtype(src.dtype), d = accumulator(src.dtype);
                    int v = emit_value(src, ctx, vars);
                    if (op == "ReduceMax" || op == "ReduceMin")
                      return b.reduce(op == "ReduceMax" ? "max" : "min", v);
@@ -328,7 +336,7 @@ std::optional<Lowered> lower_matmul(const Node& n, const std::vector<const Lower
       pending(lead, out, std::move(plan),
               [A, B, C, ia, ib, ic, alpha, beta](EmitContext& ctx, const std::vector<SymExpr>&) {
                 KernelBody& bd = ctx.body;
-                const DType t = compute_dtype(A.dtype), d = DType::kF64;
+                const DType t = compute_dtype(A.dtype), d = accumulator(A.dtype);
                 // One operand per statement, B first: the emission order numbers the
                 // expressions, so it must not be left to the compiler (see layernorm).
                 int bv = bd.cast(emit_value(B, ctx, ib), d);

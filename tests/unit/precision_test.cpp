@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <sstream>
 
@@ -349,6 +350,9 @@ TEST(CudaCodegen, ZooModelsCompileForSm90AtLowPrecision) {
       mark_in_place_candidates(*lg);
       auto src = cuda::CudaDialect().generate(*lg, DeviceProperties{});
       ASSERT_TRUE(src) << src.status().message();
+      // FERRITE_CUDA_SOURCE_DIR=DIR writes DIR/<m>.<pass>.cu (reading the kernels without a GPU).
+      if (const char* out = std::getenv("FERRITE_CUDA_SOURCE_DIR"); out && *out)
+        std::ofstream(std::filesystem::path(out) / (std::string(m) + "." + pass + ".cu")) << *src;
       auto cubin = cuda::compile_to_cubin(*src, "sm_90", m);
       ASSERT_TRUE(cubin) << cubin.status().message();
       ++compiled;
