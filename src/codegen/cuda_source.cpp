@@ -57,7 +57,6 @@ std::vector<std::string> emit_prologue(std::ostringstream& os, const Kernel& k, 
   for (size_t s = 0; s < g.lg.symbols.size(); ++s) os << ", int64_t s" << s;
   if (g.segment) os << ", int64_t fe_lo, int64_t fe_hi";
   os << ") {\n";
-  if (!g.segment) os << "  fe_pdl_enter();\n";
   for (size_t d = 0; d < k.shape.size(); ++d)
     os << "  const int64_t d" << d << " = " << k.shape[d].expr().to_c_code(g.ident) << ";\n";
   return in_names;
@@ -673,7 +672,7 @@ Status emit_multi_tensor(std::ostringstream& os, const Kernel& k, const Gen& g) 
     os << *g.em.type(k.segments[j].out_dtype) << "* out" << j
        << (j + 1 < k.segments.size() ? ", " : "");
   for (size_t s = 0; s < g.lg.symbols.size(); ++s) os << ", int64_t s" << s;
-  os << ") {\n  fe_pdl_enter();\n  for (long long fe_u = blockIdx.x; fe_u < " << first_unit.back()
+  os << ") {\n  for (long long fe_u = blockIdx.x; fe_u < " << first_unit.back()
      << "; fe_u += gridDim.x) {\n    int fe_a = 0, fe_b = " << k.segments.size() << ";\n"
      << "    while (fe_b - fe_a > 1) {\n      const int fe_m = (fe_a + fe_b) / 2;\n"
      << "      if (" << k.name << "_units[fe_m] <= fe_u) fe_a = fe_m; else fe_b = fe_m;\n    }\n"

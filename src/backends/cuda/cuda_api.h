@@ -53,7 +53,6 @@ namespace ferrite::cuda {
   X(cuModuleGetFunction, "cuModuleGetFunction")                \
   X(cuFuncSetAttribute, "cuFuncSetAttribute")                  \
   X(cuLaunchKernel, "cuLaunchKernel")                          \
-  X(cuLaunchKernelEx, "cuLaunchKernelEx")                      \
   X(cuStreamBeginCapture, "cuStreamBeginCapture_v2")           \
   X(cuStreamEndCapture, "cuStreamEndCapture")                  \
   X(cuGraphInstantiate, "cuGraphInstantiateWithFlags")         \

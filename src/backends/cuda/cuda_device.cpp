@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <future>
 #include <mutex>
-#include <string>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_compile.h"
@@ -47,16 +46,6 @@ int chunk_count(size_t kernels, int threads) {
   return static_cast<int>(std::min<size_t>(kernels, static_cast<size_t>(threads)));
 }
 
-// Whether generated kernels launch with programmatic dependent launch (fe_pdl_enter in
-// codegen/cuda_prelude.inc): on sm_90 and later, unless FERRITE_CUDA_PDL=0. A kernel after a
-// generated one then starts while that one drains, which hides most of the gap between two
-// kernels in a CUDA graph.
-bool use_pdl(const std::string& arch) {
-  const char* v = std::getenv("FERRITE_CUDA_PDL");
-  if (v && std::string(v) == "0") return false;
-  return arch.rfind("sm_", 0) == 0 && std::atoi(arch.c_str() + 3) >= 90;
-}
-
 // The executor's hooks for a model on the opened GPU: its parts, library state (the backend),
 // kernel launches on the runtime's stream, and the runs of all models taking turns.
 Status use_backend(const std::shared_ptr<cuda::CudaBackend>& be,
@@ -74,29 +63,19 @@ Status use_backend(const std::shared_ptr<cuda::CudaBackend>& be,
     return rt->make_current();
   };
   cfg.leave = [rt] { rt->use(nullptr); };
-  const bool pdl = use_pdl(be->parts.properties.arch);
-  cfg.launch = [rt, pdl](void* fn, const LaunchConfig& lc, const std::vector<void*>& bufs,
-                         const std::vector<int64_t>& syms, int64_t) -> Status {
+  cfg.launch = [rt](void* fn, const LaunchConfig& lc, const std::vector<void*>& bufs,
+                    const std::vector<int64_t>& syms, int64_t) -> Status {
     std::vector<void*> ptrs(bufs);
     std::vector<int64_t> values(syms);
     std::vector<void*> args;
     args.reserve(ptrs.size() + values.size());
     for (void*& p : ptrs) args.push_back(&p);
     for (int64_t& v : values) args.push_back(&v);
-    CUlaunchAttribute attr{};
-    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
-    CUlaunchConfig c{};
-    c.gridDimX = static_cast<unsigned>(lc.grid);
-    c.gridDimY = c.gridDimZ = 1;
-    c.blockDimX = static_cast<unsigned>(lc.block);
-    c.blockDimY = c.blockDimZ = 1;
-    c.hStream = rt->stream();
-    c.attrs = pdl ? &attr : nullptr;
-    c.numAttrs = pdl ? 1 : 0;
-    return cuda::check(rt->api().cuLaunchKernelEx(&c, reinterpret_cast<CUfunction>(fn),
-                                                  args.data(), nullptr),
-                       "cuLaunchKernelEx");
+    return cuda::check(
+        rt->api().cuLaunchKernel(reinterpret_cast<CUfunction>(fn), static_cast<unsigned>(lc.grid),
+                                 1, 1, static_cast<unsigned>(lc.block), 1, 1, 0, rt->stream(),
+                                 args.data(), nullptr),
+        "cuLaunchKernel");
   };
   return Status::ok();
 }
