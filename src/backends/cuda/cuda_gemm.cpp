@@ -38,7 +38,8 @@ Expected<std::unique_ptr<CublasGemm>> CublasGemm::create(const CudaRuntime& rt) 
   const char* tf = std::getenv("FERRITE_CUDA_TF32");
   g->tf32_ = tf && std::string(tf) == "1";
   const char* tune = std::getenv("FERRITE_CUDA_GEMM_TUNE");
-  g->tune_ = tune && std::string(tune) == "1";
+  if (tune && std::string(tune) == "1") g->tune_ = Tune::kAll;
+  if (tune && std::string(tune) == "0") g->tune_ = Tune::kNone;
   FERRITE_RETURN_IF_ERROR(rt.make_current());
   FERRITE_RETURN_IF_ERROR(lt_check(lt->cublasLtCreate(&g->handle_), "cublasLtCreate"));
   g->workspace_bytes_ = size_t{32} << 20;
@@ -142,6 +143,10 @@ Status CublasGemm::run_locked(const GemmCall& g) {
     auto p = std::make_shared<Plan>();
     p->lt = lt_;
     const bool f32 = g.dtype == DType::kF32;
+    constexpr double kTuneWork = 2147483648.0;  // m*n*k*batch from which f32 GEMMs are tuned
+    const bool try_all =
+        tune_ == Tune::kAll || (tune_ == Tune::kLargeF32 && f32 &&
+                                static_cast<double>(g.m) * g.n * g.k * g.batch >= kTuneWork);
     if (!f32 && g.dtype != DType::kBF16 && g.dtype != DType::kF16)
       return err("cuBLASLt: no GEMM for ", dtype_name(g.dtype));
     const cudaDataType_t dt =
@@ -193,7 +198,7 @@ Status CublasGemm::run_locked(const GemmCall& g) {
     cublasLtMatmulHeuristicResult_t results[8] = {};
     int found = 0;
     cublasStatus_t hs = lt_->cublasLtMatmulAlgoGetHeuristic(
-        handle_, p->desc, p->la, p->lb, p->lc, p->lc, pref, tune_ ? 8 : 1, results, &found);
+        handle_, p->desc, p->la, p->lb, p->lc, p->lc, pref, try_all ? 8 : 1, results, &found);
     lt_->cublasLtMatmulPreferenceDestroy(pref);
     if ((hs != CUBLAS_STATUS_SUCCESS || found == 0) && g.batch > 1) {
       // Some batched layouts (a broadcast operand with stride 0) may have no algorithm: one

@@ -1,10 +1,13 @@
 // GEMM through cuBLASLt for MatMul, Gemm, ferrite.FusedMatMul, convolution (im2col) and
 // attention. f32 in and out with f32 accumulation; TF32 tensor cores only when asked for
 // (--precision tf32, or FERRITE_CUDA_TF32=1), since they round the inputs to 10 mantissa bits.
-// bf16 / f16 operands (--precision bf16 / fp16) accumulate in f32. FERRITE_CUDA_GEMM_TUNE=1
-// times cuBLASLt's candidate algorithms once per problem shape and keeps the fastest; off by
-// default: on the zoo's models it measured no gain over the heuristic's first choice (H200,
-// 2026-11-22: bert_base 1.66 ms tuned vs 1.59 ms untuned, gpt2 1.35 vs 1.36).
+// bf16 / f16 operands (--precision bf16 / fp16) accumulate in f32. Tuning times cuBLASLt's
+// candidate algorithms once per problem shape and keeps the fastest. By default only large f32
+// GEMMs (m*n*k*batch >= 2^31) are tuned: there the heuristic's first choice for the non-
+// transposed layouts is often a SIMT kernel (cutlass_80_simt_sgemm_256x128_8x4_nn_align1 on
+// ViT-B/16's MLP at 32 images, H200), and tuning took ViT-B/16 f32 from 31.45 to 29.79 ms;
+// on the zoo's small shapes it measured no gain (H200, 2026-11-22: bert_base 1.66 ms tuned vs
+// 1.59 ms untuned). FERRITE_CUDA_GEMM_TUNE=1 tunes every GEMM, =0 none.
 #pragma once
 
 #include <atomic>
@@ -71,7 +74,7 @@ class CublasGemm {
   std::mutex mu_;
   bool tf32_ = false;
   std::atomic<int64_t> calls_{0};
-  bool tune_ = false;  // FERRITE_CUDA_GEMM_TUNE=1
+  enum class Tune { kNone, kLargeF32, kAll } tune_ = Tune::kLargeF32;  // FERRITE_CUDA_GEMM_TUNE
   int64_t tuned_ = 0;
   std::map<std::string, std::shared_ptr<Plan>> plans_;  // per shape/layout/epilogue
 };
