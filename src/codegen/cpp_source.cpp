@@ -280,6 +280,57 @@ void emit_split_loop(std::ostringstream& os, const Kernel& k, const InnerSplit& 
   os << "    }\n  }\n}\n";
 }
 
+// A narrow innermost dim (up to kNarrow elements: the 3 channels of an image converted to
+// channels-last) whose loads are strided while some load is unit-stride along the dim before it
+// (the image's width). Rows of a few elements cost an index split each, and their loads do not
+// vectorise; emit_narrow_loop runs the second-to-last dim innermost instead.
+constexpr int64_t kNarrow = 4;
+bool narrow_inner(const Kernel& k) {
+  const size_t rank = k.shape.size();
+  if (k.is_row() || !k.segments.empty() || rank < 2) return false;
+  const std::optional<int64_t> n = k.shape[rank - 1].expr().constant();
+  const std::optional<int64_t> w = k.shape[rank - 2].expr().constant();
+  if (!n || *n > kNarrow || (w && *w < 8)) return false;
+  const std::string xl = loop_var(rank - 1), xw = loop_var(rank - 2);
+  bool unit_w = false, unit_l = false;
+  for (const ScalarExpr& e : k.body.exprs()) {
+    if (e.kind != ScalarKind::kLoad) continue;
+    unit_w = unit_w || !(e.address - SymExpr::symbol(xw)).uses(xw);
+    unit_l = unit_l || !(e.address - SymExpr::symbol(xl)).uses(xl);
+  }
+  return unit_w && !unit_l;
+}
+
+// The rows of a narrow_inner kernel in runs over the second-to-last dim (one index split per
+// run, not per row); within a run the narrow dim is the outer loop and the run the inner one,
+// whose loads are unit-stride.
+void emit_narrow_loop(std::ostringstream& os, const Kernel& k, const std::vector<std::string>& t,
+                      const std::vector<std::string>& in_names, const std::vector<bool>& inv,
+                      const Ident& ident, const Gen& g) {
+  const size_t rank = k.shape.size();
+  const std::string w = std::to_string(rank - 2), l = std::to_string(rank - 1);
+  os << "  for (int64_t row = row_begin; row < row_end;) {\n"
+     << "    int64_t rem = row;\n"
+     << "    const int64_t xs = rem % d" << w << "; rem /= d" << w << ";\n";
+  for (int64_t d = static_cast<int64_t>(rank) - 3; d >= 0; --d) {
+    if (d > 0)
+      os << "    const int64_t x" << d << " = rem % d" << d << "; rem /= d" << d << ";\n";
+    else
+      os << "    const int64_t x0 = rem;\n";
+  }
+  os << "    const int64_t run = fe_min(row_end - row, d" << w << " - xs);\n"
+     << "    for (int64_t x" << l << " = 0; x" << l << " < d" << l << "; ++x" << l << ") {\n"
+     << "      for (int64_t xj = 0; xj < run; ++xj) {\n"
+     << "        const int64_t x" << w << " = xs + xj;\n";
+  for (size_t i = 0; i < k.body.size(); ++i)
+    if (!inv[i]) os << "        " << g.em.def(k, i, t, in_names, ident);
+  const std::string at = "[(row + xj) * d" + l + " + x" + l + "]";
+  os << "        out" << at << " = t" << k.root << ";\n";
+  for (size_t x = 0; x < k.extra_outputs.size(); ++x)
+    os << "        out" << x + 1 << at << " = t" << k.extra_outputs[x].root << ";\n";
+  os << "      }\n    }\n    row += run;\n  }\n}\n";
+}
+
 void emit_pointwise_kernel(std::ostringstream& os, const Kernel& k, const LoweredGraph& lg,
                            const Gen& g) {
   Ident ident = symbol_ident(lg);
@@ -291,6 +342,10 @@ void emit_pointwise_kernel(std::ostringstream& os, const Kernel& k, const Lowere
   const std::vector<bool> inv = loop_invariant(k);
   for (size_t i = 0; i < k.body.size(); ++i)
     if (inv[i]) os << "  " << g.em.def(k, i, t, in_names, ident);
+  if (narrow_inner(k)) {
+    emit_narrow_loop(os, k, t, in_names, inv, ident, g);
+    return;
+  }
   os << "  for (int64_t row = row_begin; row < row_end; ++row) {\n";
   if (rank >= 2) {
     os << "    int64_t rem = row;\n";
