@@ -26,6 +26,11 @@ void fused_matmul_cases(const OpSchema& s, std::vector<Case>& out) {
      {in("a", kF32, {2, 3, 8}), cst("b", kF32, {6, 8}, V::uniform(-1, 1)), bias(6),
       in("res", kF32, {2, 3, 6})},
      {{"transB", i(1)}, {"activation", "relu"}});
+  // f32 with columns % 4 == 0: the GPU's vector epilogue (4 columns per thread).
+  fm("gelu-residual-f32x4",
+     {in("a", kF32, {2, 6, 16}), cst("b", kF32, {16, 24}, V::uniform(-1, 1)), bias(24),
+      in("res", kF32, {2, 6, 24})},
+     {{"activation", "gelu"}});
   // 16-bit storage with columns % 8 == 0: the GPU's vector epilogue (8 columns per thread).
   fm("gelu-residual-bf16",
      {in("a", kBF16, {2, 6, 16}), cst("b", kBF16, {16, 24}, V::uniform(-1, 1)),
@@ -70,6 +75,29 @@ void fused_conv_cases(const OpSchema& s, std::vector<Case>& out) {
       {"pads", pads},
       {"activation", "leaky_relu"},
       {"activation_params", Attribute(std::vector<float>{0.1f})}});
+  // [N, C, H, W] depthwise layers of the shapes cuda's shared-memory kernel tiles differently:
+  // a width off its 4-column tiles with residual + activation, 5x5 stride 2 with asymmetric
+  // pads, 7x7 planes many to a block, a wide strided row, and more blocks than its grid (the
+  // kernel walks them in steps of the grid).
+  fc("depthwise-3x3-tail-residual-silu",
+     {in("x", kF32, {2, 8, 9, 11}), w({8, 1, 3, 3}), b(8), in("res", kF32, {2, 8, 9, 11})},
+     {{"group", int64_t{8}}, {"pads", pads}, {"activation", "silu"}});
+  fc("depthwise-5x5-s2-asymmetric", {in("x", kF32, {2, 6, 13, 10}), w({6, 1, 5, 5}), b(6)},
+     {{"group", int64_t{6}},
+      {"pads", Attribute(std::vector<int64_t>{2, 1, 1, 2})},
+      {"strides", Attribute(std::vector<int64_t>{2, 2})},
+      {"activation", "hard_swish"}});
+  fc("depthwise-7x7-small-planes-gelu",
+     {in("x", kF32, {4, 40, 7, 7}), w({40, 1, 7, 7}), b(40), in("res", kF32, {4, 40, 7, 7})},
+     {{"group", int64_t{40}},
+      {"pads", Attribute(std::vector<int64_t>{3, 3, 3, 3})},
+      {"activation", "gelu"}});
+  fc("depthwise-7x7-s2-wide-nobias", {in("x", kF32, {1, 3, 6, 301}), w({3, 1, 7, 7}), omitted()},
+     {{"group", int64_t{3}},
+      {"pads", Attribute(std::vector<int64_t>{3, 3, 3, 3})},
+      {"strides", Attribute(std::vector<int64_t>{2, 2})}});
+  fc("depthwise-3x3-many-blocks", {in("x", kF32, {8, 96, 56, 56}), w({96, 1, 3, 3}), b(96)},
+     {{"group", int64_t{96}}, {"pads", pads}, {"activation", "relu"}});
   fc("1x1-residual-only",
      {in("x", kF32, {2, 8, 4, 4}), w({8, 8, 1, 1}), omitted(), in("res", kF32, {2, 8, 4, 4})}, {});
   out.push_back(with_runs(

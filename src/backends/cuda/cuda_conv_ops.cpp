@@ -5,7 +5,9 @@
 //
 // A convolution runs on cuDNN where it takes the call (bf16 / f16 always; f32 by cuda_cudnn.h's
 // rule, and always for channels-last, which has no other GPU path), else im2col + cuBLASLt or
-// the direct kernel for grouped convolutions ([N, C, H, W] only). FusedConv's bias, residual and
+// the direct kernel for grouped convolutions ([N, C, H, W] only). Depthwise layers have kernels
+// of their own first: fe_dwconv_nhwc8 (channels-last 16-bit, timed against cuDNN) and
+// fe_dwconv_nchw (f32 [N, C, H, W], square 3 / 5 / 7 filters). FusedConv's bias, residual and
 // activation then run in one epilogue pass over y.
 #include <algorithm>
 #include <cstdint>
@@ -252,6 +254,13 @@ Expected<bool> run_depthwise_nhwc(const Node& node, NativeIO& io, CudaBackend& b
   return true;
 }
 
+// FERRITE_CUDA_DWCONV_NCHW=0: f32 NCHW depthwise layers skip fe_dwconv_nchw (cuDNN or the
+// direct kernel, as before it), for comparison. Read per call.
+bool nchw_depthwise_off() {
+  const char* v = std::getenv("FERRITE_CUDA_DWCONV_NCHW");
+  return v && (std::string(v) == "0" || std::string(v) == "off");
+}
+
 }  // namespace
 
 // Conv and FusedConv: the convolution, then bias + residual + activation in one pass where the
@@ -269,6 +278,14 @@ Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be) {
   if (c.last && LibraryKernels::dwconv_nhwc_takes(p, c.dt, io.in[0]->ptr, c.res, y)) {
     FERRITE_ASSIGN_OR_RETURN(bool done, run_depthwise_nhwc(node, io, be, c, y));
     if (done) return true;
+  }
+  if (!c.last && LibraryKernels::dwconv_nchw_takes(p, c.dt) && !nchw_depthwise_off()) {
+    ConvParams q = p;
+    q.act = c.act.code();
+    q.lo = c.act.alpha;
+    q.hi = c.act.beta;
+    FERRITE_RETURN_IF_ERROR(be.lib->dwconv_nchw(io.in[0]->ptr, io.in[1]->ptr, c.bias, c.res, y, q));
+    return true;
   }
   FERRITE_ASSIGN_OR_RETURN(CudnnResult dnn, conv_on_cudnn(node, io, be, c, y));
   if (dnn == CudnnResult::kWithEpilogue) return true;

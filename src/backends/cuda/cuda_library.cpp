@@ -420,6 +420,10 @@ const char* kEpilogueActSource =
 const char* kDwconvSource =
 #include "backends/cuda/cuda_dwconv_source.inc"
     ;
+// Depthwise convolution of f32 NCHW, shared-memory tiles (cuda_dwconv_nchw_source.inc).
+const char* kDwconvNchwSource =
+#include "backends/cuda/cuda_dwconv_nchw_source.inc"
+    ;
 
 // fe_act_k's kind of an activation code: 0 none, 1 ReLU, 2 any other row.
 // The specialisations of the 16-bit epilogue kernels: 0 none, 1 ReLU, 3 exact GELU, 4 SiLU, 5
@@ -480,7 +484,8 @@ bool broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t
 const char* library_source() {
   static const std::string source = std::string(cuda_prelude_source()) + scalar_helpers_source() +
                                     cuda_activation_source() + kEpilogueActSource + kLibrarySource +
-                                    kMemoryBoundSource + kDwconvSource + kIndexingSource;
+                                    kMemoryBoundSource + kDwconvSource + kDwconvNchwSource +
+                                    kIndexingSource;
   return source.c_str();
 }
 
@@ -518,12 +523,20 @@ Expected<std::unique_ptr<LibraryKernels>> LibraryKernels::load(const CudaRuntime
              {"fe_bias_act_nhwc8", &lib->bias_act8_},
              {"fe_dwconv_nhwc8", &lib->dwconv8_},
              {"fe_dwconv_nhwc8_w4", &lib->dwconv8w4_},
+             {"fe_dwconv_nchw_k3s1", &lib->dwconv_nchw_[0]},
+             {"fe_dwconv_nchw_k3s2", &lib->dwconv_nchw_[1]},
+             {"fe_dwconv_nchw_k5s1", &lib->dwconv_nchw_[2]},
+             {"fe_dwconv_nchw_k5s2", &lib->dwconv_nchw_[3]},
+             {"fe_dwconv_nchw_k7s1", &lib->dwconv_nchw_[4]},
+             {"fe_dwconv_nchw_k7s2", &lib->dwconv_nchw_[5]},
              {"fe_tap_major", &lib->tap_major_},
              {"fe_pad", &lib->pad_},
              {"fe_concat16", &lib->concat_},
              {"fe_split16", &lib->split_},
              {"fe_pool2d", &lib->pool_},
              {"fe_epilogue", &lib->epilogue_},
+             {"fe_epilogue_f32x4", &lib->epilogue4_},
+             {"fe_bias_act_nchw_f32x4", &lib->bias_act4_},
              {"fe_broadcast_fill", &lib->fill_},
              {"fe_bias_act_unfold", &lib->unfold_},
              {"fe_gather", &lib->gather_},
@@ -550,13 +563,13 @@ Status LibraryKernels::launch(CUfunction f, int64_t grid, int64_t block, void** 
       "library kernel launch");
 }
 
-Status LibraryKernels::launch3(CUfunction f, const int64_t grid[3], const int block[2],
-                               void** args) {
+Status LibraryKernels::launch3(CUfunction f, const int64_t grid[3], const int block[2], void** args,
+                               unsigned shared_bytes) {
   ++launches_;
   return check(rt_->api().cuLaunchKernel(
                    f, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
                    static_cast<unsigned>(grid[2]), static_cast<unsigned>(block[0]),
-                   static_cast<unsigned>(block[1]), 1, 0, rt_->stream(), args, nullptr),
+                   static_cast<unsigned>(block[1]), 1, shared_bytes, rt_->stream(), args, nullptr),
                "library kernel launch");
 }
 
@@ -632,6 +645,12 @@ Status LibraryKernels::bias_act_nchw(void* y, const void* bias, int64_t total, i
     void* args[] = {&y, &bias, &residual, &groups, &ch, &act, &kind, &lo, &hi, &res_after, &dt};
     return launch(bias_act8_, grid_for(groups, 256, sms_), 256, args);
   }
+  if (dt == 0 && plane % 4 == 0 && aligned(y) && aligned(residual) &&
+      !env_off("FERRITE_CUDA_EPILOGUE_F32X4")) {
+    int64_t groups = total / 4, plane4 = plane / 4;
+    void* args[] = {&y, &bias, &residual, &groups, &channels, &plane4, &act, &lo, &hi};
+    return launch(bias_act4_, grid_for(groups, 256, sms_), 256, args);
+  }
   void* args[] = {&y, &bias, &residual, &total, &channels, &plane, &act, &lo, &hi, &dt};
   return launch(bias_act_, grid_for(total, 256, sms_), 256, args);
 }
@@ -698,6 +717,13 @@ Status LibraryKernels::epilogue(void* y, const void* bias, const void* residual,
     int ch = static_cast<int>(cols), kind = act_kind(code), res_after = 1;
     void* args[] = {&y, &bias, &residual, &groups, &ch, &code, &kind, &p0, &p1, &res_after, &dt};
     return launch(bias_act8_, grid_for(groups, 256, sms_), 256, args);
+  }
+  if (dt == 0 && cols % 4 == 0 && cols / 4 <= INT32_MAX && (!residual || residual_dense) &&
+      aligned(y) && aligned(bias) && aligned(residual) && !env_off("FERRITE_CUDA_EPILOGUE_F32X4")) {
+    int64_t groups = rows * cols / 4;
+    int cols4 = static_cast<int>(cols / 4);
+    void* args[] = {&y, &bias, &residual, &groups, &cols4, &code, &p0, &p1};
+    return launch(epilogue4_, grid_for(groups, 256, sms_), 256, args);
   }
   BroadcastDims rb{};
   if (res) rb = *res;

@@ -90,6 +90,14 @@ class LibraryKernels {
   // w_taps: scratch of C * KH * KW floats (16-byte aligned) for the filter as float [KH * KW, C].
   Status dwconv_nhwc(const void* x, const void* w, void* w_taps, const void* bias, const void* res,
                      void* y, const ConvParams& p, DType dtype);
+  // Depthwise convolution of f32 [N, C, H, W] with bias, residual (y's shape) and p.act in the
+  // same pass: y = act(conv + bias + res) (cuda_dwconv_nchw_source.inc). dwconv_nchw_takes:
+  // whether the kernel handles the call (groups = C = K, square 3 / 5 / 7 filters, equal strides
+  // 1 or 2, no dilation, non-negative pads, tensors under 2^31 elements, a width whose staged
+  // rows fit in shared memory).
+  static bool dwconv_nchw_takes(const ConvParams& p, DType dtype);
+  Status dwconv_nchw(const void* x, const void* w, const void* bias, const void* res, void* y,
+                     const ConvParams& p);
   // y = act(y + bias[c] + residual) in place, c = (i / plane) % channels (plane 1: channels-last);
   // rounded to dtype after the bias and after the residual add, as the unfused ops would.
   Status bias_act_nchw(void* y, const void* bias, int64_t total, int64_t channels, int64_t plane,
@@ -140,7 +148,8 @@ class LibraryKernels {
  private:
   Status launch(CUfunction f, int64_t grid, int64_t block, void** args);
   // A launch of grid[0] x grid[1] x grid[2] blocks of block[0] x block[1] threads.
-  Status launch3(CUfunction f, const int64_t grid[3], const int block[2], void** args);
+  Status launch3(CUfunction f, const int64_t grid[3], const int block[2], void** args,
+                 unsigned shared_bytes = 0);
   // fe_concat16 / fe_split16 over `parts` (16-byte units, widths[k] per row) and the whole
   // [rows, sum of widths] buffer; one launch per kConcatMax parts.
   Status columns16(CUfunction f, const void* whole, const std::vector<const void*>& parts,
@@ -150,10 +159,11 @@ class LibraryKernels {
   CUfunction conv_ = nullptr, im2col_ = nullptr, bias_act_ = nullptr, bias_act8_ = nullptr,
              dwconv8_ = nullptr, dwconv8w4_ = nullptr, tap_major_ = nullptr, pad_ = nullptr,
              concat_ = nullptr, split_ = nullptr, pool_ = nullptr, epilogue_ = nullptr,
-             fill_ = nullptr, softmax_ = nullptr, unfold_ = nullptr, gather_ = nullptr,
-             binary_ = nullptr, binary16_ = nullptr;
+             epilogue4_ = nullptr, bias_act4_ = nullptr, fill_ = nullptr, softmax_ = nullptr,
+             unfold_ = nullptr, gather_ = nullptr, binary_ = nullptr, binary16_ = nullptr;
   CUfunction gather1_ = nullptr, gather2_ = nullptr, gather4_ = nullptr;  // by element size
-  CUfunction gather16_ = nullptr;  // whole 16-byte units per row
+  CUfunction gather16_ = nullptr;   // whole 16-byte units per row
+  CUfunction dwconv_nchw_[6] = {};  // fe_dwconv_nchw_k{3,5,7}s{1,2}, in that order
   int sms_ = 1;
   std::atomic<int64_t> launches_{0};
   std::mutex named_mutex_;
