@@ -52,8 +52,10 @@ struct CudaBackend {
   CudnnConv* conv_library();
   // Per problem, whether cuDNN ran faster than ferrite's kernel (timed once by
   // time_stream_calls): channels-last depthwise convolutions ("dwconv:" keys, cuDNN's kernel plus
-  // the epilogue pass against fe_dwconv_nhwc8 with the epilogue fused, cuda_conv_ops.cpp) and
-  // attention ("sdpa:" keys, cuDNN's SDPA against fe_flash_*, cuda_attention_ops.cpp).
+  // the epilogue pass against fe_dwconv_nhwc8 with the epilogue fused, cuda_conv_ops.cpp), f32
+  // NCHW depthwise convolutions ("dwconv_nchw:" keys, cuDNN or the direct kernel plus the
+  // epilogue against fe_dwconv_nchw) and attention ("sdpa:" keys, cuDNN's SDPA against
+  // fe_flash_*, cuda_attention_ops.cpp).
   std::mutex choice_mutex;
   std::map<std::string, bool> cudnn_faster;
   // Models of one device share its cuBLASLt plans, cuDNN handle and library kernels (each

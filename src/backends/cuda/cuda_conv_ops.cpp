@@ -261,6 +261,80 @@ bool nchw_depthwise_off() {
   return v && (std::string(v) == "0" || std::string(v) == "off");
 }
 
+// The convolution without a depthwise kernel of its own: cuDNN (with or followed by the
+// epilogue), else for [N, C, H, W] im2col / the direct kernel and the epilogue. False: a
+// channels-last call cuDNN declined (no other GPU path; the step runs on the host, logged as a
+// fallback).
+Expected<bool> conv_general(const Node& node, NativeIO& io, CudaBackend& be, const ConvCall& c,
+                            void* y) {
+  const ConvParams& p = c.p;
+  const int64_t total = p.N * p.K * p.OH * p.OW;
+  const int64_t plane = c.last ? 1 : p.OH * p.OW;
+  FERRITE_ASSIGN_OR_RETURN(CudnnResult dnn, conv_on_cudnn(node, io, be, c, y));
+  if (dnn == CudnnResult::kWithEpilogue) return true;
+  if (dnn == CudnnResult::kConvOnly) {
+    if (!c.bias && !c.res && c.act.none()) return true;
+    FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, c.bias, total, p.K, plane, c.act.code(),
+                                                  c.act.alpha, c.act.beta, c.dt, c.res));
+    return true;
+  }
+  if (c.last) return false;
+  FERRITE_RETURN_IF_ERROR(conv_nchw_gemm(io, be, c, y));
+  if (!c.res && c.act.none()) return true;
+  FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, nullptr, total, p.K, plane, c.act.code(),
+                                                c.act.alpha, c.act.beta, c.dt, c.res));
+  return true;
+}
+
+// f32 [N, C, H, W] depthwise: fe_dwconv_nchw, or conv_general (the direct kernel or cuDNN, and
+// the epilogue), whichever ran faster on this problem. The shared-memory kernel wins at serving
+// batches (H200, batch 32: EfficientNet-B0 4.447 -> 3.433 ms with the float4 epilogues) but
+// loses at batch 1, where its two phases (stage, then compute) cost more than the one-pass
+// direct kernel's work (EfficientNet-B0 0.737 -> 0.852 ms, MobileNetV3 0.556 -> 0.651). Timed
+// once per problem on its first call outside a CUDA graph capture (calls inside one take
+// fe_dwconv_nchw until then), as run_depthwise_nhwc; FERRITE_CUDA_DWCONV=own / =cudnn forces
+// fe_dwconv_nchw / the other path here too.
+Status run_depthwise_nchw(const Node& node, NativeIO& io, CudaBackend& be, const ConvCall& c,
+                          void* y) {
+  const ConvParams& p = c.p;
+  ConvParams q = p;
+  q.act = c.act.code();
+  q.lo = c.act.alpha;
+  q.hi = c.act.beta;
+  auto own = [&]() -> Status {
+    return be.lib->dwconv_nchw(io.in[0]->ptr, io.in[1]->ptr, c.bias, c.res, y, q);
+  };
+  auto other = [&]() -> Status { return conv_general(node, io, be, c, y).status(); };
+  std::ostringstream key;
+  key << "dwconv_nchw:" << p.N << "," << p.C << "," << p.H << "," << p.W << "," << p.KH << ","
+      << p.sh << "," << p.ph << "," << p.pw << "," << c.ph_end << "," << c.pw_end << ","
+      << c.act.code() << "," << (c.bias != nullptr) << (c.res != nullptr);
+  const char* env = std::getenv("FERRITE_CUDA_DWCONV");
+  const std::string force = env ? env : "";
+  std::optional<bool> on_other;
+  if (force == "own" || force == "cudnn") {
+    on_other = force == "cudnn";
+  } else {
+    std::lock_guard<std::mutex> lock(be.choice_mutex);
+    auto it = be.cudnn_faster.find(key.str());
+    if (it != be.cudnn_faster.end()) on_other = it->second;
+  }
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  be.rt()->api().cuStreamIsCapturing(be.rt()->stream(), &cs);
+  // Repeated calls would add a residual that aliases y more than once.
+  if (!on_other && c.res != y && cs == CU_STREAM_CAPTURE_STATUS_NONE) {
+    FERRITE_ASSIGN_OR_RETURN(double t_own, time_stream_calls(be, own, 3));
+    FERRITE_ASSIGN_OR_RETURN(double t_other, time_stream_calls(be, other, 3));
+    on_other = t_other < t_own;
+    if (CudnnConv::logging())
+      std::fprintf(stderr, "[conv] cuda: depthwise %s: fe_dwconv_nchw %.1f us, other %.1f us%s\n",
+                   key.str().c_str(), t_own * 1e6, t_other * 1e6, *on_other ? ": other" : ": ours");
+    std::lock_guard<std::mutex> lock(be.choice_mutex);
+    be.cudnn_faster[key.str()] = *on_other;
+  }
+  return on_other.value_or(false) ? other() : own();
+}
+
 }  // namespace
 
 // Conv and FusedConv: the convolution, then bias + residual + activation in one pass where the
@@ -273,35 +347,15 @@ Expected<bool> run_conv(const Node& node, NativeIO& io, CudaBackend& be) {
   const std::vector<int64_t> yd = c.last ? std::vector<int64_t>{p.N, p.OH, p.OW, p.K}
                                          : std::vector<int64_t>{p.N, p.K, p.OH, p.OW};
   FERRITE_ASSIGN_OR_RETURN(void* y, io.output(0, c.dt, yd));
-  const int64_t total = p.N * p.K * p.OH * p.OW;
-  const int64_t plane = c.last ? 1 : p.OH * p.OW;
   if (c.last && LibraryKernels::dwconv_nhwc_takes(p, c.dt, io.in[0]->ptr, c.res, y)) {
     FERRITE_ASSIGN_OR_RETURN(bool done, run_depthwise_nhwc(node, io, be, c, y));
     if (done) return true;
   }
   if (!c.last && LibraryKernels::dwconv_nchw_takes(p, c.dt) && !nchw_depthwise_off()) {
-    ConvParams q = p;
-    q.act = c.act.code();
-    q.lo = c.act.alpha;
-    q.hi = c.act.beta;
-    FERRITE_RETURN_IF_ERROR(be.lib->dwconv_nchw(io.in[0]->ptr, io.in[1]->ptr, c.bias, c.res, y, q));
+    FERRITE_RETURN_IF_ERROR(run_depthwise_nchw(node, io, be, c, y));
     return true;
   }
-  FERRITE_ASSIGN_OR_RETURN(CudnnResult dnn, conv_on_cudnn(node, io, be, c, y));
-  if (dnn == CudnnResult::kWithEpilogue) return true;
-  if (dnn == CudnnResult::kConvOnly) {
-    if (!c.bias && !c.res && c.act.none()) return true;
-    FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, c.bias, total, p.K, plane, c.act.code(),
-                                                  c.act.alpha, c.act.beta, c.dt, c.res));
-    return true;
-  }
-  // Channels-last has no path without cuDNN: the step runs on the host (logged as a fallback).
-  if (c.last) return false;
-  FERRITE_RETURN_IF_ERROR(conv_nchw_gemm(io, be, c, y));
-  if (!c.res && c.act.none()) return true;
-  FERRITE_RETURN_IF_ERROR(be.lib->bias_act_nchw(y, nullptr, total, p.K, plane, c.act.code(),
-                                                c.act.alpha, c.act.beta, c.dt, c.res));
-  return true;
+  return conv_general(node, io, be, c, y);
 }
 
 namespace {
