@@ -404,6 +404,38 @@ TEST(CpuKernels, MaxPoolGeometry) {
   for (const auto& [x, attrs] : cases) check("", "MaxPool", {x}, attrs, seed++, {}, nans);
 }
 
+// ferrite.Pool on [N, H, W, C] (the layout pass's form): channel counts of whole 16-channel
+// blocks, blocks plus a tail, and a tail alone; max with NaNs anywhere in a window, and average
+// with and without the padding counted.
+TEST(CpuKernels, ChannelsLastPoolBlocksTailsAndNaNs) {
+  using V = std::vector<int64_t>;
+  const std::string max = "max", avg = "average";
+  uint32_t seed = 700;
+  auto nans = [](std::vector<Tensor>& ts) {
+    float* p = ts[0].data<float>();
+    for (int64_t i = 0; i < ts[0].numel(); i += 5) p[i] = std::numeric_limits<float>::quiet_NaN();
+  };
+  for (int64_t c : {int64_t{16}, int64_t{37}, int64_t{5}}) {
+    const Dims x{2, 9, 8, c};
+    const std::vector<Attr> s2 = {{"kernel_shape", V{3, 3}},
+                                  {"strides", V{2, 2}},
+                                  {"pads", V{1, 1, 1, 1}},
+                                  {"ceil_mode", int64_t{1}}};
+    std::vector<Attr> a = s2;
+    a.push_back({"mode", max});
+    check("ferrite", "Pool", {x}, a, seed++);
+    check("ferrite", "Pool", {x}, a, seed++, {}, nans);
+    std::vector<Attr> b = {{"kernel_shape", V{2, 3}},
+                           {"pads", V{1, 1, 0, 1}},
+                           {"mode", avg},
+                           {"count_include_pad", int64_t{1}}};
+    check("ferrite", "Pool", {x}, b, seed++);
+    std::vector<Attr> e = s2;
+    e.push_back({"mode", avg});
+    check("ferrite", "Pool", {x}, e, seed++);
+  }
+}
+
 TEST(CpuKernels, ConcatAxesAndSizes) {
   using V = std::vector<std::optional<Dims>>;
   // Channels-last channel concats (the layout pass's), large enough to spread over the threads.
