@@ -271,6 +271,24 @@ void attention_cases(const OpSchema& s, std::vector<Case>& out) {
      {in("q", kF32, {1, 4, 97, 64}), in("k", kF32, {1, 4, 131, 64}), in("v", kF32, {1, 4, 131, 64}),
       in("mask", kF32, {1, 1, 1, 131}, V::uniform(-2, 0))},
      {});
+  // The f32 kernel's tiles: ViT's 197 rows and keys (a last query tile of 5 rows, a last key
+  // tile of 5 keys), several K / V tiles in flight, causal tiles, 128-wide heads (32-key
+  // tiles), and head dims off the 4-element width (loaded without cp.async).
+  at("vit-f32",
+     {in("q", kF32, {2, 3, 197, 64}), in("k", kF32, {2, 3, 197, 64}),
+      in("v", kF32, {2, 3, 197, 64})},
+     {});
+  at("long-causal-f32",
+     {in("q", kF32, {1, 2, 150, 32}), in("k", kF32, {1, 2, 150, 32}),
+      in("v", kF32, {1, 2, 150, 32})},
+     {{"causal", i(1)}});
+  at("head-128-f32",
+     {in("q", kF32, {1, 2, 50, 128}), in("k", kF32, {1, 2, 77, 128}), in("v", kF32, {1, 2, 77, 96}),
+      in("mask", kF32, {50, 77}, V::uniform(-2, 0))},
+     {});
+  at("head-6-f32",
+     {in("q", kF32, {1, 2, 70, 6}), in("k", kF32, {1, 2, 90, 6}), in("v", kF32, {1, 2, 90, 10})},
+     {{"scale", 0.5f}});
   // PyTorch's _safe_softmax: row 1 is fully masked (0 out), row 3 holds a NaN (NaN out).
   const double ninf = -std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
