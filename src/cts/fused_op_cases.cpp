@@ -289,6 +289,16 @@ void attention_cases(const OpSchema& s, std::vector<Case>& out) {
   at("head-6-f32",
      {in("q", kF32, {1, 2, 70, 6}), in("k", kF32, {1, 2, 90, 6}), in("v", kF32, {1, 2, 90, 10})},
      {{"scale", 0.5f}});
+  // Shifted windows (fuse-attention's split batch dim): batch dims [images, windows, heads], a
+  // per-window and per-head mask broadcast over the images.
+  at("windows-f32",
+     {in("q", kF32, {2, 4, 3, 49, 32}), in("k", kF32, {2, 4, 3, 49, 32}),
+      in("v", kF32, {2, 4, 3, 49, 32}), in("mask", kF32, {1, 4, 3, 49, 49}, V::uniform(-3, 0))},
+     {{"scale", 0.18f}});
+  at("windows-bf16",
+     {in("q", kBF16, {2, 4, 3, 49, 32}), in("k", kBF16, {2, 4, 3, 49, 32}),
+      in("v", kBF16, {2, 4, 3, 49, 32}), in("mask", kBF16, {1, 4, 3, 49, 49}, V::uniform(-3, 0))},
+     {{"scale", 0.18f}});
   // PyTorch's _safe_softmax: row 1 is fully masked (0 out), row 3 holds a NaN (NaN out).
   const double ninf = -std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();

@@ -13,6 +13,12 @@
 // path): a row of -inf scores only gives 0 and NaN still propagates; it becomes masked_rows_zero=1.
 // The mask must broadcast onto the scores without
 // changing their shape; every removed intermediate must be used only inside the pattern.
+// Shifted-window attention (torchvision's Swin) adds a per-window mask with the scores' batch dim
+// split into images and windows and merged again before the Softmax:
+//   z = Reshape(Add(Reshape(x, [N, W, H, S, T]), m2), [N*W, H, S, T]),  x = s [+ mask]
+// Attention takes that as one call with batch dims [N, W, H]: q, k and v split the same way
+// (Reshapes: views), the two masks summed into one [.., W, H, S, T] (a small tensor: it does not
+// depend on the image) and the result merged back.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -30,8 +36,44 @@ struct Match {
   double scale = 1.0;
   bool nan_guard = false;
   bool masked_rows_guard = false;
+  Value* window_mask = nullptr;  // m2 of a split batch dim (shifted windows); windows = W
+  int64_t windows = 0;
   std::vector<const Node*> nodes;
 };
+
+// z = Reshape(Add(Reshape(x, [N, W, d1, ...]), m2), x's shape) with x [N*W, d1, ...] and the
+// Add not broadcasting the scores: records m2 and W in `m`, and the three nodes; returns the
+// split Reshape (x is its input), or null.
+Node* window_split(const Graph& g, const Uses& uses, const Value* z, Match& m) {
+  Node* merge = producer_op(z, "Reshape");
+  if (!is_op(merge, "Reshape", 2)) return nullptr;
+  const Value* a = merge->inputs[0];
+  Node* add = producer_op(a, "Add");
+  const Shape& zs = z->type.shape;
+  if (!is_op(add, "Add", 2) || sole_user(g, uses, a) != merge || !zs.rank_known() || zs.rank() < 3)
+    return nullptr;
+  for (int i = 0; i < 2; ++i) {
+    Value* s5 = add->inputs[i];
+    Node* split = producer_op(s5, "Reshape");
+    if (!is_op(split, "Reshape", 2) || sole_user(g, uses, s5) != add || add->inputs[1 - i] == s5)
+      continue;
+    const Shape& ss = s5->type.shape;
+    if (!same_type(split->inputs[0]->type, z->type) || !same_type(a->type, s5->type) ||
+        ss.rank() != zs.rank() + 1 || !ss[1].is_static())
+      continue;
+    // Dims past the batch dim unchanged (then the split is of the batch dim alone), and static
+    // (the new Reshapes spell them out).
+    bool rest = true;
+    for (size_t d = 1; d < zs.rank() && rest; ++d)
+      rest = ss[d + 1].is_static() && ss[d + 1] == zs[d];
+    if (!rest) continue;
+    m.window_mask = add->inputs[1 - i];
+    m.windows = *ss[1].value();
+    m.nodes.insert(m.nodes.end(), {merge, add, split});
+    return split;
+  }
+  return nullptr;
+}
 
 // sm = Softmax(z) over the last axis; `guard` = Where(Equal(ReduceMax(z, last axis, keepdims),
 // -inf), 0, sm). Returns the ReduceMax and the Equal on success.
@@ -133,10 +175,15 @@ std::optional<Match> match(const Graph& g, const Uses& uses, const Node& mm2) {
   // Optional additive mask: the operand that is not the (scaled) scores MatMul.
   Value* z = softmax->inputs[0];
   // z is read by the Softmax, and by the guard's ReduceMax when there is one.
-  const bool z_private =
+  bool z_private =
       guard_max ? used_only_by(g, uses, z, {softmax, guard_max}) : sole_user(g, uses, z) == softmax;
-  Value* scores = z;
   const Node* user = softmax;
+  if (Node* split = z_private ? window_split(g, uses, z, m) : nullptr) {
+    z = split->inputs[0];
+    z_private = sole_user(g, uses, z) == split;
+    user = split;
+  }
+  Value* scores = z;
   Node* add = z->producer;
   if (is_op(add, "Add", 2) && z_private) {
     for (int i = 0; i < 2; ++i) {
@@ -253,16 +300,84 @@ class FuseAttention : public Pass {
     Node* k = nullptr;
     Value* kv = make_k(g, m.kt, before, &k);
     if (!kv) return false;
-    std::vector<Value*> inputs{m.q, kv, m.v};
-    if (m.mask) inputs.push_back(m.mask);
-    AttributeMap attrs{{"scale", Attribute(static_cast<float>(m.scale))},
-                       {"nan_to_zero", Attribute(int64_t{m.nan_guard ? 1 : 0})}};
-    if (m.masked_rows_guard) attrs.emplace("masked_rows_zero", Attribute(int64_t{1}));
-    if (!swap_in_node(g, nodes, m.y, dead, kFerriteDomain, "Attention", kFerriteOpset,
-                      std::move(inputs), std::move(attrs), before->name + "_attention")) {
+    if (m.window_mask) {
+      if (apply_windowed(g, m, nodes, kv, dead)) return true;
       if (k) discard_node(g, k);
       return false;
     }
+    std::vector<Value*> inputs{m.q, kv, m.v};
+    if (m.mask) inputs.push_back(m.mask);
+    if (!swap_in_node(g, nodes, m.y, dead, kFerriteDomain, "Attention", kFerriteOpset,
+                      std::move(inputs), attention_attrs(m), before->name + "_attention")) {
+      if (k) discard_node(g, k);
+      return false;
+    }
+    return true;
+  }
+
+  static AttributeMap attention_attrs(const Match& m) {
+    AttributeMap attrs{{"scale", Attribute(static_cast<float>(m.scale))},
+                       {"nan_to_zero", Attribute(int64_t{m.nan_guard ? 1 : 0})}};
+    if (m.masked_rows_guard) attrs.emplace("masked_rows_zero", Attribute(int64_t{1}));
+    return attrs;
+  }
+
+  // The shifted-window form (see the top): q, k, v [N*W, d...] -> [N, W, d...], one mask of
+  // both, the result merged back to [N*W, ...].
+  static bool apply_windowed(Graph& g, const Match& m, const std::vector<const Node*>& nodes,
+                             Value* kv, std::unordered_set<const Node*>& dead) {
+    const size_t r = m.y->type.shape.rank();
+    // The scores' mask broadcasts the same way in the split shape when it has no batch dim
+    // (rank < r) or a unit one.
+    if (m.mask) {
+      const Shape& ms = m.mask->type.shape;
+      if (!ms.rank_known() || ms.rank() > r || (ms.rank() == r && ms[0].value() != 1)) return false;
+    }
+    Node* before = m.y->producer;
+    const int opset = onnx_opset_at_least(g, 14);
+    std::vector<Node*> added;
+    auto undo = [&]() {
+      for (size_t i = added.size(); i-- > 0;) discard_node(g, added[i]);
+      return false;
+    };
+    auto add = [&](const std::string& domain, const char* op, std::vector<Value*> in,
+                   AttributeMap attrs, const std::string& hint) -> Value* {
+      Node* n = insert_node(g, domain, op, domain.empty() ? opset : kFerriteOpset, std::move(in),
+                            std::move(attrs), before, hint);
+      if (!n) return nullptr;
+      added.push_back(n);
+      return n->outputs[0];
+    };
+    // [-1, lead..., dims[1:]] of v's static dims past the batch dim.
+    auto shape_of = [&](const Value* v, std::vector<int64_t> lead,
+                        const std::string& name) -> Value* {
+      const Shape& s = v->type.shape;
+      if (!s.rank_known() || s.rank() != r) return nullptr;
+      for (size_t d = 1; d < r; ++d) {
+        if (!s[d].is_static()) return nullptr;
+        lead.push_back(*s[d].value());
+      }
+      const int64_t n = static_cast<int64_t>(lead.size());
+      return g.add_initializer(name, Tensor::from_vector<int64_t>(lead, {n}));
+    };
+    const std::string base = before->name + "_attention";
+    std::vector<Value*> in5;
+    const std::pair<Value*, const char*> operands[] = {{m.q, "_q"}, {kv, "_k"}, {m.v, "_v"}};
+    for (const auto& [v, tag] : operands) {
+      Value* shape = shape_of(v, {-1, m.windows}, base + tag + "_windows");
+      Value* v5 = shape ? add("", "Reshape", {v, shape}, {}, base + tag) : nullptr;
+      if (!v5) return undo();
+      in5.push_back(v5);
+    }
+    Value* mask = m.window_mask;
+    if (m.mask && !(mask = add("", "Add", {m.mask, m.window_mask}, {}, base + "_mask")))
+      return undo();
+    in5.push_back(mask);
+    Value* y5 = add(kFerriteDomain, "Attention", std::move(in5), attention_attrs(m), base);
+    Value* merged = y5 ? shape_of(m.y, {-1}, base + "_merged") : nullptr;
+    if (!merged) return undo();
+    if (!swap_in_node(g, nodes, m.y, dead, "", "Reshape", opset, {y5, merged}, {}, base + "_merge"))
+      return undo();
     return true;
   }
 };
