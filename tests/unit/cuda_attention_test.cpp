@@ -45,6 +45,12 @@ TEST(CudaCodegen, FlashAttentionCompilesForSm90) {
       ASSERT_TRUE(c) << "dp " << dp << " bm " << bm << ": " << c.status().message();
       EXPECT_GT(c->cubin.size(), 1000u);
     }
+  // Turing (no cp.async; the oldest architecture this CUDA compiles for) takes plain copies.
+  {
+    auto c = cuda::compile_to_cubin(cuda::flash_module_source(DType::kF32, 64, 64), "sm_75",
+                                    "flash_test");
+    ASSERT_TRUE(c) << "sm_75: " << c.status().message();
+  }
   // The same source instantiates for 2-byte storage with f32 math.
   for (DType t : {DType::kBF16, DType::kF16})
     for (int dp : {64, 128}) {
