@@ -77,16 +77,9 @@ Expected<bool> attention_on_cudnn(NativeIO& io, CudaBackend& be, const FlashProb
     return !declined;
   }
   const std::string key = "sdpa:" + q->key();
-  std::optional<bool> faster;
-  {
-    std::lock_guard<std::mutex> lock(be.choice_mutex);
-    auto it = be.cudnn_faster.find(key);
-    if (it != be.cudnn_faster.end()) faster = it->second;
-  }
+  std::optional<bool> faster = be.recorded_choice(key);
   if (!faster) {
-    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    be.rt()->api().cuStreamIsCapturing(be.rt()->stream(), &cs);
-    if (cs != CU_STREAM_CAPTURE_STATUS_NONE) return false;
+    if (be.capturing()) return false;
     auto own = [&]() { return be.flash->run(p, dt, qp, kp, vp, nullptr, y); };
     FERRITE_ASSIGN_OR_RETURN(double t_own, time_stream_calls(be, own, 3));
     double t_dnn = 0;
@@ -100,8 +93,7 @@ Expected<bool> attention_on_cudnn(NativeIO& io, CudaBackend& be, const FlashProb
                        (declined ? std::string("declined") : std::to_string(t_dnn * 1e6) + " us") +
                        (*faster ? ": cuDNN" : ": own"),
                    false);
-    std::lock_guard<std::mutex> lock(be.choice_mutex);
-    be.cudnn_faster[key] = *faster;
+    be.record_choice(key, *faster);
   }
   if (!*faster) return false;
   FERRITE_RETURN_IF_ERROR(on_dnn());

@@ -161,16 +161,31 @@ Expected<double> time_stream_calls(CudaBackend& be, const std::function<Status()
   return ms * 1e-3 / reps;
 }
 
+std::optional<bool> CudaBackend::recorded_choice(const std::string& key) {
+  std::lock_guard<std::mutex> lock(choice_mutex);
+  auto it = cudnn_faster.find(key);
+  if (it == cudnn_faster.end()) return std::nullopt;
+  return it->second;
+}
+
+void CudaBackend::record_choice(const std::string& key, bool faster) {
+  std::lock_guard<std::mutex> lock(choice_mutex);
+  cudnn_faster[key] = faster;
+}
+
+bool CudaBackend::capturing() const {
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  return rt()->api().cuStreamIsCapturing(rt()->stream(), &cs) != CUDA_SUCCESS ||
+         cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 CudnnConv* CudaBackend::conv_library() {
   if (!cudnn_enabled()) return nullptr;
   std::lock_guard<std::mutex> lock(cudnn_mutex);
   if (!cudnn_tried) {
     // cudnnCreate allocates and synchronises: never inside a CUDA graph capture (a binding's
     // first run, which always precedes its capture, creates it).
-    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (rt()->api().cuStreamIsCapturing(rt()->stream(), &cs) != CUDA_SUCCESS ||
-        cs != CU_STREAM_CAPTURE_STATUS_NONE)
-      return nullptr;
+    if (capturing()) return nullptr;
     cudnn_tried = true;
     Status cur = rt()->make_current();
     auto c = cur.is_ok() ? CudnnConv::create(*rt()) : Expected<std::unique_ptr<CudnnConv>>(cur);

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "backend_api/backend.h"
@@ -58,6 +59,12 @@ struct CudaBackend {
   // fe_flash_*, cuda_attention_ops.cpp).
   std::mutex choice_mutex;
   std::map<std::string, bool> cudnn_faster;
+  // cudnn_faster[key] under the lock; nullopt before the problem was timed.
+  std::optional<bool> recorded_choice(const std::string& key);
+  void record_choice(const std::string& key, bool faster);
+  // Whether the current stream is capturing a CUDA graph (nothing may be timed or synchronised
+  // then); a failed query counts as capturing.
+  bool capturing() const;
   // Models of one device share its cuBLASLt plans, cuDNN handle and library kernels (each
   // thread-safe); each context runs on a stream of its own, and a recording runs alone.
   DeviceGate gate;

@@ -185,6 +185,16 @@ Status conv_nchw_gemm(NativeIO& io, CudaBackend& be, const ConvCall& c, void* y)
   return be.lib->bias_act_nchw(y, c.bias, p.K * ohw, p.K, ohw, 0, 0, 0, dt);
 }
 
+// Which path a depthwise problem takes when it is not timed now: FERRITE_CUDA_DWCONV=own (ours,
+// false) or =cudnn (the other path, true), else what timing chose earlier (nullopt: not yet).
+// Read per call.
+std::optional<bool> depthwise_choice(CudaBackend& be, const std::string& key) {
+  const char* env = std::getenv("FERRITE_CUDA_DWCONV");
+  const std::string force = env ? env : "";
+  if (force == "own" || force == "cudnn") return force == "cudnn";
+  return be.recorded_choice(key);
+}
+
 // Channels-last depthwise convolution: fe_dwconv_nhwc8 with the epilogue fused, or cuDNN's
 // graph-API kernel followed by the epilogue pass, whichever ran faster on this problem. Neither
 // wins everywhere (H200, bf16, batch 32: cuDNN's conv2d_c1_k1_nhwc_specialized took EfficientNet-
@@ -222,19 +232,8 @@ Expected<bool> run_depthwise_nhwc(const Node& node, NativeIO& io, CudaBackend& b
       << "," << p.sh << "," << p.sw << "," << p.ph << "," << p.pw << "," << c.ph_end << ","
       << c.pw_end << "," << p.dh << "," << p.dw << "," << static_cast<int>(c.dt) << ","
       << c.act.code() << "," << (c.bias != nullptr) << (c.res != nullptr);
-  const char* env = std::getenv("FERRITE_CUDA_DWCONV");
-  const std::string force = env ? env : "";
-  std::optional<bool> on_cudnn;
-  if (force == "own" || force == "cudnn") {
-    on_cudnn = force == "cudnn";
-  } else {
-    std::lock_guard<std::mutex> lock(be.choice_mutex);
-    auto it = be.cudnn_faster.find(key.str());
-    if (it != be.cudnn_faster.end()) on_cudnn = it->second;
-  }
-  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-  be.rt()->api().cuStreamIsCapturing(be.rt()->stream(), &cs);
-  if (!on_cudnn && own_ok && !dnn_declined && cs == CU_STREAM_CAPTURE_STATUS_NONE) {
+  std::optional<bool> on_cudnn = depthwise_choice(be, key.str());
+  if (!on_cudnn && own_ok && !dnn_declined && !be.capturing()) {
     FERRITE_ASSIGN_OR_RETURN(double t_own, time_stream_calls(be, own, 3));
     FERRITE_ASSIGN_OR_RETURN(double t_dnn, time_stream_calls(be, dnn, 3));
     on_cudnn = !dnn_declined && t_dnn < t_own;
@@ -242,8 +241,7 @@ Expected<bool> run_depthwise_nhwc(const Node& node, NativeIO& io, CudaBackend& b
       std::fprintf(stderr, "[conv] cuda: depthwise %s: ours %.1f us, cuDNN + epilogue %.1f us%s\n",
                    key.str().c_str(), t_own * 1e6, t_dnn * 1e6,
                    dnn_declined ? " (cuDNN declined)" : (*on_cudnn ? ": cuDNN" : ": ours"));
-    std::lock_guard<std::mutex> lock(be.choice_mutex);
-    be.cudnn_faster[key.str()] = *on_cudnn;
+    be.record_choice(key.str(), *on_cudnn);
   }
   if (on_cudnn.value_or(false) && !dnn_declined) {
     FERRITE_RETURN_IF_ERROR(dnn());
@@ -309,28 +307,16 @@ Status run_depthwise_nchw(const Node& node, NativeIO& io, CudaBackend& be, const
   key << "dwconv_nchw:" << p.N << "," << p.C << "," << p.H << "," << p.W << "," << p.KH << ","
       << p.sh << "," << p.ph << "," << p.pw << "," << c.ph_end << "," << c.pw_end << ","
       << c.act.code() << "," << (c.bias != nullptr) << (c.res != nullptr);
-  const char* env = std::getenv("FERRITE_CUDA_DWCONV");
-  const std::string force = env ? env : "";
-  std::optional<bool> on_other;
-  if (force == "own" || force == "cudnn") {
-    on_other = force == "cudnn";
-  } else {
-    std::lock_guard<std::mutex> lock(be.choice_mutex);
-    auto it = be.cudnn_faster.find(key.str());
-    if (it != be.cudnn_faster.end()) on_other = it->second;
-  }
-  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-  be.rt()->api().cuStreamIsCapturing(be.rt()->stream(), &cs);
+  std::optional<bool> on_other = depthwise_choice(be, key.str());
   // Repeated calls would add a residual that aliases y more than once.
-  if (!on_other && c.res != y && cs == CU_STREAM_CAPTURE_STATUS_NONE) {
+  if (!on_other && c.res != y && !be.capturing()) {
     FERRITE_ASSIGN_OR_RETURN(double t_own, time_stream_calls(be, own, 3));
     FERRITE_ASSIGN_OR_RETURN(double t_other, time_stream_calls(be, other, 3));
     on_other = t_other < t_own;
     if (CudnnConv::logging())
       std::fprintf(stderr, "[conv] cuda: depthwise %s: fe_dwconv_nchw %.1f us, other %.1f us%s\n",
                    key.str().c_str(), t_own * 1e6, t_other * 1e6, *on_other ? ": other" : ": ours");
-    std::lock_guard<std::mutex> lock(be.choice_mutex);
-    be.cudnn_faster[key.str()] = *on_other;
+    be.record_choice(key.str(), *on_other);
   }
   return on_other.value_or(false) ? other() : own();
 }
